@@ -1,0 +1,59 @@
+// The `finetune` executable: parses the command line and reports errors; all work lives in ftcore.
+#include <c10/util/Exception.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "util/build_info.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace {
+
+int report(const std::string& message, const std::string& hint, ft::ExitCode code) {
+  std::cerr << "finetune: error: " << message << "\n";
+  if (!hint.empty()) std::cerr << "finetune: hint: " << hint << "\n";
+  return static_cast<int>(code);
+}
+
+// c10::Error messages carry a C++ backtrace after the first lines; users get the message alone.
+std::string torch_message(const c10::Error& e) {
+  std::string msg = e.what_without_backtrace();
+  return msg;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"finetune: fine-tune LLaMA-family language models with LibTorch (no Python at run time)"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.set_version_flag("--version", std::string("finetune ") + ft::build::kVersion + " (" + ft::build::kGitDescribe + ")");
+  app.footer(
+      "Examples:\n"
+      "  finetune train --config configs/demo.yaml\n"
+      "  finetune config show --config configs/demo.yaml train.max_steps=10\n"
+      "Exit codes: 0 success, 1 failure, 2 usage or configuration error, 130 stopped by a signal.");
+  ft::cli::Globals globals;
+  app.add_option("--log-level", globals.log_level, "trace|debug|info|warn|error (default: logging.level)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  int exit_code = 0;
+  ft::cli::add_all(app, globals, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : static_cast<int>(ft::ExitCode::kUsage);
+  } catch (const ft::Error& e) {
+    return report(e.what(), e.hint(), e.code());
+  } catch (const c10::Error& e) {
+    return report(torch_message(e), "this came from LibTorch; rerun with --log-level debug for context",
+                  ft::ExitCode::kFailure);
+  } catch (const std::exception& e) {
+    return report(e.what(), "", ft::ExitCode::kFailure);
+  }
+  return exit_code;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the build and tests need and is missing: Debian packages (third_party/apt-packages.txt) and a
+# project-local virtual environment .venv with the pinned pip packages (third_party/requirements.txt).
+# Idempotent: returns in seconds when everything is present.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+mapfile -t wanted < <(grep -v -e '^#' -e '^$' third_party/apt-packages.txt)
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: note: the CUDA toolkit is at /usr/local/cuda but not on PATH; CMake will still find it."
+fi
+
+python=${FT_PYTHON_BOOTSTRAP:-python3}
+stamp=.venv/.requirements.sha256
+want_hash=$(sha256sum third_party/requirements.txt | cut -d' ' -f1)
+if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want_hash" ]]; then
+  echo "setup: creating .venv with third_party/requirements.txt (first time: a few GB, a few minutes)"
+  [[ -x .venv/bin/python ]] || "$python" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r third_party/requirements.txt
+  echo "$want_hash" >"$stamp"
+fi
+echo "setup: ok"

@@ -1,0 +1,325 @@
+// The typed configuration: one struct per YAML section, each field with its default and a one-line comment.
+// docs/configuration.md documents the same schema; tests/config keeps the two in step.
+// Each section's visit() names its keys for the loader (config/loader.h), which binds, validates and prints them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ft {
+
+struct RunConfig {
+  std::string name = "run";                      // run name; usable as ${run.name}
+  std::string output_dir = "runs/${run.name}";   // run directory: resolved config, metrics, checkpoints, model
+  int64_t seed = 1234;                           // seed for weight init, data order, dropout and sampling
+  std::string device = "auto";                   // auto | cpu | cuda | cuda:N
+  bool deterministic = false;                    // bit-reproducible runs (deterministic kernels, fixed threads)
+
+  template <class V> void visit(V& v) {
+    v("name", name);
+    v("output_dir", output_dir);
+    v("seed", seed);
+    v("device", device);
+    v("deterministic", deterministic);
+  }
+};
+
+struct ModelConfig {
+  std::string path;                        // Hugging Face model dir (config.json + safetensors); empty = from scratch
+  std::string architecture = "llama";      // from scratch: llama | mistral | qwen2
+  int64_t vocab_size = 0;                  // from scratch: 0 = the tokenizer's vocabulary size
+  int64_t hidden_size = 256;               // from scratch: model width
+  int64_t intermediate_size = 688;         // from scratch: SwiGLU hidden width
+  int64_t num_layers = 4;                  // from scratch: decoder layers
+  int64_t num_heads = 4;                   // from scratch: attention heads
+  int64_t num_kv_heads = 4;                // from scratch: key/value heads (grouped-query attention when fewer)
+  int64_t max_position_embeddings = 2048;  // from scratch: longest sequence the rotary tables cover
+  double rope_theta = 10000.0;             // from scratch: rotary base
+  double rms_norm_eps = 1e-5;              // from scratch: RMSNorm epsilon
+  bool tie_embeddings = false;             // from scratch: LM head shares the embedding matrix
+  double init_std = 0.02;                  // from scratch: normal init standard deviation
+  std::string dtype = "fp32";              // parameter dtype: fp32 | bf16
+  bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
+
+  template <class V> void visit(V& v) {
+    v("path", path);
+    v("architecture", architecture);
+    v("vocab_size", vocab_size);
+    v("hidden_size", hidden_size);
+    v("intermediate_size", intermediate_size);
+    v("num_layers", num_layers);
+    v("num_heads", num_heads);
+    v("num_kv_heads", num_kv_heads);
+    v("max_position_embeddings", max_position_embeddings);
+    v("rope_theta", rope_theta);
+    v("rms_norm_eps", rms_norm_eps);
+    v("tie_embeddings", tie_embeddings);
+    v("init_std", init_std);
+    v("dtype", dtype);
+    v("activation_checkpointing", activation_checkpointing);
+  }
+};
+
+struct LoraConfig {
+  bool enabled = false;                                       // train low-rank adapters instead of all weights
+  int64_t rank = 8;                                           // adapter rank r
+  double alpha = 16.0;                                        // scaling numerator: the update is (alpha / r) * B A x
+  double dropout = 0.0;                                       // dropout on the adapter input
+  std::vector<std::string> targets = {"q_proj", "v_proj"};    // projections that get adapters
+
+  template <class V> void visit(V& v) {
+    v("enabled", enabled);
+    v("rank", rank);
+    v("alpha", alpha);
+    v("dropout", dropout);
+    v("targets", targets);
+  }
+};
+
+struct TokenizerConfig {
+  std::string path;                 // sentencepiece tokenizer.model; empty = <model.path>/tokenizer.model
+  int64_t train_vocab_size = 0;     // > 0: train a sentencepiece model on the training data at start
+  std::string train_model_type = "bpe";  // trained model type: bpe | unigram
+  bool add_bos = true;              // prepend BOS to every sample
+  bool add_eos = true;              // append EOS to every completion / text sample
+
+  template <class V> void visit(V& v) {
+    v("path", path);
+    v("train_vocab_size", train_vocab_size);
+    v("train_model_type", train_model_type);
+    v("add_bos", add_bos);
+    v("add_eos", add_eos);
+  }
+};
+
+// One JSON Lines (or pretokenized binary) source of samples.
+struct DataSource {
+  std::string path;                  // file path (relative paths are relative to the config file)
+  std::string format = "prompt_completion";  // text | prompt_completion | alpaca | chat | pretokenized
+  double weight = 1.0;               // sampling weight relative to the other sources
+
+  template <class V> void visit(V& v) {
+    v("path", path);
+    v("format", format);
+    v("weight", weight);
+  }
+};
+
+// JSON field names, for datasets that name them differently.
+struct DataFields {
+  std::string text = "text";               // text format: the text
+  std::string prompt = "prompt";           // prompt_completion: the prompt (alpaca: instruction)
+  std::string input = "input";             // alpaca: optional input appended to the instruction
+  std::string completion = "completion";   // prompt_completion: the completion (alpaca: output)
+  std::string messages = "messages";       // chat: the list of turns
+  std::string role = "role";               // chat: a turn's role (system | user | assistant)
+  std::string content = "content";         // chat: a turn's text
+
+  template <class V> void visit(V& v) {
+    v("text", text);
+    v("prompt", prompt);
+    v("input", input);
+    v("completion", completion);
+    v("messages", messages);
+    v("role", role);
+    v("content", content);
+  }
+};
+
+// Synthetic task generation (finetune data synth), used by the demo.
+struct SynthConfig {
+  std::string task;          // empty = off; add | reverse | sort | ...: generate data.train/data.eval if missing
+  int64_t train_samples = 0; // samples written to the first data.train source
+  int64_t eval_samples = 0;  // samples written to the first data.eval source
+  int64_t seed = 0;          // generator seed
+
+  template <class V> void visit(V& v) {
+    v("task", task);
+    v("train_samples", train_samples);
+    v("eval_samples", eval_samples);
+    v("seed", seed);
+  }
+};
+
+struct DataConfig {
+  std::vector<DataSource> train;      // training sources
+  std::vector<DataSource> eval;       // evaluation sources (optional)
+  DataFields fields;                  // JSON field names
+  std::string template_name = "plain";  // chat template: llama2 | llama3 | chatml | plain
+  int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
+  bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)
+  std::string overlong = "truncate";  // samples longer than seq_len: truncate | drop
+  std::string on_error = "fail";      // a bad line: fail | skip (counted and reported)
+  std::string pretokenized_dtype = "uint16";  // pretokenized files: uint16 | uint32
+  std::string cache_dir;              // tokenized cache; empty = <output_dir>/../.cache/data
+  int64_t prefetch = 4;               // batches prepared ahead by the background thread
+  SynthConfig synth;                  // synthetic data generation
+
+  template <class V> void visit(V& v) {
+    v("train", train);
+    v("eval", eval);
+    v("fields", fields);
+    v("template", template_name);
+    v("seq_len", seq_len);
+    v("packing", packing);
+    v("overlong", overlong);
+    v("on_error", on_error);
+    v("pretokenized_dtype", pretokenized_dtype);
+    v("cache_dir", cache_dir);
+    v("prefetch", prefetch);
+    v("synth", synth);
+  }
+};
+
+struct TrainConfig {
+  int64_t max_steps = 0;           // optimizer steps; 0 = run train.epochs epochs
+  int64_t epochs = 1;              // epochs when max_steps is 0
+  int64_t micro_batch_size = 8;    // samples (rows) per forward/backward on each rank
+  int64_t grad_accum_steps = 1;    // micro-batches per optimizer step
+  std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 weights) | fp16 (loss scaling) | bf16-pure
+  double grad_clip = 1.0;          // clip the global gradient norm to this; 0 = off
+  int64_t max_nan_skips = 0;       // steps with a non-finite loss skipped before stopping (bf16/fp32)
+  double loss_scale_init = 65536.0;     // fp16: initial loss scale
+  int64_t loss_scale_interval = 2000;   // fp16: clean steps before the scale doubles
+
+  template <class V> void visit(V& v) {
+    v("max_steps", max_steps);
+    v("epochs", epochs);
+    v("micro_batch_size", micro_batch_size);
+    v("grad_accum_steps", grad_accum_steps);
+    v("precision", precision);
+    v("grad_clip", grad_clip);
+    v("max_nan_skips", max_nan_skips);
+    v("loss_scale_init", loss_scale_init);
+    v("loss_scale_interval", loss_scale_interval);
+  }
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";                // adamw (fused at::_fused_adamw_)
+  double lr = 3e-4;                          // peak learning rate
+  std::vector<double> betas = {0.9, 0.999};  // Adam beta1, beta2
+  double eps = 1e-8;                         // Adam epsilon
+  double weight_decay = 0.0;                 // decoupled weight decay
+  bool decay_norms_and_biases = false;       // also decay norms, biases and embeddings
+
+  template <class V> void visit(V& v) {
+    v("name", name);
+    v("lr", lr);
+    v("betas", betas);
+    v("eps", eps);
+    v("weight_decay", weight_decay);
+    v("decay_norms_and_biases", decay_norms_and_biases);
+  }
+};
+
+struct SchedulerConfig {
+  std::string type = "cosine";  // constant | linear | cosine | wsd (warmup-stable-decay)
+  int64_t warmup_steps = 0;     // linear warmup steps (wins over warmup_ratio when > 0)
+  double warmup_ratio = 0.0;    // warmup as a fraction of the total steps
+  double min_lr_ratio = 0.0;    // floor of the decay, as a fraction of optimizer.lr
+  double decay_ratio = 0.1;     // wsd: fraction of the steps spent decaying at the end
+
+  template <class V> void visit(V& v) {
+    v("type", type);
+    v("warmup_steps", warmup_steps);
+    v("warmup_ratio", warmup_ratio);
+    v("min_lr_ratio", min_lr_ratio);
+    v("decay_ratio", decay_ratio);
+  }
+};
+
+struct EvalConfig {
+  int64_t every_steps = 0;              // evaluate every N optimizer steps (and at the end); 0 = at the end only
+  int64_t max_batches = 0;              // cap on eval batches; 0 = the whole eval set
+  int64_t exact_match_samples = 0;      // prompt_completion eval samples scored by greedy exact match
+  int64_t max_new_tokens = 32;          // generation length for exact match and samples
+  std::vector<std::string> prompts;     // prompts whose generations are logged at each evaluation
+
+  template <class V> void visit(V& v) {
+    v("every_steps", every_steps);
+    v("max_batches", max_batches);
+    v("exact_match_samples", exact_match_samples);
+    v("max_new_tokens", max_new_tokens);
+    v("prompts", prompts);
+  }
+};
+
+struct CheckpointConfig {
+  int64_t every_steps = 0;      // save every N optimizer steps; 0 = only at the end
+  int64_t keep_last = 2;        // checkpoints kept (older ones deleted); 0 = keep all
+  bool keep_best = false;       // also keep the checkpoint with the lowest eval loss
+  std::string resume = "auto";  // auto (newest valid in output_dir) | never | PATH
+  int64_t shard_size_mb = 5000; // safetensors shard size for saved models
+
+  template <class V> void visit(V& v) {
+    v("every_steps", every_steps);
+    v("keep_last", keep_last);
+    v("keep_best", keep_best);
+    v("resume", resume);
+    v("shard_size_mb", shard_size_mb);
+  }
+};
+
+struct LoggingConfig {
+  std::string level = "info";     // trace | debug | info | warn | error
+  int64_t every_steps = 1;        // log metrics every N optimizer steps
+  bool tensorboard = false;       // also write TensorBoard event files to <output_dir>/tb
+  std::string progress = "auto";  // progress bar: auto (when stderr is a terminal) | on | off
+  double peak_tflops = 0.0;       // MFU denominator per GPU; 0 = from the table of known GPUs
+
+  template <class V> void visit(V& v) {
+    v("level", level);
+    v("every_steps", every_steps);
+    v("tensorboard", tensorboard);
+    v("progress", progress);
+    v("peak_tflops", peak_tflops);
+  }
+};
+
+struct DistributedConfig {
+  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+  int64_t timeout_s = 600;       // collective and rendezvous timeout
+  double bucket_cap_mb = 25.0;   // DDP gradient bucket size
+  int64_t zero = 0;              // 0 = replicated optimizer state; 1 = sharded across ranks (ZeRO-1)
+
+  template <class V> void visit(V& v) {
+    v("backend", backend);
+    v("timeout_s", timeout_s);
+    v("bucket_cap_mb", bucket_cap_mb);
+    v("zero", zero);
+  }
+};
+
+struct Config {
+  RunConfig run;
+  ModelConfig model;
+  LoraConfig lora;
+  TokenizerConfig tokenizer;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  EvalConfig eval;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  DistributedConfig distributed;
+
+  template <class V> void visit(V& v) {
+    v("run", run);
+    v("model", model);
+    v("lora", lora);
+    v("tokenizer", tokenizer);
+    v("data", data);
+    v("train", train);
+    v("optimizer", optimizer);
+    v("scheduler", scheduler);
+    v("eval", eval);
+    v("checkpoint", checkpoint);
+    v("logging", logging);
+    v("distributed", distributed);
+  }
+};
+
+}  // namespace ft

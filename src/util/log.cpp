@@ -1,0 +1,84 @@
+// The only translation unit that includes spdlog; it is compiled without torch's include directories.
+#include "util/log.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace ft::log {
+namespace {
+
+std::atomic<Level> g_level{Level::kInfo};
+std::atomic<int> g_rank{0};
+std::atomic<int> g_world{1};
+
+spdlog::level::level_enum to_spdlog(Level level) {
+  switch (level) {
+    case Level::kTrace: return spdlog::level::trace;
+    case Level::kDebug: return spdlog::level::debug;
+    case Level::kInfo: return spdlog::level::info;
+    case Level::kWarn: return spdlog::level::warn;
+    case Level::kError: return spdlog::level::err;
+    case Level::kOff: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+std::shared_ptr<spdlog::logger>& logger() {
+  static std::shared_ptr<spdlog::logger> instance = [] {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto l = std::make_shared<spdlog::logger>("finetune", sink);
+    l->set_pattern("%^[%H:%M:%S %L]%$ %v");
+    l->set_level(spdlog::level::trace);
+    l->flush_on(spdlog::level::info);
+    return l;
+  }();
+  return instance;
+}
+
+}  // namespace
+
+std::optional<Level> parse_level(std::string_view name) {
+  if (name == "trace") return Level::kTrace;
+  if (name == "debug") return Level::kDebug;
+  if (name == "info") return Level::kInfo;
+  if (name == "warn" || name == "warning") return Level::kWarn;
+  if (name == "error") return Level::kError;
+  if (name == "off") return Level::kOff;
+  return std::nullopt;
+}
+
+void init(Level level, int rank, int world_size) {
+  g_rank = rank;
+  g_world = world_size;
+  set_level(level);
+  if (world_size > 1) {
+    logger()->set_pattern("%^[%H:%M:%S %L]%$ [rank " + std::to_string(rank) + "] %v");
+  }
+}
+
+void set_level(Level level) {
+  // Ranks other than 0 report warnings and errors only.
+  if (g_rank.load() != 0 && level < Level::kWarn) level = Level::kWarn;
+  g_level = level;
+}
+
+Level level() { return g_level.load(); }
+bool enabled(Level l) { return l >= g_level.load() && l != Level::kOff; }
+int rank() { return g_rank.load(); }
+
+void write(Level l, std::string_view message) {
+  if (!enabled(l)) return;
+  logger()->log(to_spdlog(l), "{}", message);
+}
+
+void add_file_sink(const std::string& path) {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e %L] %v");
+  logger()->sinks().push_back(sink);
+}
+
+}  // namespace ft::log

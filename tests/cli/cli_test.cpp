@@ -1,0 +1,50 @@
+// The executable's contract: info output, version, exit codes for usage errors.
+#include <torch/cuda.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+TEST(Cli, InfoReportsLibraryVersions) {
+  const auto result = run_finetune("info --json");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto info = nlohmann::json::parse(result.output);
+  EXPECT_EQ(info["libtorch"].get<std::string>().substr(0, 2), "2.");
+  EXPECT_TRUE(info.contains("cuda_runtime"));
+  EXPECT_TRUE(info.contains("nccl"));
+  EXPECT_TRUE(info["gpus"].is_array());
+  EXPECT_EQ(info["gpus"].size(), static_cast<size_t>(torch::cuda::device_count()));
+}
+
+TEST(Cli, InfoTextNamesEveryComponent) {
+  const auto result = run_finetune("info");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* word : {"finetune", "LibTorch", "CUDA runtime", "cuDNN", "NCCL", "GPU"}) {
+    EXPECT_NE(result.output.find(word), std::string::npos) << word;
+  }
+}
+
+TEST(Cli, VersionFlagPrintsVersion) {
+  const auto result = run_finetune("--version");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(result.output.find("finetune 0."), std::string::npos) << result.output;
+}
+
+TEST(Cli, MissingSubcommandIsUsageError) {
+  EXPECT_EQ(run_finetune("").exit_code, 2);
+  EXPECT_EQ(run_finetune("no-such-command").exit_code, 2);
+}
+
+TEST(Cli, EverySubcommandHasHelpWithExample) {
+  for (const char* sub : {"info"}) {
+    const auto result = run_finetune(std::string(sub) + " --help");
+    EXPECT_EQ(result.exit_code, 0) << sub;
+    EXPECT_NE(result.output.find("Example"), std::string::npos) << sub << ": " << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
