@@ -15,6 +15,13 @@ struct Globals {
 // Registers every subcommand below.
 void add_all(CLI::App& app, const Globals& globals, int& exit_code);
 
-void add_info(CLI::App& app, const Globals& globals, int& exit_code);
+void add_info(CLI::App& app, const Globals& globals, int& exit_code);       // info_cmd.cpp
+void add_config(CLI::App& app, const Globals& globals, int& exit_code);     // config_cmd.cpp: config show|validate
+void add_train(CLI::App& app, const Globals& globals, int& exit_code);      // train_cmd.cpp
+void add_generate(CLI::App& app, const Globals& globals, int& exit_code);   // generate_cmd.cpp
+void add_export(CLI::App& app, const Globals& globals, int& exit_code);     // export_cmd.cpp: merge LoRA, write HF
+void add_tokenizer(CLI::App& app, const Globals& globals, int& exit_code);  // tokenizer_cmd.cpp: tokenizer train
+void add_data(CLI::App& app, const Globals& globals, int& exit_code);       // data_cmd.cpp: data inspect|synth
+void add_plot(CLI::App& app, const Globals& globals, int& exit_code);       // plot_cmd.cpp
 
 }  // namespace ft::cli
