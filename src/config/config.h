@@ -149,6 +149,7 @@ struct DataConfig {
   std::string template_name = "plain";  // chat template: llama2 | llama3 | chatml | plain
   int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
   bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)
+  bool shuffle = true;                // reshuffle the samples every epoch (false: file order, for reference runs)
   std::string overlong = "truncate";  // samples longer than seq_len: truncate | drop
   std::string on_error = "fail";      // a bad line: fail | skip (counted and reported)
   std::string pretokenized_dtype = "uint16";  // pretokenized files: uint16 | uint32
@@ -163,6 +164,7 @@ struct DataConfig {
     v("template", template_name);
     v("seq_len", seq_len);
     v("packing", packing);
+    v("shuffle", shuffle);
     v("overlong", overlong);
     v("on_error", on_error);
     v("pretokenized_dtype", pretokenized_dtype);
