@@ -1,0 +1,300 @@
+#include "train/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+
+#include "train/checksum.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kFormat = "finetune-checkpoint-v1";
+constexpr const char* kTmpPrefix = ".tmp-";
+constexpr const char* kTrashPrefix = ".trash-";
+
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports close()'s error (NFS and some filesystems report write errors only here).
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string io_hint(int err) {
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT)
+    return "free disk space (or raise the quota / file size limit) where the run directory lives, or lower "
+           "checkpoint.keep_last; earlier checkpoints are untouched";
+  return "check that the run directory is writable";
+}
+
+[[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int err) {
+  throw Error(fmt::format("{} '{}': {}", what, path.string(), std::strerror(err)), io_hint(err));
+}
+
+void fsync_path(const fs::path& path, bool directory) {
+  UniqueFd fd(::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("cannot open for fsync", path, errno);
+  if (::fsync(fd.get()) != 0) throw_errno("fsync failed for", path, errno);
+}
+
+std::string step_name(int64_t step) { return fmt::format("step-{:06d}", step); }
+
+// "step-000123" -> 123; nullopt for anything else.
+std::optional<int64_t> parse_step_name(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  if (digits.size() > 18) return std::nullopt;
+  return std::stoll(digits);
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Removes `path` by renaming it to a hidden trash name first, so a crash half-way through the removal never
+// leaves a partial step-* directory that looks like a corrupt checkpoint.
+void remove_via_trash(const fs::path& path) {
+  const fs::path trash = path.parent_path() / (std::string(kTrashPrefix) + path.filename().string() + "-" +
+                                               std::to_string(::getpid()));
+  fs::remove_all(trash);
+  fs::rename(path, trash);
+  fs::remove_all(trash);
+}
+
+}  // namespace
+
+void write_file_synced(const fs::path& path, std::string_view bytes) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw_errno("cannot create", path, errno);
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    fd.close();
+    ::unlink(path.c_str());
+    throw_errno(what, path, err);
+  };
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd.get(), p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) fail("fsync failed for");
+  if (fd.close() != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    throw_errno("close failed for", path, err);
+  }
+}
+
+void fsync_dir(const fs::path& dir) { fsync_path(dir, /*directory=*/true); }
+
+CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
+    : dir_(std::move(run_dir) / "checkpoints"), opts_(opts) {
+  if (opts_.keep_last < 0)
+    throw ConfigError(fmt::format("checkpoint.keep_last = {} must be >= 0", opts_.keep_last), "0 keeps every checkpoint");
+}
+
+CheckpointStore::~CheckpointStore() { abort(); }
+
+void CheckpointStore::abort() noexcept {
+  if (pending_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(pending_, ec);
+  pending_.clear();
+  pending_step_ = -1;
+}
+
+fs::path CheckpointStore::begin(int64_t step) {
+  FT_CHECK(step >= 0, "checkpoint step must be >= 0");
+  abort();
+  try {
+    fs::create_directories(dir_);
+    // Leftovers of a crash: temporary and trash directories are never valid checkpoints.
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (starts_with(name, kTmpPrefix) || starts_with(name, kTrashPrefix)) fs::remove_all(entry.path());
+    }
+    pending_ = dir_ / (std::string(kTmpPrefix) + step_name(step) + "-" + std::to_string(::getpid()));
+    fs::create_directory(pending_);
+  } catch (const fs::filesystem_error& e) {
+    pending_.clear();
+    throw Error(fmt::format("cannot prepare checkpoint directory under '{}': {}", dir_.string(), e.code().message()),
+                io_hint(e.code().value()));
+  }
+  pending_step_ = step;
+  return pending_;
+}
+
+fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::json& extra) {
+  if (pending_.empty()) throw Error("CheckpointStore::commit() without begin()");
+  const fs::path target = dir_ / step_name(pending_step_);
+  try {
+    if (fs::exists(pending_ / kManifest))
+      throw Error(fmt::format("'{}' is reserved for the checkpoint store", kManifest),
+                  "write the checkpoint's own files under other names");
+    nlohmann::json files = nlohmann::json::object();
+    std::vector<fs::path> dirs{pending_};
+    for (auto it = fs::recursive_directory_iterator(pending_); it != fs::recursive_directory_iterator(); ++it) {
+      if (it->is_directory()) {
+        dirs.push_back(it->path());
+        continue;
+      }
+      if (!it->is_regular_file())
+        throw Error(fmt::format("checkpoint entry '{}' is not a regular file", it->path().string()));
+      uint64_t size = 0;
+      const std::string sha = sha256_file(it->path(), &size);
+      fsync_path(it->path(), /*directory=*/false);
+      files[fs::relative(it->path(), pending_).generic_string()] = {{"size", size}, {"sha256", sha}};
+    }
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char created[32];
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    nlohmann::json manifest = {{"format", kFormat},
+                               {"step", pending_step_},
+                               {"created", created},
+                               {"metric", metric ? nlohmann::json(*metric) : nlohmann::json(nullptr)},
+                               {"files", files}};
+    if (!extra.is_null()) manifest["extra"] = extra;
+    write_file_synced(pending_ / kManifest, manifest.dump(2) + "\n");
+    for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_dir(*d);
+    // A checkpoint of the same step (a resumed run saving again) is replaced: old aside, new in, old removed.
+    if (fs::exists(target)) remove_via_trash(target);
+    fs::rename(pending_, target);
+    fsync_dir(dir_);
+  } catch (const fs::filesystem_error& e) {
+    abort();
+    throw Error(fmt::format("cannot commit checkpoint '{}': {}", target.string(), e.code().message()),
+                io_hint(e.code().value()));
+  } catch (...) {
+    abort();
+    throw;
+  }
+  pending_.clear();
+  const int64_t step = pending_step_;
+  pending_step_ = -1;
+  prune(step);
+  return target;
+}
+
+void CheckpointStore::prune(int64_t newest_step) {
+  if (opts_.keep_last == 0) return;
+  const auto all = list(dir_.parent_path());  // sorted by step
+  std::set<int64_t> keep{newest_step};
+  for (size_t i = 0; i < all.size() && static_cast<int64_t>(i) < opts_.keep_last; ++i)
+    keep.insert(all[all.size() - 1 - i].step);
+  if (opts_.keep_best) {
+    const CheckpointInfo* best = nullptr;
+    for (const auto& c : all)
+      if (c.metric && (!best || *c.metric < *best->metric)) best = &c;
+    if (best) keep.insert(best->step);
+  }
+  for (const auto& c : all) {
+    if (keep.count(c.step)) continue;
+    try {
+      remove_via_trash(c.path);
+    } catch (const fs::filesystem_error& e) {
+      // The new checkpoint is safely committed; a leftover old one only costs disk space.
+      FT_LOG_WARN("could not delete old checkpoint '{}': {}", c.path.string(), e.code().message());
+    }
+  }
+}
+
+std::vector<CheckpointInfo> CheckpointStore::list(const fs::path& run_dir) {
+  std::vector<CheckpointInfo> out;
+  const fs::path dir = run_dir / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto step = parse_step_name(entry.path().filename().string());
+    if (!step || !entry.is_directory() || !fs::exists(entry.path() / kManifest)) continue;
+    CheckpointInfo info{entry.path(), *step, std::nullopt};
+    std::ifstream in(entry.path() / kManifest);
+    const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (manifest.is_object() && manifest.contains("metric") && manifest["metric"].is_number())
+      info.metric = manifest["metric"].get<double>();
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
+VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
+  const fs::path manifest_path = checkpoint_dir / kManifest;
+  if (!fs::exists(manifest_path)) return {false, "missing manifest.json"};
+  std::ifstream in(manifest_path);
+  const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!manifest.is_object() || manifest.value("format", "") != kFormat || !manifest.contains("files") ||
+      !manifest["files"].is_object())
+    return {false, "manifest.json is unreadable or not a finetune checkpoint manifest"};
+  for (const auto& [rel, meta] : manifest["files"].items()) {
+    const fs::path file = checkpoint_dir / rel;
+    if (!meta.is_object() || !meta.contains("size") || !meta["size"].is_number_unsigned() ||
+        !meta.contains("sha256") || !meta["sha256"].is_string())
+      return {false, rel + ": bad manifest entry"};
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (ec) return {false, rel + ": missing"};
+    const auto expected_size = meta["size"].get<uint64_t>();
+    if (size != expected_size) return {false, fmt::format("{}: size {} != {} in the manifest", rel, size, expected_size)};
+    try {
+      if (sha256_file(file) != meta["sha256"].get<std::string>()) return {false, rel + ": checksum mismatch"};
+    } catch (const Error& e) {
+      return {false, e.what()};
+    }
+  }
+  return {true, {}};
+}
+
+std::optional<CheckpointInfo> CheckpointStore::find_latest_valid(const fs::path& run_dir) {
+  const fs::path dir = run_dir / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  std::vector<CheckpointInfo> candidates;  // every step-* directory, with or without a manifest
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto step = parse_step_name(entry.path().filename().string());
+    if (step && entry.is_directory()) candidates.push_back({entry.path(), *step, std::nullopt});
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  for (auto& c : candidates) {
+    const VerifyResult v = verify(c.path);
+    if (v.ok) {
+      for (const auto& listed : list(run_dir))
+        if (listed.step == c.step) c.metric = listed.metric;
+      return c;
+    }
+    FT_LOG_WARN("skipping corrupt checkpoint '{}': {}", c.path.string(), v.problem);
+  }
+  return std::nullopt;
+}
+
+}  // namespace ft::train

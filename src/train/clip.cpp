@@ -1,0 +1,58 @@
+#include "train/clip.h"
+
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <c10/core/GradMode.h>
+
+#include <map>
+#include <tuple>
+
+namespace ft::train {
+namespace {
+
+using Buckets = std::map<std::tuple<int, int, int>, std::vector<at::Tensor>>;
+
+Buckets bucket(const std::vector<at::Tensor>& grads) {
+  Buckets out;
+  for (const auto& g : grads) {
+    if (!g.defined()) continue;
+    out[{static_cast<int>(g.device().type()), static_cast<int>(g.device().index()), static_cast<int>(g.scalar_type())}]
+        .push_back(g);
+  }
+  return out;
+}
+
+at::Tensor norm_of(const Buckets& buckets) {
+  if (buckets.empty()) return at::zeros({}, at::kFloat);
+  const at::Device first = buckets.begin()->second.front().device();
+  std::vector<at::Tensor> norms;
+  for (const auto& [key, list] : buckets) {
+    // Float grads keep torch's exact arithmetic; reduced-precision grads are reduced in F32.
+    const bool f32 = list.front().scalar_type() == at::kFloat;
+    auto per = f32 ? at::_foreach_norm(list, 2) : at::_foreach_norm(list, 2, at::kFloat);
+    for (auto& n : per) norms.push_back(n.to(first, /*non_blocking=*/true));
+  }
+  return at::linalg_vector_norm(at::stack(norms), 2);
+}
+
+}  // namespace
+
+at::Tensor total_grad_norm(const std::vector<at::Tensor>& grads) {
+  c10::NoGradGuard no_grad;
+  return norm_of(bucket(grads));
+}
+
+at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& grads, double max_norm) {
+  c10::NoGradGuard no_grad;
+  const Buckets buckets = bucket(grads);
+  at::Tensor total = norm_of(buckets);
+  if (max_norm <= 0.0 || buckets.empty()) return total;
+  // reciprocal() * max_norm, as Python's `max_norm / tensor` evaluates it (bit-identical coefficients).
+  const at::Tensor coef = at::clamp_max((total + 1e-6).reciprocal() * max_norm, 1.0);  // F32 []
+  for (const auto& [key, list] : buckets) {
+    at::_foreach_mul_(list, coef.to(list.front().device(), /*non_blocking=*/true));
+  }
+  return total;
+}
+
+}  // namespace ft::train

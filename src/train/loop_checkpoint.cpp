@@ -1,0 +1,259 @@
+// Checkpoints of the training loop: what a step-N directory holds, how a run resumes from it, and the final model.
+//
+// checkpoints/step-000123/
+//   model/ or adapter/       HF model (config.json + safetensors + tokenizer files) or PEFT adapter
+//   optimizer.safetensors    AdamW moments and step counters, by parameter name
+//   rng.safetensors          every rank's CPU (and CUDA) generator state
+//   trainer_state.json       step, epoch, tokens, scaler, every rank's data position, fingerprint, versions
+//   config.yaml              the resolved config of the run that wrote it
+//   manifest.json            sizes and checksums (CheckpointStore)
+#include <torch/version.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/loader.h"
+#include "data/templates.h"
+#include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "io/safetensors.h"
+#include "model/checkpoint_io.h"
+#include "model/lora.h"
+#include "model/transformer.h"
+#include "train/checkpoint_store.h"
+#include "train/grad_scaler.h"
+#include "train/optimizer.h"
+#include "train/rng_state.h"
+#include "train/trainer.h"
+#include "util/build_info.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace {
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw Error("cannot write " + path.string(), "check free disk space and permissions of the run directory");
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Every rank's `value`, in rank order, gathered on every rank.
+std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std::string& value) {
+  if (comm.world_size() == 1) return {value};
+  auto length = at::full({1}, static_cast<int64_t>(value.size()), at::kLong);
+  std::vector<at::Tensor> lengths{length};
+  comm.all_reduce_(lengths, dist::ReduceOp::kMax);
+  const int64_t max_len = lengths[0].item<int64_t>() + 8;
+  auto local = at::zeros({max_len}, at::kByte);  // U8 [max_len]: 8-byte length, then the bytes
+  const auto size = static_cast<int64_t>(value.size());
+  std::memcpy(local.data_ptr<uint8_t>(), &size, sizeof(size));
+  std::memcpy(local.data_ptr<uint8_t>() + 8, value.data(), value.size());
+  auto gathered = at::zeros({max_len * comm.world_size()}, at::kByte);
+  auto local_dev = local.to(comm.device());
+  auto gathered_dev = gathered.to(comm.device());
+  comm.all_gather(gathered_dev, local_dev);
+  gathered = gathered_dev.cpu();
+  std::vector<std::string> out;
+  for (int r = 0; r < comm.world_size(); ++r) {
+    const uint8_t* base = gathered.data_ptr<uint8_t>() + r * max_len;
+    int64_t n = 0;
+    std::memcpy(&n, base, sizeof(n));
+    out.emplace_back(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Copies every parameter of `model` from the HF checkpoint in `dir` (names and shapes must match exactly).
+void load_model_weights(model::Transformer& model, const std::filesystem::path& dir) {
+  const io::CheckpointReader reader(dir);
+  at::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    if (!reader.contains(item.key())) {
+      throw Error("checkpoint " + dir.string() + " has no tensor '" + item.key() + "'",
+                  "the checkpoint does not belong to this model; set checkpoint.resume=never or another output_dir");
+    }
+    const auto source = reader.tensor(item.key());
+    if (source.sizes() != item.value().sizes()) {
+      throw Error("checkpoint tensor '" + item.key() + "' in " + reader.file_of(item.key()) + " has shape " +
+                  c10::str(source.sizes()) + ", the model expects " + c10::str(item.value().sizes()));
+    }
+    item.value().copy_(source);
+  }
+}
+
+// The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
+// chat template the run trained with, so the exported model chats the way it learned to.
+void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const std::string& base_model_dir,
+                           const data::Tokenizer& tokenizer, const std::string& template_name,
+                           const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  nlohmann::json tokenizer_config = nlohmann::json::object();
+  if (!base_model_dir.empty()) {
+    for (const char* name : {"tokenizer.json", "special_tokens_map.json", "generation_config.json",
+                             "tokenizer_config.json"}) {
+      const fs::path source = fs::path(base_model_dir) / name;
+      if (fs::exists(source)) fs::copy_file(source, dir / name, fs::copy_options::overwrite_existing);
+    }
+    if (fs::exists(dir / "tokenizer_config.json")) {
+      tokenizer_config = nlohmann::json::parse(read_text(dir / "tokenizer_config.json"));
+    }
+  }
+  if (fs::exists(tokenizer_file)) fs::copy_file(tokenizer_file, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
+  if (!tokenizer_config.contains("tokenizer_class")) tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
+  auto piece = [&](int64_t id) { return id >= 0 ? tokenizer.id_to_piece(id) : std::string(); };
+  if (!tokenizer_config.contains("bos_token")) tokenizer_config["bos_token"] = piece(tokenizer.bos_id());
+  if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());
+  const std::string chat_template = data::chat_template_jinja(template_name);
+  if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
+  write_text(dir / "tokenizer_config.json", tokenizer_config.dump(2));
+}
+
+}  // namespace
+
+std::string Trainer::fingerprint() const {
+  const auto& a = model_->args();
+  nlohmann::json f;
+  f["model"] = {a.model_type, a.vocab_size, a.hidden_size, a.intermediate_size, a.num_layers, a.num_heads,
+                a.num_kv_heads, a.head_dim, a.tie_word_embeddings};
+  f["lora"] = cfg_.lora.enabled ? nlohmann::json{cfg_.lora.rank, cfg_.lora.targets} : nlohmann::json();
+  f["data"] = {cfg_.data.seq_len, cfg_.data.packing, cfg_.data.template_name, cfg_.train.micro_batch_size,
+               cfg_.train.grad_accum_steps};
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& s : cfg_.data.train) sources.push_back({s.path, s.format, s.weight});
+  f["data_sources"] = sources;
+  return f.dump();
+}
+
+void Trainer::write_model_dir(const std::filesystem::path& dir) const {
+  std::filesystem::create_directories(dir);
+  if (cfg_.lora.enabled) {
+    model::save_adapter(*model_, cfg_.lora, dir, cfg_.model.path);
+  } else {
+    model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1024 * 1024);
+  }
+  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name, dir);
+}
+
+void Trainer::save_checkpoint() {
+  // Every rank contributes its data position and RNG state; rank 0 writes.
+  nlohmann::json rank_state;
+  rank_state["loader"] = train_loader_->state();
+  const auto loader_states = all_gather_strings(*comm_, rank_state.dump());
+  const auto rng = capture_rng_state(device_);  // U8 tensors by name
+  std::vector<std::vector<std::string>> rng_blobs;
+  io::TensorMap rng_all;
+  for (const auto& [name, state] : rng) {
+    const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
+    const auto blobs = all_gather_strings(*comm_, blob);
+    for (size_t r = 0; r < blobs.size(); ++r) {
+      auto t = at::empty({static_cast<int64_t>(blobs[r].size())}, at::kByte);
+      std::memcpy(t.data_ptr<uint8_t>(), blobs[r].data(), blobs[r].size());
+      rng_all[name + ".rank" + std::to_string(r)] = t;
+    }
+  }
+  if (rank_ == 0) {
+    const auto tmp = checkpoints_->begin(step_);
+    try {
+      write_model_dir(tmp / (cfg_.lora.enabled ? "adapter" : "model"));
+      io::write_safetensors(tmp / "optimizer.safetensors", optimizer_->state_dict());
+      io::write_safetensors(tmp / "rng.safetensors", rng_all);
+      nlohmann::json state;
+      state["step"] = step_;
+      state["epoch"] = epoch_;
+      state["tokens_seen"] = tokens_seen_;
+      state["nan_skips"] = nan_skips_;
+      state["world_size"] = world_size_;
+      state["scaler"] = scaler_->state();
+      state["ranks"] = nlohmann::json::array();
+      for (const auto& s : loader_states) state["ranks"].push_back(nlohmann::json::parse(s));
+      state["fingerprint"] = fingerprint();
+      if (best_eval_loss_) state["best_eval_loss"] = *best_eval_loss_;
+      state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
+      write_text(tmp / "trainer_state.json", state.dump(2));
+      write_text(tmp / "config.yaml", resolved_yaml_);
+      const auto dir = checkpoints_->commit(step_, last_eval_loss_);
+      FT_LOG_INFO("checkpoint saved: {}", dir.string());
+    } catch (...) {
+      checkpoints_->abort();
+      throw;
+    }
+  }
+  comm_->barrier();
+}
+
+bool Trainer::try_resume() {
+  const std::string& mode = cfg_.checkpoint.resume;
+  if (mode == "never") return false;
+  std::optional<std::filesystem::path> dir;
+  if (mode == "auto") {
+    dir = checkpoints_->find_latest_valid();
+    if (!dir) return false;
+  } else {
+    dir = std::filesystem::path(mode);
+    checkpoints_->verify_or_throw(*dir);
+  }
+  const auto state = nlohmann::json::parse(read_text(*dir / "trainer_state.json"));
+  if (state.at("fingerprint").get<std::string>() != fingerprint()) {
+    throw ConfigError("cannot resume from " + dir->string() +
+                          ": the model or data shape differs from the run that wrote it (model dims, LoRA, seq_len, "
+                          "packing, template, batch layout or data sources changed)",
+                      "restore the original settings (see " + (*dir / "config.yaml").string() +
+                          "), use another run.output_dir, or set checkpoint.resume=never");
+  }
+  const int saved_world = state.at("world_size").get<int>();
+  if (saved_world != world_size_) {
+    throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",
+                                  dir->string(), saved_world, world_size_),
+                      "resume with the same number of processes (--nproc-per-node / torchrun), or start a new run");
+  }
+  if (cfg_.lora.enabled) {
+    model::load_adapter(*model_, *dir / "adapter");
+  } else {
+    load_model_weights(*model_, *dir / "model");
+  }
+  optimizer_->load_state_dict(io::read_safetensors(*dir / "optimizer.safetensors"));
+  scaler_->load_state(state.at("scaler"));
+  step_ = state.at("step").get<int64_t>();
+  epoch_ = state.at("epoch").get<int64_t>();
+  tokens_seen_ = state.at("tokens_seen").get<int64_t>();
+  nan_skips_ = state.at("nan_skips").get<int64_t>();
+  if (state.contains("best_eval_loss")) best_eval_loss_ = state.at("best_eval_loss").get<double>();
+  train_loader_->restore(state.at("ranks").at(static_cast<size_t>(rank_)).at("loader"));
+  const auto rng_all = io::read_safetensors(*dir / "rng.safetensors");
+  io::TensorMap mine;
+  const std::string suffix = ".rank" + std::to_string(rank_);
+  for (const auto& [name, t] : rng_all) {
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      mine[name.substr(0, name.size() - suffix.size())] = t;
+    }
+  }
+  restore_rng_state(mine, device_);
+  FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir->string(), step_, epoch_, tokens_seen_);
+  return true;
+}
+
+void Trainer::save_final_model() {
+  if (rank_ == 0) {
+    // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
+    const auto final_dir = run_dir_ / (cfg_.lora.enabled ? "adapter" : "model");
+    const auto tmp = run_dir_ / (final_dir.filename().string() + ".tmp");
+    std::filesystem::remove_all(tmp);
+    write_model_dir(tmp);
+    const auto old = run_dir_ / (final_dir.filename().string() + ".old");
+    std::filesystem::remove_all(old);
+    if (std::filesystem::exists(final_dir)) std::filesystem::rename(final_dir, old);
+    std::filesystem::rename(tmp, final_dir);
+    std::filesystem::remove_all(old);
+    FT_LOG_INFO("final {} written to {}", cfg_.lora.enabled ? "adapter" : "model", final_dir.string());
+  }
+  comm_->barrier();
+}
+
+}  // namespace ft::train

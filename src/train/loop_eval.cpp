@@ -1,0 +1,119 @@
+// Evaluation: eval loss and perplexity over the eval set (sharded over ranks), exact match on prompt_completion
+// samples by greedy generation, and sample generations for eval.prompts.
+#include <cmath>
+
+#include "data/batch.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/synth.h"
+#include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "model/generate.h"
+#include "model/transformer.h"
+#include "train/autocast.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace {
+
+// Eval mode for the scope (no dropout), back to train mode after.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(torch::nn::Module& module) : module_(module) { module_.eval(); }
+  ~EvalModeGuard() { module_.train(); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+};
+
+}  // namespace
+
+EvalResult Trainer::evaluate() {
+  EvalResult result;
+  if (!eval_set_) return result;
+  EvalModeGuard eval_mode(*model_);
+  at::NoGradGuard no_grad;
+
+  data::LoaderOptions options;
+  options.micro_batch_size = cfg_.train.micro_batch_size;
+  options.seq_len = cfg_.data.seq_len;
+  options.packing = cfg_.data.packing;
+  options.pad_id = tokenizer_->pad_id();
+  options.seed = static_cast<uint64_t>(cfg_.run.seed);
+  options.rank = rank_;
+  options.world_size = world_size_;
+  options.prefetch = cfg_.data.prefetch;
+  options.shuffle = false;
+  options.pin_memory = device_.is_cuda();
+  data::DataLoader loader(eval_set_, options);
+
+  auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  int64_t tokens = 0;
+  int64_t batches = 0;
+  while (auto batch = loader.next()) {
+    if (cfg_.eval.max_batches > 0 && batches >= cfg_.eval.max_batches) break;
+    loss_sum += micro_loss_sum(*batch).to(at::kDouble);
+    tokens += batch->num_target_tokens;
+    ++batches;
+  }
+  result.tokens = static_cast<int64_t>(all_reduce_sum(static_cast<double>(tokens)));
+  result.loss = all_reduce_sum(loss_sum.item<double>()) / std::max<double>(1.0, static_cast<double>(result.tokens));
+
+  // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
+  if (rank_ == 0 && cfg_.eval.exact_match_samples > 0) {
+    const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
+    int64_t correct = 0;
+    model::GenerateOptions gen;
+    gen.max_new_tokens = cfg_.eval.max_new_tokens;
+    gen.stop_ids = {tokenizer_->eos_id()};
+    for (const auto& sample : samples) {
+      const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
+      std::vector<int64_t> generated;
+      {
+        AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+        generated = model::generate(*model_, prompt_ids, gen);
+      }
+      if (!generated.empty() && generated.back() == tokenizer_->eos_id()) generated.pop_back();
+      if (data::exact_match(tokenizer_->decode(generated), sample.completion)) ++correct;
+    }
+    if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
+  }
+  if (rank_ == 0) {
+    EvalMetrics m;
+    m.step = step_;
+    m.loss = result.loss;
+    m.perplexity = std::exp(std::min(result.loss, 50.0));
+    m.tokens = result.tokens;
+    m.exact_match = result.exact_match;
+    m.samples = sample_generations();
+    metrics_->log_eval(m);
+  }
+  last_eval_loss_ = result.loss;
+  if (!best_eval_loss_ || result.loss < *best_eval_loss_) best_eval_loss_ = result.loss;
+  comm_->barrier();
+  return result;
+}
+
+std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
+  std::vector<std::pair<std::string, std::string>> out;
+  model::GenerateOptions gen;
+  gen.max_new_tokens = cfg_.eval.max_new_tokens;
+  gen.stop_ids = {tokenizer_->eos_id()};
+  for (const auto& prompt : cfg_.eval.prompts) {
+    const auto prompt_ids = data::encode_prompt(*tokenizer_, prompt, cfg_.tokenizer.add_bos);
+    std::vector<int64_t> generated;
+    {
+      AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      generated = model::generate(*model_, prompt_ids, gen);
+    }
+    if (!generated.empty() && generated.back() == tokenizer_->eos_id()) generated.pop_back();
+    out.emplace_back(prompt, tokenizer_->decode(generated));
+  }
+  return out;
+}
+
+}  // namespace ft::train

@@ -1,0 +1,205 @@
+// Trainer setup: run directory, synthetic data, tokenizer, model, data loaders, optimizer and DDP.
+#include <ATen/Context.h>
+#include <torch/utils.h>
+
+#include <fstream>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/synth.h"
+#include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "model/checkpoint_io.h"
+#include "model/lora.h"
+#include "model/transformer.h"
+#include "train/checkpoint_store.h"
+#include "train/grad_scaler.h"
+#include "train/metrics.h"
+#include "train/mfu.h"
+#include "train/optimizer.h"
+#include "train/scheduler.h"
+#include "train/trainer.h"
+#include "util/device.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace {
+
+at::ScalarType param_dtype(const Config& cfg) {
+  if (cfg.train.precision == "bf16-pure" || cfg.model.dtype == "bf16") return at::kBFloat16;
+  return at::kFloat;
+}
+
+void log_dataset_stats(const char* split, const data::DatasetStats& stats) {
+  FT_LOG_INFO("{} data: {} samples per epoch, {} tokens ({} targets); {} truncated, {} dropped, {} bad lines skipped",
+              split, stats.epoch_samples, stats.tokens, stats.target_tokens, stats.truncated, stats.dropped,
+              stats.skipped);
+  for (const auto& source : stats.sources) {
+    if (source.skipped > 0) {
+      FT_LOG_WARN("{}: skipped {} bad lines (first: {})", source.path, source.skipped,
+                  fmt::join(source.skipped_lines, ", "));
+    }
+  }
+}
+
+}  // namespace
+
+void Trainer::setup_run_dir() {
+  device_ = resolve_device(cfg_.run.device, local_rank_);
+  run_dir_ = cfg_.run.output_dir;
+  if (rank_ == 0) {
+    std::filesystem::create_directories(run_dir_);
+    log::add_file_sink((run_dir_ / "train.log").string());
+    metrics_ = std::make_unique<MetricsLogger>(run_dir_, MetricsOptions{cfg_.logging.tensorboard, cfg_.logging.progress});
+  }
+  comm_->barrier();
+  checkpoints_ = std::make_unique<CheckpointStore>(run_dir_ / "checkpoints", cfg_.checkpoint.keep_last,
+                                                   cfg_.checkpoint.keep_best);
+  if (cfg_.run.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
+  FT_LOG_INFO("run directory {} on {} (rank {}/{})", run_dir_.string(), device_.str(), rank_, world_size_);
+}
+
+void Trainer::prepare_synthetic_data() {
+  const auto& synth = cfg_.data.synth;
+  if (synth.task.empty()) return;
+  // Sources without a path get one in the run directory; missing files are generated once, by rank 0.
+  auto fill = [&](std::vector<DataSource>& sources, const char* split, int64_t count, int64_t seed_offset) {
+    if (sources.empty() || count <= 0) return;
+    auto& source = sources.front();
+    if (source.path.empty()) source.path = (run_dir_ / "data" / (synth.task + "-" + split + ".jsonl")).string();
+    if (rank_ == 0 && !std::filesystem::exists(source.path)) {
+      data::write_synthetic(synth.task, count, static_cast<uint64_t>(synth.seed + seed_offset), source.path);
+      FT_LOG_INFO("generated {} synthetic '{}' samples into {}", count, synth.task, source.path);
+    }
+  };
+  fill(cfg_.data.train, "train", synth.train_samples, 0);
+  fill(cfg_.data.eval, "eval", synth.eval_samples, 1000003);
+  comm_->barrier();
+}
+
+void Trainer::setup_tokenizer() {
+  std::filesystem::path file = cfg_.tokenizer.path;
+  if (file.empty() && !cfg_.model.path.empty()) file = std::filesystem::path(cfg_.model.path) / "tokenizer.model";
+  if (file.empty()) {
+    // Train one on the training data at the first start; a resumed run reuses it.
+    file = run_dir_ / "tokenizer" / "tokenizer.model";
+    if (rank_ == 0 && !std::filesystem::exists(file)) {
+      std::vector<std::filesystem::path> inputs;
+      for (const auto& source : cfg_.data.train) inputs.emplace_back(source.path);
+      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type, file.parent_path());
+      FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", cfg_.tokenizer.train_vocab_size,
+                  cfg_.tokenizer.train_model_type, file.string());
+    }
+    comm_->barrier();
+  }
+  tokenizer_file_ = file;
+  tokenizer_ = data::Tokenizer::load(file, cfg_.model.path.empty() ? std::filesystem::path() : cfg_.model.path);
+}
+
+void Trainer::setup_model() {
+  const auto dtype = param_dtype(cfg_);
+  at::manual_seed(static_cast<uint64_t>(cfg_.run.seed));
+  if (!cfg_.model.path.empty()) {
+    model_ = model::load_pretrained(cfg_.model.path, device_, dtype);
+  } else {
+    model_ = std::make_shared<model::Transformer>(model::args_from_config(cfg_.model, tokenizer_->vocab_size()));
+    model::init_weights(*model_, cfg_.model.init_std, static_cast<uint64_t>(cfg_.run.seed));
+    model_->to(device_, dtype);
+  }
+  if (cfg_.lora.enabled) model::apply_lora(*model_, cfg_.lora, static_cast<uint64_t>(cfg_.run.seed));
+  model_->set_activation_checkpointing(cfg_.model.activation_checkpointing);
+  model_->train();
+  trainable_.clear();
+  int64_t trainable_count = 0;
+  int64_t total_count = 0;
+  for (const auto& item : model_->named_parameters()) {
+    total_count += item.value().numel();
+    if (!item.value().requires_grad()) continue;
+    trainable_.emplace_back(item.key(), item.value());
+    trainable_count += item.value().numel();
+  }
+  // Dropout and sampling differ per rank; weights were initialised identically above.
+  at::manual_seed(static_cast<uint64_t>(cfg_.run.seed) + 7919ull * static_cast<uint64_t>(rank_ + 1));
+
+  const auto& args = model_->args();
+  flops_per_token_ = training_flops_per_token(args.num_layers, args.hidden_size, args.intermediate_size,
+                                              args.vocab_size, cfg_.data.seq_len, total_count);
+  peak_flops_ = cfg_.logging.peak_tflops > 0 ? cfg_.logging.peak_tflops * 1e12 : device_peak_flops(device_);
+  FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
+              args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
+              static_cast<double>(total_count) / 1e6, static_cast<double>(trainable_count) / 1e6,
+              cfg_.lora.enabled ? " (LoRA)" : "");
+}
+
+void Trainer::setup_data() {
+  train_set_ = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg_, /*eval=*/false), *tokenizer_);
+  log_dataset_stats("train", train_set_->stats());
+  if (!cfg_.data.eval.empty()) {
+    eval_set_ = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg_, /*eval=*/true), *tokenizer_);
+    log_dataset_stats("eval", eval_set_->stats());
+  }
+  data::LoaderOptions loader;
+  loader.micro_batch_size = cfg_.train.micro_batch_size;
+  loader.seq_len = cfg_.data.seq_len;
+  loader.packing = cfg_.data.packing;
+  loader.pad_id = tokenizer_->pad_id();
+  loader.seed = static_cast<uint64_t>(cfg_.run.seed);
+  loader.rank = rank_;
+  loader.world_size = world_size_;
+  loader.prefetch = cfg_.data.prefetch;
+  loader.shuffle = cfg_.data.shuffle;
+  loader.pin_memory = device_.is_cuda();
+  train_loader_ = std::make_unique<data::DataLoader>(train_set_, loader);
+
+  const int64_t per_epoch = train_loader_->batches_per_epoch() / cfg_.train.grad_accum_steps;
+  FT_CHECK(per_epoch > 0 || cfg_.train.max_steps > 0,
+           fmt::format("one epoch holds {} micro-batches per rank, fewer than train.grad_accum_steps={}",
+                       train_loader_->batches_per_epoch(), cfg_.train.grad_accum_steps));
+  total_steps_ = cfg_.train.max_steps > 0 ? cfg_.train.max_steps : per_epoch * cfg_.train.epochs;
+}
+
+void Trainer::setup_optimizer() {
+  AdamWOptions opts;
+  opts.lr = cfg_.optimizer.lr;
+  opts.beta1 = cfg_.optimizer.betas.at(0);
+  opts.beta2 = cfg_.optimizer.betas.at(1);
+  opts.eps = cfg_.optimizer.eps;
+  opts.weight_decay = cfg_.optimizer.weight_decay;
+  opts.decay_norms_and_biases = cfg_.optimizer.decay_norms_and_biases;
+  optimizer_ = std::make_unique<AdamW>(trainable_, opts);
+
+  ScheduleOptions sched;
+  sched.type = parse_schedule_type(cfg_.scheduler.type);
+  sched.peak_lr = cfg_.optimizer.lr;
+  sched.total_steps = total_steps_;
+  sched.warmup_steps = cfg_.scheduler.warmup_steps;
+  sched.warmup_ratio = cfg_.scheduler.warmup_ratio;
+  sched.min_lr_ratio = cfg_.scheduler.min_lr_ratio;
+  sched.decay_ratio = cfg_.scheduler.decay_ratio;
+  schedule_ = std::make_unique<LrSchedule>(sched);
+
+  const bool fp16 = cfg_.train.precision == "fp16";
+  autocast_ = fp16 || cfg_.train.precision == "bf16";
+  autocast_dtype_ = fp16 ? at::kHalf : at::kBFloat16;
+  GradScalerOptions scaler;
+  scaler.enabled = fp16;
+  scaler.init_scale = cfg_.train.loss_scale_init;
+  scaler.growth_interval = cfg_.train.loss_scale_interval;
+  scaler_ = std::make_unique<GradScaler>(scaler, device_);
+
+  if (world_size_ > 1) {
+    std::vector<at::Tensor> params;
+    params.reserve(trainable_.size());
+    for (const auto& [name, param] : trainable_) params.push_back(param);
+    dist::DdpOptions ddp;
+    ddp.bucket_cap_mb = cfg_.distributed.bucket_cap_mb;
+    ddp.reduction = dist::GradReduction::kSum;
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(*comm_, std::move(params), ddp);
+  }
+}
+
+}  // namespace ft::train

@@ -1,0 +1,64 @@
+// Run metrics on rank 0: metrics.jsonl (one flushed JSON object per log or eval event), optional TensorBoard
+// scalars in <run_dir>/tb, and a progress display on stderr (a bar on a terminal, plain log lines otherwise).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train/tensorboard.h"
+
+namespace ft::train {
+
+struct MetricsOptions {
+  bool tensorboard = false;        // also write <run_dir>/tb/events.out.tfevents.*
+  std::string progress = "auto";   // auto (bar when stderr is a TTY) | on | off (plain lines)
+  int64_t total_steps = 0;         // for the bar and the ETA
+};
+
+class MetricsLogger {
+ public:
+  // Creates run_dir and opens metrics.jsonl for appending (a resumed run continues the file).
+  // Throws ft::ConfigError on a bad progress value, ft::Error when the files cannot be created.
+  MetricsLogger(const std::filesystem::path& run_dir, const MetricsOptions& opts);
+  ~MetricsLogger();
+  MetricsLogger(const MetricsLogger&) = delete;
+  MetricsLogger& operator=(const MetricsLogger&) = delete;
+
+  // Appends {"event": event, "step": step, "time": unix seconds, ...fields} to metrics.jsonl and flushes;
+  // every numeric field also goes to TensorBoard as "<event>/<key>" (e.g. "train/loss", "eval/loss").
+  void log(const std::string& event, int64_t step, const nlohmann::json& fields);
+
+  // Shows progress for `step` (1-based count of finished optimizer steps) with the optional fields "loss",
+  // "lr", "tokens_per_s" from `fields`: a redrawn bar on a terminal, else one log line.
+  void progress(int64_t step, const nlohmann::json& fields);
+  // Ends the bar's line (called by the destructor too).
+  void finish();
+
+  bool bar_active() const { return use_bar_; }
+  const std::filesystem::path& jsonl_path() const { return jsonl_path_; }
+  const TensorBoardWriter* tensorboard() const { return tb_.get(); }
+
+ private:
+  std::filesystem::path jsonl_path_;
+  std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  MetricsOptions opts_;
+  bool use_bar_ = false;
+  bool bar_drawn_ = false;
+  std::optional<std::pair<int64_t, std::chrono::steady_clock::time_point>> first_;  // step and time of the first call
+};
+
+// The progress text (without the bar), e.g. "step 12/100 | loss 2.3456 | lr 3.00e-04 | 1234 tok/s | ETA 1:23".
+// eta_s < 0 leaves the ETA out. Exposed for tests.
+std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s);
+// "1:02:03" / "2:03" for seconds.
+std::string format_duration(double seconds);
+
+}  // namespace ft::train

@@ -1,0 +1,41 @@
+// Model FLOPs utilisation: achieved model FLOP/s over the GPU's peak dense bf16 FLOP/s.
+//
+// Training FLOPs per token (PaLM appendix B, nanoGPT's estimate_mfu):
+//     flops_per_token = 6 * N + 12 * L * H * T
+//   N: parameters of the matrix multiplies (attention q/k/v/o with grouped KV heads, the SwiGLU MLP's three
+//      projections, the LM head); the input embedding is a lookup and is excluded.
+//   6N: 2 FLOPs per multiply-add forward, 4 backward (input and weight grads).
+//   12*L*H*T: attention itself (QK^T and attention*V, forward 2*2*T*H per layer and token, x3 with backward),
+//      INCLUDED, counted as full (non-causal) attention as PaLM does; H = heads * head_dim = hidden.
+//   Norms, activations, softmax and the loss are not counted. With LoRA the frozen weights still cost the
+//   input-gradient FLOPs; the same 6N convention is kept so numbers compare across runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ft::train {
+
+struct FlopsModel {
+  int64_t n_layers = 0;
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
+  int64_t vocab = 0;
+  int64_t seq_len = 0;     // T: tokens per sequence
+  int64_t heads = 0;
+  int64_t kv_heads = 0;    // 0 = heads (no GQA)
+};
+
+// N as described above.
+int64_t matmul_params(const FlopsModel& m);
+// 6N + 12*L*H*T.
+double flops_per_token(const FlopsModel& m);
+
+// Peak dense bf16 TFLOP/s of one GPU from its name (e.g. "NVIDIA H200" -> 989); `configured` > 0 wins.
+// 0 for an unknown device (MFU is then not reported).
+double peak_tflops(const std::string& device_name, double configured = 0.0);
+
+// tokens_per_s * flops_per_token / (peak_tflops * 1e12 * n_gpus); 0 when the peak is unknown.
+double mfu(double tokens_per_s, double flops_per_token, double peak_tflops_per_gpu, int n_gpus = 1);
+
+}  // namespace ft::train

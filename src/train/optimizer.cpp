@@ -1,0 +1,186 @@
+#include "train/optimizer.h"
+
+#include <ATen/ops/_foreach_add.h>
+#include <c10/core/GradMode.h>
+#include <ATen/ops/_foreach_sub.h>
+#include <ATen/ops/_fused_adamw.h>
+
+#include <set>
+#include <tuple>
+
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shape_str(const at::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ", ")); }
+
+}  // namespace
+
+bool AdamW::no_weight_decay(const std::string& name) {
+  return ends_with(name, "norm.weight") || name.find("layernorm") != std::string::npos || ends_with(name, ".bias") ||
+         name == "bias" || name.find("embed_tokens") != std::string::npos;
+}
+
+AdamW::AdamW(const std::vector<NamedParam>& params, const AdamWOptions& opts) : opts_(opts) {
+  ParamGroup decay{"decay", {}, {}, opts.lr, opts.weight_decay};
+  ParamGroup no_decay{"no_decay", {}, {}, opts.lr, 0.0};
+  for (const auto& [name, p] : params) {
+    ParamGroup& g = (!opts.decay_norms_and_biases && no_weight_decay(name)) ? no_decay : decay;
+    g.names.push_back(name);
+    g.params.push_back(p);
+  }
+  if (!decay.params.empty()) groups_.push_back(std::move(decay));
+  if (!no_decay.params.empty()) groups_.push_back(std::move(no_decay));
+  validate();
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opts) : groups_(std::move(groups)), opts_(opts) {
+  validate();
+}
+
+void AdamW::validate() {
+  if (!(opts_.eps >= 0.0) || !(opts_.beta1 >= 0.0 && opts_.beta1 < 1.0) || !(opts_.beta2 >= 0.0 && opts_.beta2 < 1.0))
+    throw ConfigError(fmt::format("AdamW: invalid hyper-parameters (betas = [{}, {}], eps = {})", opts_.beta1,
+                                  opts_.beta2, opts_.eps),
+                      "optimizer.betas must lie in [0, 1) and optimizer.eps must be >= 0");
+  std::set<std::string> seen;
+  for (const auto& g : groups_) {
+    FT_CHECK(g.names.size() == g.params.size(), "AdamW: group '" + g.label + "' has names and params of different sizes");
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      if (!seen.insert(g.names[i]).second)
+        throw Error("AdamW: parameter '" + g.names[i] + "' appears twice", "pass every parameter once");
+      if (!g.params[i].defined() || !g.params[i].is_floating_point())
+        throw Error("AdamW: parameter '" + g.names[i] + "' is not a defined floating-point tensor");
+    }
+  }
+}
+
+AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param) {
+  auto it = state_.find(name);
+  if (it != state_.end()) return it->second;
+  // As torch/optim/adamw.py does for fused=True: zero moments like the param, a F32 step on the param's device.
+  State s{at::zeros_like(param, at::MemoryFormat::Preserve), at::zeros_like(param, at::MemoryFormat::Preserve),
+          at::zeros({}, param.options().dtype(at::kFloat))};
+  return state_.emplace(name, std::move(s)).first->second;
+}
+
+void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  c10::NoGradGuard no_grad;
+  for (const auto& g : groups_) {
+    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists.
+    struct Bucket {
+      std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    };
+    std::map<std::tuple<int, int, int>, Bucket> buckets;
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const at::Tensor& p = g.params[i];
+      const at::Tensor& grad = p.grad();
+      if (!grad.defined()) continue;
+      if (grad.is_sparse()) throw Error("AdamW: parameter '" + g.names[i] + "' has a sparse gradient (unsupported)");
+      State& s = state_for(g.names[i], p);
+      auto key = std::make_tuple(static_cast<int>(p.device().type()), static_cast<int>(p.device().index()),
+                                 static_cast<int>(p.scalar_type()));
+      Bucket& b = buckets[key];
+      b.params.push_back(p);
+      b.grads.push_back(grad);
+      b.exp_avgs.push_back(s.exp_avg);
+      b.exp_avg_sqs.push_back(s.exp_avg_sq);
+      b.steps.push_back(s.step);
+    }
+    for (auto& [key, b] : buckets) {
+      const at::Device device = b.params.front().device();
+      std::optional<at::Tensor> scale_here, inf_here;
+      if (grad_scale) scale_here = grad_scale->to(device, at::kFloat, /*non_blocking=*/true);
+      if (found_inf) inf_here = found_inf->to(device, at::kFloat, /*non_blocking=*/true);
+      at::_foreach_add_(b.steps, 1);
+      at::_fused_adamw_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, b.steps, g.lr,
+                        opts_.beta1, opts_.beta2, g.weight_decay, opts_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                        scale_here, inf_here);
+      if (inf_here) {
+        // A skipped step must not advance the bias-correction counters (torch/optim/adam.py does the same).
+        std::vector<at::Tensor> infs(b.steps.size(), *inf_here);
+        at::_foreach_sub_(b.steps, infs);
+      }
+    }
+  }
+}
+
+void AdamW::set_lr(double lr) {
+  for (auto& g : groups_) g.lr = lr;
+}
+
+void AdamW::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params) p.mutable_grad() = at::Tensor();
+}
+
+std::map<std::string, at::Tensor> AdamW::state_dict() const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, s] : state_) {
+    out[name + ".exp_avg"] = s.exp_avg.detach().to(at::kCPU).clone();
+    out[name + ".exp_avg_sq"] = s.exp_avg_sq.detach().to(at::kCPU).clone();
+    out[name + ".step"] = s.step.detach().to(at::kCPU).clone();
+  }
+  return out;
+}
+
+void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
+  static const std::vector<std::string> kSuffixes = {".exp_avg", ".exp_avg_sq", ".step"};
+  std::map<std::string, const at::Tensor*> params;
+  for (const auto& g : groups_)
+    for (size_t i = 0; i < g.params.size(); ++i) params[g.names[i]] = &g.params[i];
+
+  std::set<std::string> stated;  // parameters that have some entry in `state`
+  for (const auto& [key, value] : state) {
+    std::string name;
+    for (const auto& suffix : kSuffixes)
+      if (ends_with(key, suffix) && params.count(key.substr(0, key.size() - suffix.size()))) {
+        name = key.substr(0, key.size() - suffix.size());
+      }
+    if (name.empty())
+      throw Error("optimizer state has entry '" + key + "' that matches no trainable parameter",
+                  "the checkpoint was written for a different model or set of trainable parameters; "
+                  "resume with the same model and LoRA settings, or start a fresh run");
+    stated.insert(name);
+    (void)value;
+  }
+  if (!state.empty()) {
+    for (const auto& [name, p] : params) {
+      if (!stated.count(name))
+        throw Error("optimizer state has no entry for parameter '" + name + "'",
+                    "the checkpoint was written for a different set of trainable parameters");
+    }
+  }
+  std::map<std::string, State> loaded;
+  for (const auto& name : stated) {
+    const at::Tensor& p = *params.at(name);
+    auto get = [&](const std::string& suffix) -> const at::Tensor& {
+      auto it = state.find(name + suffix);
+      if (it == state.end())
+        throw Error("optimizer state lacks '" + name + suffix + "'", "the checkpoint's optimizer state is incomplete");
+      return it->second;
+    };
+    const at::Tensor& m = get(".exp_avg");
+    const at::Tensor& v = get(".exp_avg_sq");
+    const at::Tensor& st = get(".step");
+    for (const at::Tensor* t : {&m, &v})
+      if (!t->sizes().equals(p.sizes()))
+        throw Error(fmt::format("optimizer state for '{}' has shape [{}] but the parameter has shape [{}]", name,
+                                shape_str(*t), shape_str(p)),
+                    "the model shape changed since the checkpoint was written; resume with the same model");
+    if (st.numel() != 1)
+      throw Error(fmt::format("optimizer state '{}.step' has shape [{}], expected a scalar", name, shape_str(st)));
+    State s{m.to(p.device(), p.scalar_type()).clone(), v.to(p.device(), p.scalar_type()).clone(),
+            st.reshape({}).to(p.device(), at::kFloat).clone()};
+    loaded.emplace(name, std::move(s));
+  }
+  state_ = std::move(loaded);
+}
+
+}  // namespace ft::train

@@ -1,0 +1,82 @@
+// AdamW with torch.optim.AdamW(fused=True) semantics, stepping every (device, dtype) bucket of a parameter group
+// with one at::_fused_adamw_ call. State is keyed by parameter name so checkpoints can store it in safetensors.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ft::train {
+
+struct AdamWOptions {
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decay_norms_and_biases = false;  // false: norms, biases and embeddings get weight_decay 0
+};
+
+// A named parameter: any dtype/shape, requires_grad; its .grad() is read by step().
+using NamedParam = std::pair<std::string, at::Tensor>;
+
+struct ParamGroup {
+  std::string label;               // "decay" / "no_decay" or a caller-chosen label
+  std::vector<std::string> names;  // parameter names, parallel to params
+  std::vector<at::Tensor> params;  // leaf tensors updated in place
+  double lr = 3e-4;                // this group's current learning rate
+  double weight_decay = 0.0;
+};
+
+class AdamW {
+ public:
+  // Splits `params` into a "decay" group (weight_decay = opts.weight_decay) and a "no_decay" group (0) by name,
+  // see no_weight_decay(); empty groups are dropped. Names must be unique.
+  AdamW(const std::vector<NamedParam>& params, const AdamWOptions& opts);
+  // Explicit groups (each with its own lr and weight_decay); betas/eps from opts.
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opts);
+
+  // True for parameters that are not decayed by default: "*norm.weight", "*layernorm*", biases, embed_tokens.
+  static bool no_weight_decay(const std::string& name);
+
+  // One optimizer step over every parameter with a defined grad (others are skipped, as torch does).
+  // grad_scale: F32 scalar, grads are divided by it inside the kernel. found_inf: F32 scalar (0 or 1); when 1
+  // the kernel leaves params and moments untouched and the step counters are rolled back, without a host sync.
+  void step(const std::optional<at::Tensor>& grad_scale = std::nullopt,
+            const std::optional<at::Tensor>& found_inf = std::nullopt);
+
+  // Sets every group's lr (schedulers drive this once per step).
+  void set_lr(double lr);
+  // Sets the grads of every parameter to undefined (torch's set_to_none=True).
+  void zero_grad();
+
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  std::vector<ParamGroup>& groups() { return groups_; }
+  const AdamWOptions& options() const { return opts_; }
+
+  // State as "<param>.exp_avg" (param dtype/shape), "<param>.exp_avg_sq" (param dtype/shape) and
+  // "<param>.step" (F32 []) for every parameter stepped at least once. Tensors are detached copies on the CPU.
+  std::map<std::string, at::Tensor> state_dict() const;
+  // Restores state_dict() output. Throws ft::Error naming the key on an unknown parameter, a missing entry, or a
+  // shape mismatch; values are copied to each parameter's device and dtype.
+  void load_state_dict(const std::map<std::string, at::Tensor>& state);
+
+ private:
+  struct State {
+    at::Tensor exp_avg;     // param dtype/shape
+    at::Tensor exp_avg_sq;  // param dtype/shape
+    at::Tensor step;        // F32 [] on the param's device
+  };
+  State& state_for(const std::string& name, const at::Tensor& param);
+  void validate();
+
+  std::vector<ParamGroup> groups_;
+  AdamWOptions opts_;
+  std::map<std::string, State> state_;
+};
+
+}  // namespace ft::train

@@ -1,0 +1,269 @@
+// The step and the loop. Setup lives in loop_setup.cpp, evaluation in loop_eval.cpp, checkpoints in
+// loop_checkpoint.cpp.
+#include "train/trainer.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "data/batch.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "model/transformer.h"
+#include "train/autocast.h"
+#include "train/checkpoint_store.h"
+#include "train/clip.h"
+#include "train/grad_scaler.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/scheduler.h"
+#include "util/fmt.h"
+#include "util/signals.h"
+
+#ifdef FT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace ft::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Turns a CUDA out-of-memory error into advice in the user's own settings.
+[[noreturn]] void rethrow_oom(const Config& cfg, const std::string& what) {
+  throw Error("out of GPU memory during the training step (train.micro_batch_size=" +
+                  std::to_string(cfg.train.micro_batch_size) + ", data.seq_len=" + std::to_string(cfg.data.seq_len) +
+                  ", train.precision=" + cfg.train.precision + "): " + what.substr(0, what.find('\n')),
+              "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
+              "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
+}
+
+}  // namespace
+
+Trainer::Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env,
+                 std::shared_ptr<dist::Communicator> comm)
+    : cfg_(std::move(config)),
+      resolved_yaml_(std::move(resolved_yaml)),
+      rank_(env.rank),
+      world_size_(env.world_size),
+      local_rank_(env.local_rank),
+      comm_(std::move(comm)) {}
+
+Trainer::~Trainer() = default;
+
+double Trainer::all_reduce_sum(double value) const {
+  if (world_size_ == 1) return value;
+  auto t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_->device()));
+  comm_->all_reduce_sum_(t);
+  return t.item<double>();
+}
+
+bool Trainer::any_rank(bool flag) const { return all_reduce_sum(flag ? 1.0 : 0.0) > 0.0; }
+
+data::Batch Trainer::next_batch(double& wait_s) {
+  const auto start = Clock::now();
+  auto batch = train_loader_->next();
+  if (!batch) {  // end of an epoch: the loader starts the next one on the following call
+    ++epoch_;
+    batch = train_loader_->next();
+    FT_CHECK(batch.has_value(), "the training data yields no batch; is data.train empty after filtering?");
+  }
+  wait_s += seconds_since(start);
+  return std::move(*batch);
+}
+
+at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
+  const auto input_ids = batch.input_ids.to(device_, /*non_blocking=*/true);
+  const auto labels = batch.labels.to(device_, /*non_blocking=*/true);
+  const auto positions = batch.position_ids.to(device_, /*non_blocking=*/true);
+  const auto segments = batch.segment_ids.defined() ? batch.segment_ids.to(device_, true) : at::Tensor();
+  at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
+  {
+    AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+    logits = model_->forward(input_ids, positions, segments);
+  }
+  const int64_t vocab = logits.size(-1);
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), labels.reshape({-1}), {},
+                                at::Reduction::Sum, /*ignore_index=*/-100);
+}
+
+Trainer::StepOutput Trainer::train_step() {
+  StepOutput out;
+  std::vector<data::Batch> batches;
+  batches.reserve(static_cast<size_t>(cfg_.train.grad_accum_steps));
+  for (int64_t i = 0; i < cfg_.train.grad_accum_steps; ++i) {
+    batches.push_back(next_batch(out.data_wait_s));
+    out.local_tokens += batches.back().num_target_tokens;
+  }
+  // The loss is normalised by the target tokens of the whole optimizer step on all ranks, so accumulation and data
+  // parallelism give the same update as one big batch.
+  const double global_tokens = std::max(1.0, all_reduce_sum(static_cast<double>(out.local_tokens)));
+  // DDP sums gradients over ranks (GradReduction::kSum), which with this normalisation is the single-process gradient.
+  const double loss_factor = 1.0 / global_tokens;
+
+  out.loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    // Gradients of accumulation micro-steps stay local; the last one all-reduces the accumulated sum.
+    if (ddp_) ddp_->prepare_for_forward(/*sync=*/i + 1 == batches.size());
+    const at::Tensor loss_sum = micro_loss_sum(batches[i]);
+    const at::Tensor loss = scaler_->scale(loss_sum * loss_factor);
+    if (ddp_) {
+      ddp_->backward(loss);
+    } else {
+      loss.backward();
+    }
+    out.loss_sum += loss_sum.detach();
+  }
+
+  std::vector<at::Tensor> grads;
+  grads.reserve(trainable_.size());
+  for (auto& [name, param] : trainable_) {
+    if (param.grad().defined()) grads.push_back(param.grad());
+  }
+  // The global norm is computed from the all-reduced gradients, so every rank agrees on it. A non-finite norm
+  // (from a NaN/Inf loss or gradient) skips the step inside the fused kernel through found_inf, without a host sync;
+  // fp16 adds the scaler's check of the unscaled gradients.
+  at::Tensor found_inf;  // F32 [] 0 or 1
+  if (auto scaler_inf = scaler_->unscale_(grads)) found_inf = *scaler_inf;
+  out.grad_norm = clip_grad_norm_(grads, cfg_.train.grad_clip);
+  const at::Tensor bad_norm = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
+  found_inf = found_inf.defined() ? at::maximum(found_inf, bad_norm) : bad_norm;
+  optimizer_->step(std::nullopt, found_inf);
+  if (scaler_->enabled()) scaler_->update();
+  optimizer_->zero_grad();
+  pending_skips_.emplace_back(step_ + 1, bad_norm);
+  return out;
+}
+
+ExitCode Trainer::run() {
+  signals::install();
+  setup_run_dir();
+  prepare_synthetic_data();
+  setup_tokenizer();
+  setup_model();
+  setup_data();
+  setup_optimizer();
+  const bool resumed = try_resume();
+  if (!resumed) {
+    FT_LOG_INFO("starting a new run in {}", run_dir_.string());
+  }
+  FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
+              total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, world_size_, cfg_.data.seq_len,
+              cfg_.train.precision);
+
+  const auto run_start = Clock::now();
+  int64_t tokens_since_log = 0;
+  double time_since_log = 0.0;
+  double wait_since_log = 0.0;
+  at::Tensor loss_since_log = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  bool interrupted = false;
+
+  while (step_ < total_steps_) {
+    const auto step_start = Clock::now();
+    const double lr = schedule_->lr_at(step_);
+    optimizer_->set_lr(lr);
+    StepOutput out;
+    try {
+      out = train_step();
+    } catch (const c10::OutOfMemoryError& e) {
+      rethrow_oom(cfg_, e.what_without_backtrace());
+    }
+    ++step_;
+    const double step_tokens = all_reduce_sum(static_cast<double>(out.local_tokens));
+    tokens_seen_ += static_cast<int64_t>(step_tokens);
+    tokens_since_log += static_cast<int64_t>(step_tokens);
+    loss_since_log += out.loss_sum;
+    wait_since_log += out.data_wait_s;
+    time_since_log += seconds_since(step_start);
+
+    const bool last = step_ == total_steps_;
+    if (step_ % cfg_.logging.every_steps == 0 || last) {
+      check_non_finite();  // host sync: once per log interval
+      StepMetrics m;
+      m.step = step_;
+      m.total_steps = total_steps_;
+      m.epoch = epoch_;
+      m.loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
+      m.lr = lr;
+      m.grad_norm = out.grad_norm.item<double>();
+      m.loss_scale = scaler_->get_scale();
+      m.tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
+      m.step_time_s = time_since_log / static_cast<double>(std::max<int64_t>(1, cfg_.logging.every_steps));
+      m.data_wait_s = wait_since_log;
+      m.tokens_seen = tokens_seen_;
+      m.mfu = peak_flops_ > 0 ? m.tokens_per_s * flops_per_token_ / (peak_flops_ * world_size_) : 0.0;
+      m.peak_memory_gib = peak_memory_gib(device_);
+      m.skipped_steps = nan_skips_ + (scaler_->enabled() ? scaler_->skipped_steps() : 0);
+      m.elapsed_s = seconds_since(run_start);
+      if (rank_ == 0) metrics_->log_step(m);
+      tokens_since_log = 0;
+      time_since_log = 0.0;
+      wait_since_log = 0.0;
+      loss_since_log.zero_();
+    }
+    if (cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0 && !last) {
+      evaluate();
+    }
+    if (cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0 && !last) {
+      save_checkpoint();
+    }
+    if (any_rank(signals::stop_requested())) {
+      FT_LOG_WARN("stop requested by signal {}: saving a checkpoint at step {}", signals::stop_signal(), step_);
+      interrupted = true;
+      break;
+    }
+  }
+  if (interrupted) {
+    check_non_finite();
+    save_checkpoint();
+    return ExitCode::kInterrupted;
+  }
+  check_non_finite();
+  evaluate();
+  save_checkpoint();
+  save_final_model();
+  FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", step_, tokens_seen_, seconds_since(run_start));
+  return ExitCode::kOk;
+}
+
+void Trainer::check_non_finite() {
+  std::optional<int64_t> first_bad;
+  for (const auto& [step, flag] : pending_skips_) {
+    if (flag.item<float>() == 0.0f) continue;
+    ++nan_skips_;
+    if (!first_bad) first_bad = step;
+    FT_LOG_WARN("step {}: non-finite loss or gradient norm; the update was skipped", step);
+  }
+  pending_skips_.clear();
+  // Under fp16 the loss scaler owns overflow handling: its skipped steps are normal.
+  if (first_bad && cfg_.train.precision != "fp16" && nan_skips_ > cfg_.train.max_nan_skips) {
+    throw Error(fmt::format("non-finite loss at step {} ({} step(s) skipped so far, train.max_nan_skips={}); the "
+                            "weights were not updated by those steps and no checkpoint was written after them",
+                            *first_bad, nan_skips_, cfg_.train.max_nan_skips),
+                "lower optimizer.lr, keep train.grad_clip on, check the data, or raise train.max_nan_skips to "
+                "tolerate rare spikes");
+  }
+}
+
+double peak_memory_gib(c10::Device device) {
+#ifdef FT_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto& peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
+  }
+#endif
+  (void)device;
+  return 0.0;
+}
+
+}  // namespace ft::train

@@ -1,0 +1,141 @@
+// The training loop of `finetune train`: builds the run from the resolved config (tokenizer, data, model, optimizer,
+// distributed engine), trains with micro-batches and gradient accumulation, evaluates, logs and checkpoints, and
+// resumes exactly from the newest valid checkpoint.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "util/error.h"
+
+namespace ft::dist {
+class Communicator;
+class DistributedDataParallel;
+struct DistEnv;
+}  // namespace ft::dist
+namespace ft::data {
+class Tokenizer;
+class DataLoader;
+class TokenizedDataset;
+struct Batch;
+}  // namespace ft::data
+namespace ft::model {
+class Transformer;
+}
+
+namespace ft::train {
+
+class AdamW;
+class GradScaler;
+class MetricsLogger;
+class CheckpointStore;
+class LrSchedule;
+
+// What one evaluation measured.
+struct EvalResult {
+  double loss = 0.0;                 // token-weighted mean cross-entropy over the eval set
+  int64_t tokens = 0;                // target tokens evaluated
+  std::optional<double> exact_match; // fraction of prompt_completion samples generated exactly, when scored
+};
+
+// Peak memory allocated on `device` since the start, in GiB (0 on the CPU).
+double peak_memory_gib(c10::Device device);
+
+class Trainer {
+ public:
+  // `config_file` is the YAML the run was loaded from (kept for messages); `comm` spans every rank of the job.
+  Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env, std::shared_ptr<dist::Communicator> comm);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains to the end (ExitCode::kOk) or until SIGINT/SIGTERM, after which it saves a checkpoint and returns
+  // ExitCode::kInterrupted.
+  ExitCode run();
+
+ private:
+  // Setup, in order (loop_setup.cpp).
+  void setup_run_dir();
+  void prepare_synthetic_data();
+  void setup_tokenizer();
+  void setup_model();
+  void setup_data();
+  void setup_optimizer();
+
+  // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
+  struct StepOutput {
+    at::Tensor loss_sum;     // F32 [] this rank's summed token losses (device)
+    at::Tensor grad_norm;    // F32 [] global gradient norm before clipping (device)
+    int64_t local_tokens = 0;  // this rank's target tokens in the step
+    double data_wait_s = 0.0;  // time spent waiting for batches
+  };
+  StepOutput train_step();
+  data::Batch next_batch(double& wait_s);
+  at::Tensor micro_loss_sum(const data::Batch& batch);  // F32 [] summed cross-entropy of one micro-batch
+
+  // Evaluation (loop_eval.cpp).
+  EvalResult evaluate();
+  std::vector<std::pair<std::string, std::string>> sample_generations();  // (prompt, completion) for eval.prompts
+
+  // Checkpoints (loop_checkpoint.cpp).
+  void save_checkpoint();
+  bool try_resume();
+  void save_final_model();
+  void write_model_dir(const std::filesystem::path& dir) const;  // HF model or PEFT adapter + tokenizer files
+  std::string fingerprint() const;                                 // what a resumed run must share with this one
+
+  // Counts the steps skipped for non-finite losses since the last call (one host sync) and stops the run when
+  // train.max_nan_skips is exceeded.
+  void check_non_finite();
+
+  // Distributed helpers.
+  double all_reduce_sum(double value) const;   // host value summed over ranks
+  bool any_rank(bool flag) const;               // true if any rank has flag set
+
+  Config cfg_;
+  std::string resolved_yaml_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  int local_rank_ = 0;
+  std::shared_ptr<dist::Communicator> comm_;
+  c10::Device device_{c10::kCPU};
+  std::filesystem::path run_dir_;
+  std::filesystem::path tokenizer_file_;  // the tokenizer.model in use
+
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::shared_ptr<const data::TokenizedDataset> train_set_;
+  std::shared_ptr<const data::TokenizedDataset> eval_set_;
+  std::unique_ptr<data::DataLoader> train_loader_;
+  std::shared_ptr<model::Transformer> model_;
+  std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<MetricsLogger> metrics_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+
+  // Precision.
+  bool autocast_ = false;                      // bf16 / fp16 autocast around forward
+  at::ScalarType autocast_dtype_ = at::kBFloat16;
+
+  // Progress.
+  int64_t step_ = 0;            // optimizer steps done
+  int64_t total_steps_ = 0;     // optimizer steps of the whole run
+  int64_t epoch_ = 0;           // epochs started
+  int64_t tokens_seen_ = 0;     // global target tokens trained on
+  int64_t nan_skips_ = 0;       // steps skipped for a non-finite loss or gradient norm
+  std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
+  double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
+  double peak_flops_ = 0;       // device peak FLOP/s for MFU; 0 = unknown
+  std::optional<double> best_eval_loss_;
+  std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
+};
+
+}  // namespace ft::train
