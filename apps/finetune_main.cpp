@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       "  finetune config show --config configs/demo.yaml train.max_steps=10\n"
       "Exit codes: 0 success, 1 failure, 2 usage or configuration error, 130 stopped by a signal.");
   ft::cli::Globals globals;
+  globals.argv.assign(argv, argv + argc);
   app.add_option("--log-level", globals.log_level, "trace|debug|info|warn|error (default: logging.level)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 

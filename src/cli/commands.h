@@ -4,12 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace ft::cli {
 
 // Options that every subcommand accepts.
 struct Globals {
-  std::string log_level;  // empty = the config's logging.level (or info)
+  std::string log_level;          // empty = the config's logging.level (or info)
+  std::vector<std::string> argv;  // the process's arguments, argv[0] first (the launcher re-executes them)
 };
 
 // Registers every subcommand below.

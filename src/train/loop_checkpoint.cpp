@@ -146,8 +146,7 @@ void Trainer::save_checkpoint() {
   nlohmann::json rank_state;
   rank_state["loader"] = train_loader_->state();
   const auto loader_states = all_gather_strings(*comm_, rank_state.dump());
-  const auto rng = capture_rng_state(device_);  // U8 tensors by name
-  std::vector<std::vector<std::string>> rng_blobs;
+  const auto rng = capture_rng_states();  // U8 tensors by generator name
   io::TensorMap rng_all;
   for (const auto& [name, state] : rng) {
     const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
@@ -178,7 +177,7 @@ void Trainer::save_checkpoint() {
       state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
       write_text(tmp / "trainer_state.json", state.dump(2));
       write_text(tmp / "config.yaml", resolved_yaml_);
-      const auto dir = checkpoints_->commit(step_, last_eval_loss_);
+      const auto dir = checkpoints_->commit(last_eval_loss_);
       FT_LOG_INFO("checkpoint saved: {}", dir.string());
     } catch (...) {
       checkpoints_->abort();
@@ -193,11 +192,16 @@ bool Trainer::try_resume() {
   if (mode == "never") return false;
   std::optional<std::filesystem::path> dir;
   if (mode == "auto") {
-    dir = checkpoints_->find_latest_valid();
-    if (!dir) return false;
+    const auto latest = CheckpointStore::find_latest_valid(run_dir_);
+    if (!latest) return false;
+    dir = latest->path;
   } else {
     dir = std::filesystem::path(mode);
-    checkpoints_->verify_or_throw(*dir);
+    const auto verified = CheckpointStore::verify(*dir);
+    if (!verified.ok) {
+      throw ConfigError("checkpoint.resume: " + dir->string() + " is not a valid checkpoint: " + verified.problem,
+                        "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
+    }
   }
   const auto state = nlohmann::json::parse(read_text(*dir / "trainer_state.json"));
   if (state.at("fingerprint").get<std::string>() != fingerprint()) {
@@ -234,7 +238,7 @@ bool Trainer::try_resume() {
       mine[name.substr(0, name.size() - suffix.size())] = t;
     }
   }
-  restore_rng_state(mine, device_);
+  restore_rng_states(mine);
   FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir->string(), step_, epoch_, tokens_seen_);
   return true;
 }

@@ -1,6 +1,7 @@
 // Evaluation: eval loss and perplexity over the eval set (sharded over ranks), exact match on prompt_completion
 // samples by greedy generation, and sample generations for eval.prompts.
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "data/batch.h"
 #include "data/dataset.h"
@@ -83,14 +84,22 @@ EvalResult Trainer::evaluate() {
     if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
   }
   if (rank_ == 0) {
-    EvalMetrics m;
-    m.step = step_;
-    m.loss = result.loss;
-    m.perplexity = std::exp(std::min(result.loss, 50.0));
-    m.tokens = result.tokens;
-    m.exact_match = result.exact_match;
-    m.samples = sample_generations();
-    metrics_->log_eval(m);
+    nlohmann::json m;
+    m["loss"] = result.loss;
+    m["perplexity"] = std::exp(std::min(result.loss, 50.0));
+    m["tokens"] = result.tokens;
+    if (result.exact_match) m["exact_match"] = *result.exact_match;
+    nlohmann::json samples = nlohmann::json::array();
+    for (const auto& [prompt, completion] : sample_generations()) {
+      samples.push_back({{"prompt", prompt}, {"completion", completion}});
+    }
+    if (!samples.empty()) m["samples"] = samples;
+    metrics_->log("eval", step_, m);
+    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", step_, result.loss, m["perplexity"].get<double>(),
+                result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "");
+    for (const auto& sample : samples) {
+      FT_LOG_INFO("  {} -> {}", sample["prompt"].get<std::string>(), sample["completion"].get<std::string>());
+    }
   }
   last_eval_loss_ = result.loss;
   if (!best_eval_loss_ || result.loss < *best_eval_loss_) best_eval_loss_ = result.loss;

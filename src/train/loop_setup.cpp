@@ -23,6 +23,10 @@
 #include "util/device.h"
 #include "util/fmt.h"
 
+#ifdef FT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 namespace ft::train {
 namespace {
 
@@ -43,6 +47,13 @@ void log_dataset_stats(const char* split, const data::DatasetStats& stats) {
   }
 }
 
+std::string device_name(c10::Device device) {
+#ifdef FT_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  return device.str();
+}
+
 }  // namespace
 
 void Trainer::setup_run_dir() {
@@ -51,11 +62,10 @@ void Trainer::setup_run_dir() {
   if (rank_ == 0) {
     std::filesystem::create_directories(run_dir_);
     log::add_file_sink((run_dir_ / "train.log").string());
-    metrics_ = std::make_unique<MetricsLogger>(run_dir_, MetricsOptions{cfg_.logging.tensorboard, cfg_.logging.progress});
   }
   comm_->barrier();
-  checkpoints_ = std::make_unique<CheckpointStore>(run_dir_ / "checkpoints", cfg_.checkpoint.keep_last,
-                                                   cfg_.checkpoint.keep_best);
+  checkpoints_ = std::make_unique<CheckpointStore>(
+      run_dir_, CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
   if (cfg_.run.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setBenchmarkCuDNN(false);
@@ -126,9 +136,16 @@ void Trainer::setup_model() {
   at::manual_seed(static_cast<uint64_t>(cfg_.run.seed) + 7919ull * static_cast<uint64_t>(rank_ + 1));
 
   const auto& args = model_->args();
-  flops_per_token_ = training_flops_per_token(args.num_layers, args.hidden_size, args.intermediate_size,
-                                              args.vocab_size, cfg_.data.seq_len, total_count);
-  peak_flops_ = cfg_.logging.peak_tflops > 0 ? cfg_.logging.peak_tflops * 1e12 : device_peak_flops(device_);
+  FlopsModel flops;
+  flops.n_layers = args.num_layers;
+  flops.hidden = args.hidden_size;
+  flops.intermediate = args.intermediate_size;
+  flops.vocab = args.vocab_size;
+  flops.seq_len = cfg_.data.seq_len;
+  flops.heads = args.num_heads;
+  flops.kv_heads = args.num_kv_heads;
+  flops_per_token_ = flops_per_token(flops);
+  peak_tflops_ = peak_tflops(device_name(device_), cfg_.logging.peak_tflops);
   FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
               args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
               static_cast<double>(total_count) / 1e6, static_cast<double>(trainable_count) / 1e6,
@@ -160,6 +177,13 @@ void Trainer::setup_data() {
            fmt::format("one epoch holds {} micro-batches per rank, fewer than train.grad_accum_steps={}",
                        train_loader_->batches_per_epoch(), cfg_.train.grad_accum_steps));
   total_steps_ = cfg_.train.max_steps > 0 ? cfg_.train.max_steps : per_epoch * cfg_.train.epochs;
+  if (rank_ == 0) {
+    MetricsOptions metrics;
+    metrics.tensorboard = cfg_.logging.tensorboard;
+    metrics.progress = cfg_.logging.progress;
+    metrics.total_steps = total_steps_;
+    metrics_ = std::make_unique<MetricsLogger>(run_dir_, metrics);
+  }
 }
 
 void Trainer::setup_optimizer() {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "data/batch.h"
 #include "data/loader.h"
@@ -20,6 +21,7 @@
 #include "train/clip.h"
 #include "train/grad_scaler.h"
 #include "train/metrics.h"
+#include "train/mfu.h"
 #include "train/optimizer.h"
 #include "train/scheduler.h"
 #include "util/fmt.h"
@@ -162,6 +164,7 @@ ExitCode Trainer::run() {
 
   const auto run_start = Clock::now();
   int64_t tokens_since_log = 0;
+  int64_t steps_since_log = 0;
   double time_since_log = 0.0;
   double wait_since_log = 0.0;
   at::Tensor loss_since_log = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
@@ -178,6 +181,7 @@ ExitCode Trainer::run() {
       rethrow_oom(cfg_, e.what_without_backtrace());
     }
     ++step_;
+    ++steps_since_log;
     const double step_tokens = all_reduce_sum(static_cast<double>(out.local_tokens));
     tokens_seen_ += static_cast<int64_t>(step_tokens);
     tokens_since_log += static_cast<int64_t>(step_tokens);
@@ -188,23 +192,26 @@ ExitCode Trainer::run() {
     const bool last = step_ == total_steps_;
     if (step_ % cfg_.logging.every_steps == 0 || last) {
       check_non_finite();  // host sync: once per log interval
-      StepMetrics m;
-      m.step = step_;
-      m.total_steps = total_steps_;
-      m.epoch = epoch_;
-      m.loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
-      m.lr = lr;
-      m.grad_norm = out.grad_norm.item<double>();
-      m.loss_scale = scaler_->get_scale();
-      m.tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
-      m.step_time_s = time_since_log / static_cast<double>(std::max<int64_t>(1, cfg_.logging.every_steps));
-      m.data_wait_s = wait_since_log;
-      m.tokens_seen = tokens_seen_;
-      m.mfu = peak_flops_ > 0 ? m.tokens_per_s * flops_per_token_ / (peak_flops_ * world_size_) : 0.0;
-      m.peak_memory_gib = peak_memory_gib(device_);
-      m.skipped_steps = nan_skips_ + (scaler_->enabled() ? scaler_->skipped_steps() : 0);
-      m.elapsed_s = seconds_since(run_start);
-      if (rank_ == 0) metrics_->log_step(m);
+      const double loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
+      const double tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
+      nlohmann::json m;
+      m["loss"] = loss;
+      m["lr"] = lr;
+      m["grad_norm"] = out.grad_norm.item<double>();
+      m["loss_scale"] = scaler_->get_scale();
+      m["tokens_per_s"] = tokens_per_s;
+      m["step_time_s"] = time_since_log / static_cast<double>(std::max<int64_t>(1, steps_since_log));
+      m["data_wait_s"] = wait_since_log;
+      m["tokens_seen"] = tokens_seen_;
+      m["epoch"] = epoch_;
+      m["skipped_steps"] = nan_skips_ + scaler_->skipped_steps();
+      m["peak_memory_gib"] = peak_memory_gib(device_);
+      if (peak_tflops_ > 0) m["mfu"] = mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
+      if (rank_ == 0) {
+        metrics_->log("train", step_, m);
+        metrics_->progress(step_, m);
+      }
+      steps_since_log = 0;
       tokens_since_log = 0;
       time_since_log = 0.0;
       wait_since_log = 0.0;

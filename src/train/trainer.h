@@ -133,7 +133,7 @@ class Trainer {
   int64_t nan_skips_ = 0;       // steps skipped for a non-finite loss or gradient norm
   std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
   double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
-  double peak_flops_ = 0;       // device peak FLOP/s for MFU; 0 = unknown
+  double peak_tflops_ = 0;      // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::optional<double> best_eval_loss_;
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
 };
