@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_dockerfile.sh SOURCE_DIR: the Dockerfile builds with the README's scripts and copies exactly the directory
+# check_dockerfile.sh SOURCE_DIR: the Dockerfile builds with the README's scripts (setup.sh, build.sh) and copies exactly the directory
 # scripts/assemble-runtime.sh writes, so the runtime file set has one source of truth (docker/runtime-libs.txt plus
 # the binary's ldd closure) and no second list hides in the Dockerfile. Every ignored hadolint rule has a reason.
 set -euo pipefail
@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 instructions=$(sed -e 's/^[[:space:]]*#.*$//' "$df" | sed -e ':a' -e '/\\$/N; s/\\\n/ /; ta' | grep -v '^[[:space:]]*$')
 
 grep -Eq '^RUN .*scripts/setup\.sh' <<<"$instructions" || fail "the build stage does not run scripts/setup.sh"
-grep -Eq '^RUN .*cmake --preset release' <<<"$instructions" || fail "the build stage does not configure with the release preset"
+grep -Eq '^RUN .*scripts/build\.sh release' <<<"$instructions" || fail "the build stage does not run scripts/build.sh release"
 assemble=$(grep -E '^RUN .*scripts/assemble-runtime\.sh' <<<"$instructions") || fail "scripts/assemble-runtime.sh is not run"
 [[ $(wc -l <<<"$assemble") -eq 1 ]] || fail "scripts/assemble-runtime.sh runs more than once"
 out_dir=$(awk '{print $NF}' <<<"$assemble")
@@ -43,4 +43,4 @@ done
 while read -r line; do
   [[ $line =~ hadolint[[:space:]]+ignore=[A-Z0-9,]+[[:space:]]+[^[:space:]] ]] || fail "ignore without a reason: $line"
 done < <(grep -E 'hadolint[[:space:]]+ignore' "$df" || true)
-echo "Dockerfile: setup.sh, release preset, one COPY of $out_dir from assemble-runtime.sh, no library list"
+echo "Dockerfile: setup.sh, build.sh release, one COPY of $out_dir from assemble-runtime.sh, no library list"
