@@ -1,0 +1,132 @@
+#include "dist/ddp.h"
+
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#include <torch/version.h>
+
+#include <torch/autograd.h>
+
+#include "dist/c10d_comm.h"
+#include "util/fmt.h"
+
+namespace ft::dist {
+namespace {
+
+// All-reduce (sum) of a bucket without the Reducer's 1/world_size: see GradReduction::kSum in ddp.h.
+class SumCommHook final : public c10d::CppCommHookInterface<c10::intrusive_ptr<c10d::ProcessGroup>> {
+ public:
+  using CppCommHookInterface::CppCommHookInterface;
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    std::vector<at::Tensor> tensors{bucket.getBufferRef()};
+    return state_->allreduce(tensors)->getFuture();
+  }
+};
+
+C10dCommunicator& as_c10d(Communicator& comm) {
+  auto* c10d_comm = dynamic_cast<C10dCommunicator*>(&comm);
+  FT_CHECK(c10d_comm != nullptr, "DistributedDataParallel over " + comm.backend() + " needs a C10dCommunicator");
+  return *c10d_comm;
+}
+
+template <class F>
+void translated(Communicator& comm, const char* what, F&& body) {
+  try {
+    body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (auto* c = dynamic_cast<C10dCommunicator*>(&comm)) throw c->translate(e, what);
+    throw;
+  }
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector<at::Tensor> params,
+                                                 DdpOptions options)
+    : comm_(comm), params_(std::move(params)) {
+  FT_CHECK(!params_.empty(), "DistributedDataParallel needs at least one trainable parameter");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    FT_CHECK(p.defined() && p.requires_grad() && p.is_leaf(),
+             fmt::format("DDP parameter {} must be a leaf tensor that requires grad (register trainable ones only)", i));
+    FT_CHECK(p.layout() == at::kStrided, fmt::format("DDP parameter {} is not dense", i));
+    FT_CHECK(p.device() == params_[0].device(), fmt::format("DDP parameter {} is on {}, parameter 0 on {}", i,
+                                                            p.device().str(), params_[0].device().str()));
+  }
+  if (comm_.world_size() == 1) return;  // nothing to reduce: .grad already holds the full gradient
+
+  auto& c10d_comm = as_c10d(comm_);
+  const auto& pg = c10d_comm.process_group();
+  translated(comm_, "DDP parameter check", [&] {
+    // Same count, shapes and dtypes everywhere, with a readable error instead of a hang.
+    c10d::verify_params_across_processes(pg, params_, std::nullopt);
+    if (options.broadcast_from_rank0) {
+      at::NoGradGuard no_grad;
+      c10d::broadcast_coalesced(pg, params_, 250UL * 1024 * 1024, 0);
+    }
+  });
+
+  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
+  FT_CHECK(cap_bytes > 0, "distributed.bucket_cap_mb must be > 0");
+  const int64_t first_cap = std::min<int64_t>(c10d::kDefaultFirstBucketBytes, cap_bytes);
+  const std::vector<bool> sparse(params_.size(), false);
+  auto [indices, limits] = c10d::compute_bucket_assignment_by_size(
+      params_, {static_cast<size_t>(first_cap), static_cast<size_t>(cap_bytes)}, sparse);
+  // Gradients arrive roughly in reverse forward order, so the last parameters' bucket goes first (as in DDP).
+  std::reverse(indices.begin(), indices.end());
+  std::reverse(limits.begin(), limits.end());
+  num_buckets_ = indices.size();
+  std::vector<int64_t> limits_i64(limits.begin(), limits.end());
+  std::unordered_map<size_t, std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) names.emplace(i, fmt::format("trainable[{}]", i));
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+  reducer_ = std::make_unique<c10d::Reducer>(params_, std::move(indices), pg, sparse, cap_bytes,
+                                             /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+                                             std::move(names), first_cap, /*skip_all_reduce_unused_params=*/false,
+                                             /*use_python_reducer=*/false, std::move(limits_i64));
+#else
+#error "c10d::Reducer's constructor was verified on torch 2.11 only; check reducer.hpp of this version"
+#endif
+  if (options.reduction == GradReduction::kSum) reducer_->register_comm_hook(std::make_unique<SumCommHook>(pg));
+  FT_LOG_DEBUG("DDP: {} trainable tensors in {} buckets of <= {} MB, gradients {}", params_.size(), num_buckets_,
+               options.bucket_cap_mb, options.reduction == GradReduction::kSum ? "summed" : "averaged");
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::prepare_for_forward(bool sync) {
+  sync_ = sync;
+  backward_prepared_ = false;
+  if (!reducer_) return;
+  translated(comm_, "DDP bucket rebuild", [&] {
+    // After the first synced backward the Reducer re-buckets in the observed gradient order (a collective:
+    // every rank reaches it at the same micro-step).
+    reducer_->rebuild_buckets();
+    if (sync_) reducer_->prepare_for_forward();
+  });
+}
+
+void DistributedDataParallel::prepare_for_backward() {
+  if (!reducer_ || !sync_ || backward_prepared_) return;
+  reducer_->prepare_for_backward({});
+  backward_prepared_ = true;
+}
+
+void DistributedDataParallel::backward(const at::Tensor& loss) {
+  FT_CHECK(loss.numel() == 1, "DDP backward needs a scalar loss");
+  prepare_for_backward();
+  translated(comm_, "gradient all-reduce", [&] { loss.backward(); });
+  backward_prepared_ = false;
+}
+
+void broadcast_from_rank0(Communicator& comm, std::vector<at::Tensor> tensors) {
+  if (comm.world_size() == 1 || tensors.empty()) return;
+  at::NoGradGuard no_grad;
+  translated(comm, "broadcast", [&] {
+    c10d::broadcast_coalesced(as_c10d(comm).process_group(), tensors, 250UL * 1024 * 1024, 0);
+  });
+}
+
+}  // namespace ft::dist

@@ -1,0 +1,70 @@
+// Data parallelism through c10d::Reducer, the engine behind torch.nn.parallel.DistributedDataParallel:
+// gradients are bucketed (bucket_cap_mb) and all-reduced from autograd hooks while backward still runs.
+//
+// Per micro-step:   ddp.prepare_for_forward(sync);  loss = forward(...);  ddp.backward(loss);
+// with sync = false on gradient-accumulation micro-steps (gradients stay local and accumulate in .grad) and
+// sync = true on the last micro-step of an optimizer step (the accumulated .grad is all-reduced once).
+//
+// Reduction: GradReduction::kSum (default) leaves every rank with the SUM of all ranks' gradients, for a loss
+// already normalised by the global token count of the optimizer step (a sum over ranks then equals the
+// single-process gradient). It registers a plain all-reduce comm hook, which makes the Reducer skip its
+// division by world size. GradReduction::kMean keeps PyTorch's default (gradients averaged over ranks).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <vector>
+
+#include "dist/comm.h"
+
+namespace c10d {
+class Reducer;
+}
+
+namespace ft::dist {
+
+enum class GradReduction { kSum, kMean };
+
+struct DdpOptions {
+  double bucket_cap_mb = 25.0;               // distributed.bucket_cap_mb
+  GradReduction reduction = GradReduction::kSum;
+  bool broadcast_from_rank0 = true;          // copy rank 0's parameter values to every rank at construction
+};
+
+class DistributedDataParallel {
+ public:
+  // `params`: the TRAINABLE parameters only (requires_grad, dense, one device), in the order forward uses them
+  // (module.parameters() order is fine), each shaped as in the model. Frozen weights are neither registered nor
+  // broadcast: load them identically on every rank. `comm` must outlive this object.
+  DistributedDataParallel(Communicator& comm, std::vector<at::Tensor> params, DdpOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Before each forward. `sync` = this micro-step's backward all-reduces (the last micro-step of a step).
+  void prepare_for_forward(bool sync = true);
+  // After forward, before backward, on a sync micro-step (backward() calls it for you).
+  void prepare_for_backward();
+  // loss.backward() with the all-reduce when the micro-step syncs; `loss` is a scalar. Backend failures
+  // (a lost peer) come out as ft::Error naming the lost rank.
+  void backward(const at::Tensor& loss);
+
+  bool sync() const { return sync_; }
+  int world_size() const { return comm_.world_size(); }
+  const std::vector<at::Tensor>& parameters() const { return params_; }
+  size_t num_buckets() const { return num_buckets_; }
+
+ private:
+  Communicator& comm_;
+  std::vector<at::Tensor> params_;       // trainable parameters, any dtype/shape
+  std::unique_ptr<c10d::Reducer> reducer_;  // null for a single process
+  size_t num_buckets_ = 0;
+  bool sync_ = true;
+  bool backward_prepared_ = false;
+};
+
+// Overwrites `tensors` on every rank with rank 0's values (e.g. frozen weights or buffers initialised randomly).
+void broadcast_from_rank0(Communicator& comm, std::vector<at::Tensor> tensors);
+
+}  // namespace ft::dist
