@@ -1,0 +1,55 @@
+// Internals shared by the loader's translation units (not for use outside src/config).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/tree.h"
+
+namespace ft::config::detail {
+
+// Collects errors as "WHERE: KEY: message" lines.
+class Errors {
+ public:
+  explicit Errors(std::string fallback_where) : fallback_(std::move(fallback_where)) {}
+  void add(const Origin& origin, const std::string& key, const std::string& message);
+  void add(const std::string& where, const std::string& key, const std::string& message);
+  // Later errors about `key` are dropped: its value could not be computed, so they would only echo the first.
+  void silence(const std::string& key) { silenced_.push_back(key); }
+  bool empty() const { return items_.empty(); }
+  // Throws ft::ConfigError listing every error, file positions in file and line order, when there is any.
+  void throw_if_any() const;
+
+ private:
+  struct Item {
+    std::string source;  // file or override text, for ordering
+    int line = 0, column = 0;
+    std::string text;
+  };
+  std::string fallback_;  // used for values that kept their default (no position to point at)
+  std::vector<Item> items_;
+  std::vector<std::string> silenced_;
+};
+
+// The nearest known key to `key` ("" when nothing is close), for "did you mean ...?".
+std::string suggest_key(const std::string& key, const std::vector<std::string>& candidates);
+
+// Binds `root` (defaults merged with the files and overrides, interpolated) into `config`. Reports unknown keys
+// and wrong types to `errors`; records where each value came from in `locations`; makes relative file paths
+// absolute against the directory of the file that set them.
+void bind(const Node& root, Config& config, std::map<std::string, std::string>& locations, Errors& errors);
+
+// Checks ranges, enums, conflicts and referenced files. `where(key)` gives the location to report.
+void validate(const Config& config, const std::map<std::string, std::string>& locations,
+              const std::string& fallback_where, Errors& errors);
+
+// Shortest decimal text that parses back to exactly `v`.
+std::string format_double(double v);
+
+// to_yaml with or without escaping "${" as "$${" (the built-in defaults keep their references live).
+std::string emit_yaml(const Config& config, bool escape_interpolation);
+
+}  // namespace ft::config::detail

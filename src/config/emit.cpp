@@ -1,0 +1,194 @@
+// Printing a Config as YAML (config show, the run directory's config.yaml) and comparing Configs.
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <type_traits>
+#include <variant>
+
+#include <unistd.h>
+
+#include "config/detail.h"
+#include "config/loader.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace ft::config {
+
+namespace {
+
+// Strings that a YAML reader would take for null, a bool or a number are quoted, as is the empty string.
+bool needs_quotes(const std::string& s) {
+  static const std::set<std::string> special = {"~", "null", "Null", "NULL", "true", "True", "TRUE",
+                                                "false", "False", "FALSE", "yes", "no", "on", "off",
+                                                "Yes", "No", "On", "Off", "YES", "NO", "ON", "OFF"};
+  if (s.empty() || special.count(s) != 0) return true;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+class Emitter {
+ public:
+  Emitter(YAML::Emitter& out, bool escape) : out_(out), escape_(escape) {}
+
+  template <class T> void operator()(const char* key, T& field) {
+    out_ << YAML::Key << key << YAML::Value;
+    value(field);
+  }
+
+ private:
+  void value(bool v) { out_ << (v ? "true" : "false"); }
+  void value(int64_t v) { out_ << v; }
+  void value(double v) { out_ << detail::format_double(v); }
+  void value(std::string& raw) {  // non-const: an exact match beats the section template
+    std::string s = raw;
+    if (escape_) {
+      for (size_t i = s.find("${"); i != std::string::npos; i = s.find("${", i + 3)) s.insert(i, "$");
+    }
+    if (needs_quotes(s)) out_ << YAML::DoubleQuoted;
+    out_ << s;
+  }
+  void value(std::vector<std::string>& v) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (auto& s : v) value(s);
+    out_ << YAML::EndSeq;
+  }
+  void value(std::vector<double>& v) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (double d : v) value(d);
+    out_ << YAML::EndSeq;
+  }
+  template <class S> void value(std::vector<S>& v) {
+    if (v.empty()) {
+      out_ << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+      return;
+    }
+    out_ << YAML::BeginSeq;
+    for (auto& s : v) value(s);
+    out_ << YAML::EndSeq;
+  }
+  template <class S> void value(S& section) {
+    out_ << YAML::BeginMap;
+    section.visit(*this);
+    out_ << YAML::EndMap;
+  }
+
+  YAML::Emitter& out_;
+  bool escape_;
+};
+
+using Leaf = std::variant<bool, int64_t, double, std::string, std::vector<std::string>, std::vector<double>>;
+
+// Flattens a Config to (key path, value) pairs for equal().
+class Flattener {
+ public:
+  Flattener(std::vector<std::pair<std::string, Leaf>>& out, std::string prefix)
+      : out_(out), prefix_(std::move(prefix)) {}
+
+  template <class T> void operator()(const char* key, T& field) { add(prefix_ + key, field); }
+
+ private:
+  template <class T> void add(const std::string& path, T& field) {
+    if constexpr (std::is_constructible_v<Leaf, T> && !std::is_class_v<T>) {
+      out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
+    } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>> ||
+                         std::is_same_v<T, std::vector<double>>) {
+      out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
+    } else if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
+      out_.emplace_back(path + ".size", Leaf(std::in_place_type<int64_t>, static_cast<int64_t>(field.size())));
+      for (size_t i = 0; i < field.size(); ++i) {
+        Flattener sub(out_, path + "[" + std::to_string(i) + "].");
+        field[i].visit(sub);
+      }
+    } else {
+      Flattener sub(out_, path + ".");
+      field.visit(sub);
+    }
+  }
+
+  std::vector<std::pair<std::string, Leaf>>& out_;
+  std::string prefix_;
+};
+
+std::vector<std::pair<std::string, Leaf>> flatten(const Config& config) {
+  Config copy = config;
+  std::vector<std::pair<std::string, Leaf>> out;
+  Flattener f(out, "");
+  copy.visit(f);
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string format_double(double v) {
+  char buf[40];
+  if (std::fabs(v) < 1e15 && std::floor(v) == v) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);  // whole numbers read best without an exponent: 10000, not 1e4
+    return buf;
+  }
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  // "1e-05" -> "1e-5": C's exponent padding is noise in a config file.
+  const size_t e = s.find('e');
+  if (e != std::string::npos) {
+    size_t digits = e + 2;
+    while (digits + 1 < s.size() && s[digits] == '0') s.erase(digits, 1);
+    if (s[e + 1] == '+') s.erase(e + 1, 1);
+  }
+  return s;
+}
+
+std::string emit_yaml(const Config& config, bool escape_interpolation) {
+  Config copy = config;
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Emitter emitter(out, escape_interpolation);
+  copy.visit(emitter);
+  out << YAML::EndMap;
+  FT_CHECK(out.good(), "YAML emitter failed: " + out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace detail
+
+std::string to_yaml(const Config& config) { return detail::emit_yaml(config, true); }
+
+bool equal(const Config& a, const Config& b) { return flatten(a) == flatten(b); }
+
+void write_resolved_config(const LoadedConfig& loaded, const fs::path& run_dir) {
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw Error("cannot create run directory '" + run_dir.string() + "': " + ec.message());
+  const fs::path final_path = run_dir / "config.yaml";
+  const fs::path tmp = run_dir / ("config.yaml.tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << "# Resolved configuration of this run (from " << loaded.file.string();
+    for (const auto& o : loaded.overrides) f << " " << o;
+    f << ").\n# Reproduce with: finetune train --config " << final_path.string() << "\n";
+    f << to_yaml(loaded.config);
+    f.flush();
+    if (!f) {
+      fs::remove(tmp, ec);
+      throw Error("cannot write '" + tmp.string() + "'", "check free space and permissions of the run directory");
+    }
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error("cannot rename '" + tmp.string() + "' to '" + final_path.string() + "': " + ec.message());
+  }
+}
+
+}  // namespace ft::config

@@ -1,0 +1,44 @@
+// Loading the YAML configuration: composition (`defaults:`), command-line overrides, interpolation, binding into
+// ft::Config and validation, with every problem reported at once as one ft::ConfigError. docs/configuration.md
+// describes the rules for users.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ft::config {
+
+// A configuration as loaded: the bound, validated values plus where they came from.
+struct LoadedConfig {
+  Config config;                                 // every field resolved: interpolated, paths made absolute
+  std::filesystem::path file;                    // the config file given on the command line
+  std::vector<std::string> overrides;            // the `key=value` overrides, in the order given
+  std::vector<std::filesystem::path> sources;    // every YAML file read, bases before the files including them
+  std::map<std::string, std::string> locations;  // key path (e.g. "optimizer.lr", "data.train[0].path") -> where
+                                                 // its value was set: "FILE:LINE:COL" or "<override 'k=v'>"
+
+  // Where `key` was set, for error messages about it; the config file's path when it kept its default.
+  std::string where(const std::string& key) const;
+};
+
+// Loads `file`, applies `overrides` ("a.b.c=value", value parsed as YAML), interpolates, binds and validates.
+// Throws ft::ConfigError listing every error, one per line as "FILE:LINE:COL: KEY: problem".
+LoadedConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+
+// The fully resolved config as YAML, sections and keys in visit() order; load_config() of it gives an equal Config.
+std::string to_yaml(const Config& config);
+
+// Writes to_yaml(loaded.config) to run_dir/config.yaml atomically (temporary file, then rename); creates run_dir.
+void write_resolved_config(const LoadedConfig& loaded, const std::filesystem::path& run_dir);
+
+// Field-by-field equality (the structs declare no operator==).
+bool equal(const Config& a, const Config& b);
+
+// Every key path the schema knows, sections included, list elements as "data.train[].path".
+const std::vector<std::string>& known_keys();
+
+}  // namespace ft::config

@@ -1,0 +1,153 @@
+#include "config/tree.h"
+
+#include <yaml-cpp/yaml.h>
+
+namespace ft::config {
+
+std::string Origin::where() const {
+  if (source.empty()) return "<default>";
+  if (line == 0) return source;
+  return source + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+const Node* Node::get(const std::string& key) const {
+  if (kind != Kind::kMap) return nullptr;
+  for (const auto& e : map) {
+    if (e.key == key) return &e.value;
+  }
+  return nullptr;
+}
+
+Node* Node::get(const std::string& key) {
+  return const_cast<Node*>(static_cast<const Node*>(this)->get(key));
+}
+
+std::string Node::describe() const {
+  switch (kind) {
+    case Kind::kNull: return "null";
+    case Kind::kMap: return "a map";
+    case Kind::kSeq: return "a list";
+    case Kind::kScalar: break;
+  }
+  return "'" + scalar + "'";
+}
+
+namespace {
+
+Origin origin_of(const YAML::Mark& mark, const std::string& source, const std::filesystem::path& base_dir) {
+  Origin o;
+  o.source = source;
+  o.base_dir = base_dir;
+  if (!mark.is_null()) {
+    o.line = mark.line + 1;
+    o.column = mark.column + 1;
+  }
+  return o;
+}
+
+}  // namespace
+
+Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir) {
+  Node n;
+  n.origin = origin_of(yaml.Mark(), source, base_dir);
+  switch (yaml.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      n.kind = Node::Kind::kNull;
+      break;
+    case YAML::NodeType::Scalar:
+      n.kind = Node::Kind::kScalar;
+      n.scalar = yaml.Scalar();
+      // yaml-cpp tags a quoted (or literal/folded) scalar "!" and a plain one "?".
+      n.quoted = yaml.Tag() == "!";
+      break;
+    case YAML::NodeType::Sequence:
+      n.kind = Node::Kind::kSeq;
+      for (const auto& item : yaml) n.seq.push_back(from_yaml(item, source, base_dir));
+      break;
+    case YAML::NodeType::Map:
+      n.kind = Node::Kind::kMap;
+      for (const auto& kv : yaml) {
+        Entry e;
+        e.key = kv.first.Scalar();
+        e.key_origin = origin_of(kv.first.Mark(), source, base_dir);
+        e.value = from_yaml(kv.second, source, base_dir);
+        // A key with nothing after it has no mark of its own: point at the key.
+        if (e.value.kind == Node::Kind::kNull && e.value.origin.line == 0) e.value.origin = e.key_origin;
+        if (Node* existing = n.get(e.key)) {
+          *existing = std::move(e.value);  // duplicate key: the later one wins, as in most YAML readers
+        } else {
+          n.map.push_back(std::move(e));
+        }
+      }
+      break;
+  }
+  return n;
+}
+
+void merge(Node& into, const Node& over) {
+  if (into.kind == Node::Kind::kMap && over.kind == Node::Kind::kNull) return;  // `section:` alone keeps it
+  if (into.kind != Node::Kind::kMap || over.kind != Node::Kind::kMap) {
+    into = over;
+    return;
+  }
+  for (const auto& e : over.map) {
+    if (Node* existing = into.get(e.key)) {
+      merge(*existing, e.value);
+    } else {
+      into.map.push_back(e);
+    }
+  }
+}
+
+void set_path(Node& root, const std::vector<std::string>& path, Node value) {
+  Node* cur = &root;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    if (cur->kind != Node::Kind::kMap) {
+      *cur = Node{};
+      cur->kind = Node::Kind::kMap;
+      cur->origin = value.origin;
+    }
+    Node* next = cur->get(path[i]);
+    if (next == nullptr) {
+      Entry e;
+      e.key = path[i];
+      e.key_origin = value.origin;
+      e.value.kind = Node::Kind::kMap;
+      e.value.origin = value.origin;
+      cur->map.push_back(std::move(e));
+      next = &cur->map.back().value;
+    }
+    cur = next;
+  }
+  if (cur->kind != Node::Kind::kMap) {
+    *cur = Node{};
+    cur->kind = Node::Kind::kMap;
+    cur->origin = value.origin;
+  }
+  const Origin key_origin = value.origin;
+  if (Node* existing = cur->get(path.back())) {
+    // Overrides replace values, but a map given on the command line merges like a later file's map.
+    merge(*existing, value);
+    return;
+  }
+  Entry e;
+  e.key = path.back();
+  e.key_origin = key_origin;
+  e.value = std::move(value);
+  cur->map.push_back(std::move(e));
+}
+
+std::vector<std::string> split_path(const std::string& dotted) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', start);
+    parts.push_back(dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return parts;
+}
+
+}  // namespace ft::config

@@ -1,0 +1,270 @@
+// Validation of a bound Config: enums, ranges, conflicting options and files that must exist. Every rule
+// reports through Errors so the user sees all problems of a config at once.
+#include <algorithm>
+#include <set>
+
+#include "config/detail.h"
+#include "config/loader.h"
+
+namespace fs = std::filesystem;
+
+namespace ft::config::detail {
+
+namespace {
+
+class Checker {
+ public:
+  Checker(const std::map<std::string, std::string>& locations, const std::string& fallback, Errors& errors)
+      : locations_(locations), fallback_(fallback), errors_(errors) {}
+
+  // Reports at the value's location, else at the nearest enclosing key the user wrote, else the config file.
+  void fail(const std::string& key, const std::string& message) {
+    std::string probe = key;
+    while (!probe.empty()) {
+      const auto it = locations_.find(probe);
+      if (it != locations_.end()) return errors_.add(it->second, key, message);
+      const size_t cut = probe.find_last_of(".[");
+      probe = cut == std::string::npos ? std::string() : probe.substr(0, cut);
+    }
+    errors_.add(fallback_, key, message);
+  }
+
+  void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
+    std::string list;
+    for (const char* a : allowed) {
+      if (value == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    fail(key, "invalid value '" + value + "' (expected one of: " + list + ")");
+  }
+
+  template <class T> void at_least(const std::string& key, T value, T min) {
+    if (value < min) fail(key, "out of range (expected >= " + text(min) + ", got " + text(value) + ")");
+  }
+
+  void positive(const std::string& key, double value) {
+    if (!(value > 0)) fail(key, "out of range (expected > 0, got " + text(value) + ")");
+  }
+
+  // [lo, hi] or [lo, hi) with `open_hi`.
+  void within(const std::string& key, double value, double lo, double hi, bool open_hi) {
+    const bool ok = value >= lo && (open_hi ? value < hi : value <= hi);
+    if (!ok) {
+      fail(key, "out of range (expected in [" + text(lo) + ", " + text(hi) + (open_hi ? ")" : "]") + ", got " +
+                    text(value) + ")");
+    }
+  }
+
+  void file_exists(const std::string& key, const std::string& path, const std::string& why) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) fail(key, "file '" + path + "' does not exist" + why);
+  }
+
+ private:
+  static std::string text(int64_t v) { return std::to_string(v); }
+  static std::string text(double v) { return format_double(v); }
+
+  const std::map<std::string, std::string>& locations_;
+  const std::string& fallback_;
+  Errors& errors_;
+};
+
+bool is_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
+  return d.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
+void check_model(const Config& c, Checker& k) {
+  const auto& m = c.model;
+  k.one_of("model.architecture", m.architecture, {"llama", "mistral", "qwen2"});
+  k.one_of("model.dtype", m.dtype, {"fp32", "bf16"});
+  k.at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
+  k.at_least<int64_t>("model.hidden_size", m.hidden_size, 1);
+  k.at_least<int64_t>("model.intermediate_size", m.intermediate_size, 1);
+  k.at_least<int64_t>("model.num_layers", m.num_layers, 1);
+  k.at_least<int64_t>("model.num_heads", m.num_heads, 1);
+  k.at_least<int64_t>("model.num_kv_heads", m.num_kv_heads, 1);
+  k.at_least<int64_t>("model.max_position_embeddings", m.max_position_embeddings, 2);
+  k.positive("model.rope_theta", m.rope_theta);
+  k.positive("model.rms_norm_eps", m.rms_norm_eps);
+  k.positive("model.init_std", m.init_std);
+  if (m.path.empty()) {
+    if (m.num_heads >= 1 && m.hidden_size % m.num_heads != 0) {
+      k.fail("model.hidden_size", "must be a multiple of model.num_heads (" + std::to_string(m.num_heads) + ")");
+    }
+    if (m.num_heads >= 1 && m.num_kv_heads >= 1 && m.num_heads % m.num_kv_heads != 0) {
+      k.fail("model.num_kv_heads", "must divide model.num_heads (" + std::to_string(m.num_heads) + ")");
+    }
+  } else {
+    std::error_code ec;
+    if (!fs::is_directory(m.path, ec)) {
+      k.fail("model.path", "directory '" + m.path + "' does not exist (expected a Hugging Face model directory)");
+    } else if (!fs::is_regular_file(fs::path(m.path) / "config.json", ec)) {
+      k.fail("model.path", "'" + m.path + "' has no config.json (expected a Hugging Face model directory)");
+    }
+  }
+}
+
+void check_lora(const Config& c, Checker& k) {
+  const auto& l = c.lora;
+  k.at_least<int64_t>("lora.rank", l.rank, 1);
+  k.positive("lora.alpha", l.alpha);
+  k.within("lora.dropout", l.dropout, 0.0, 1.0, true);
+  static const std::set<std::string> allowed = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                                "gate_proj", "up_proj", "down_proj"};
+  std::set<std::string> seen;
+  for (const auto& t : l.targets) {
+    if (allowed.count(t) == 0) {
+      k.fail("lora.targets", "invalid target '" + t +
+                                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+    } else if (!seen.insert(t).second) {
+      k.fail("lora.targets", "'" + t + "' is listed twice");
+    }
+  }
+  if (l.enabled && l.targets.empty()) k.fail("lora.targets", "empty, but lora.enabled is true (expected at least one)");
+  if (l.enabled && c.model.path.empty()) {
+    k.fail("lora.enabled", "LoRA needs a pretrained model, but model.path is empty (set model.path or disable lora)");
+  }
+}
+
+void check_tokenizer(const Config& c, Checker& k) {
+  const auto& t = c.tokenizer;
+  k.one_of("tokenizer.train_model_type", t.train_model_type, {"bpe", "unigram"});
+  k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
+  if (t.train_vocab_size > 0) return;  // trained at start (and written to tokenizer.path when set)
+  if (!t.path.empty()) {
+    k.file_exists("tokenizer.path", t.path, " (expected a sentencepiece .model file)");
+  } else if (c.model.path.empty()) {
+    k.fail("tokenizer.path", "no tokenizer: tokenizer.path and model.path are empty and tokenizer.train_vocab_size "
+                             "is 0 (set one of them)");
+  }
+}
+
+void check_sources(const std::string& key, const std::vector<DataSource>& sources, bool synth, Checker& k) {
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& s = sources[i];
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    k.one_of(at + ".format", s.format, {"text", "prompt_completion", "alpaca", "chat", "pretokenized"});
+    k.positive(at + ".weight", s.weight);
+    if (s.path.empty()) {
+      k.fail(at + ".path", "empty (expected a data file)");
+    } else if (!synth) {
+      k.file_exists(at + ".path", s.path, " (or set data.synth.task to generate it)");
+    }
+  }
+}
+
+void check_data(const Config& c, Checker& k) {
+  const auto& d = c.data;
+  const bool synth = !d.synth.task.empty();
+  if (d.train.empty()) k.fail("data.train", "empty (expected at least one training source)");
+  check_sources("data.train", d.train, synth, k);
+  check_sources("data.eval", d.eval, synth, k);
+  k.one_of("data.template", d.template_name, {"llama2", "llama3", "chatml", "plain"});
+  k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
+  k.one_of("data.overlong", d.overlong, {"truncate", "drop"});
+  k.one_of("data.on_error", d.on_error, {"fail", "skip"});
+  k.one_of("data.pretokenized_dtype", d.pretokenized_dtype, {"uint16", "uint32"});
+  k.at_least<int64_t>("data.prefetch", d.prefetch, 0);
+  k.at_least<int64_t>("data.synth.train_samples", d.synth.train_samples, 0);
+  k.at_least<int64_t>("data.synth.eval_samples", d.synth.eval_samples, 0);
+  DataFields fields = d.fields;
+  auto check_field = [&](const char* name, const std::string& value) {
+    if (value.empty()) k.fail(std::string("data.fields.") + name, "empty (expected a JSON field name)");
+  };
+  fields.visit(check_field);
+}
+
+void check_training(const Config& c, Checker& k) {
+  const auto& t = c.train;
+  k.at_least<int64_t>("train.max_steps", t.max_steps, 0);
+  if (t.max_steps == 0) k.at_least<int64_t>("train.epochs", t.epochs, 1);
+  k.at_least<int64_t>("train.micro_batch_size", t.micro_batch_size, 1);
+  k.at_least<int64_t>("train.grad_accum_steps", t.grad_accum_steps, 1);
+  k.one_of("train.precision", t.precision, {"fp32", "bf16", "fp16", "bf16-pure"});
+  k.at_least("train.grad_clip", t.grad_clip, 0.0);
+  k.at_least<int64_t>("train.max_nan_skips", t.max_nan_skips, 0);
+  k.positive("train.loss_scale_init", t.loss_scale_init);
+  k.at_least<int64_t>("train.loss_scale_interval", t.loss_scale_interval, 1);
+
+  const auto& o = c.optimizer;
+  k.one_of("optimizer.name", o.name, {"adamw"});
+  k.positive("optimizer.lr", o.lr);
+  if (o.betas.size() != 2) {
+    k.fail("optimizer.betas", "expected exactly 2 values (beta1, beta2), got " + std::to_string(o.betas.size()));
+  } else {
+    k.within("optimizer.betas[0]", o.betas[0], 0.0, 1.0, true);
+    k.within("optimizer.betas[1]", o.betas[1], 0.0, 1.0, true);
+  }
+  k.positive("optimizer.eps", o.eps);
+  k.at_least("optimizer.weight_decay", o.weight_decay, 0.0);
+
+  const auto& s = c.scheduler;
+  k.one_of("scheduler.type", s.type, {"constant", "linear", "cosine", "wsd"});
+  k.at_least<int64_t>("scheduler.warmup_steps", s.warmup_steps, 0);
+  k.within("scheduler.warmup_ratio", s.warmup_ratio, 0.0, 1.0, false);
+  k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
+  k.within("scheduler.decay_ratio", s.decay_ratio, 0.0, 1.0, false);
+  if (t.max_steps > 0 && s.warmup_steps > t.max_steps) {
+    k.fail("scheduler.warmup_steps", "warmup (" + std::to_string(s.warmup_steps) + " steps) is longer than "
+                                     "train.max_steps (" + std::to_string(t.max_steps) + ")");
+  }
+}
+
+void check_rest(const Config& c, Checker& k) {
+  const auto& e = c.eval;
+  k.at_least<int64_t>("eval.every_steps", e.every_steps, 0);
+  k.at_least<int64_t>("eval.max_batches", e.max_batches, 0);
+  k.at_least<int64_t>("eval.exact_match_samples", e.exact_match_samples, 0);
+  k.at_least<int64_t>("eval.max_new_tokens", e.max_new_tokens, 1);
+  if (e.exact_match_samples > 0 && c.data.eval.empty()) {
+    k.fail("eval.exact_match_samples", "exact match scores eval samples, but data.eval is empty");
+  }
+
+  const auto& ck = c.checkpoint;
+  k.at_least<int64_t>("checkpoint.every_steps", ck.every_steps, 0);
+  k.at_least<int64_t>("checkpoint.keep_last", ck.keep_last, 0);
+  k.at_least<int64_t>("checkpoint.shard_size_mb", ck.shard_size_mb, 1);
+  if (ck.keep_best && c.data.eval.empty()) {
+    k.fail("checkpoint.keep_best", "the best checkpoint is chosen by eval loss, but data.eval is empty");
+  }
+  std::error_code ec;
+  if (ck.resume != "auto" && ck.resume != "never" && !fs::exists(ck.resume, ec)) {
+    k.fail("checkpoint.resume", "'" + ck.resume + "' does not exist (expected auto, never or a checkpoint path)");
+  }
+
+  const auto& l = c.logging;
+  k.one_of("logging.level", l.level, {"trace", "debug", "info", "warn", "error"});
+  k.at_least<int64_t>("logging.every_steps", l.every_steps, 1);
+  k.one_of("logging.progress", l.progress, {"auto", "on", "off"});
+  k.at_least("logging.peak_tflops", l.peak_tflops, 0.0);
+
+  const auto& d = c.distributed;
+  k.one_of("distributed.backend", d.backend, {"auto", "nccl", "gloo"});
+  k.at_least<int64_t>("distributed.timeout_s", d.timeout_s, 1);
+  k.positive("distributed.bucket_cap_mb", d.bucket_cap_mb);
+  if (d.zero != 0 && d.zero != 1) {
+    k.fail("distributed.zero", "invalid value " + std::to_string(d.zero) + " (expected one of: 0, 1)");
+  }
+}
+
+}  // namespace
+
+void validate(const Config& config, const std::map<std::string, std::string>& locations,
+              const std::string& fallback_where, Errors& errors) {
+  Checker k(locations, fallback_where, errors);
+  if (config.run.name.empty()) k.fail("run.name", "empty (expected a name)");
+  if (config.run.output_dir.empty()) k.fail("run.output_dir", "empty (expected a directory)");
+  if (!is_device(config.run.device)) {
+    k.fail("run.device", "invalid value '" + config.run.device + "' (expected one of: auto, cpu, cuda, cuda:N)");
+  }
+  check_model(config, k);
+  check_lora(config, k);
+  check_tokenizer(config, k);
+  check_data(config, k);
+  check_training(config, k);
+  check_rest(config, k);
+}
+
+}  // namespace ft::config::detail
