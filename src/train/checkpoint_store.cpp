@@ -163,11 +163,12 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
     nlohmann::json files = nlohmann::json::object();
     std::vector<fs::path> dirs{pending_};
     for (auto it = fs::recursive_directory_iterator(pending_); it != fs::recursive_directory_iterator(); ++it) {
-      if (it->is_directory()) {
+      const bool link = it->is_symlink();
+      if (!link && it->is_directory()) {
         dirs.push_back(it->path());
         continue;
       }
-      if (!it->is_regular_file())
+      if (link || !it->is_regular_file())
         throw Error(fmt::format("checkpoint entry '{}' is not a regular file", it->path().string()));
       uint64_t size = 0;
       const std::string sha = sha256_file(it->path(), &size);

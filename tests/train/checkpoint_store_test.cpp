@@ -1,0 +1,223 @@
+// Atomic checkpoint directories: commit, pruning, corrupt-skipping, kills and full disks mid-write.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "support/test_support.h"
+#include "train/checkpoint_store.h"
+#include "train/checksum.h"
+#include "train/rng_state.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+namespace fs = std::filesystem;
+using train::CheckpointStore;
+
+fs::path save(CheckpointStore& store, int64_t step, std::optional<double> metric = std::nullopt,
+              size_t model_bytes = 1000) {
+  const fs::path tmp = store.begin(step);
+  train::write_file_synced(tmp / "model.safetensors", std::string(model_bytes, static_cast<char>('a' + step % 26)));
+  fs::create_directories(tmp / "optimizer");
+  train::write_file_synced(tmp / "optimizer" / "state.json", "{\"step\": " + std::to_string(step) + "}");
+  return store.commit(metric, {{"note", "test"}});
+}
+
+std::vector<int64_t> steps(const fs::path& run_dir) {
+  std::vector<int64_t> out;
+  for (const auto& c : CheckpointStore::list(run_dir)) out.push_back(c.step);
+  return out;
+}
+
+bool has_hidden_leftovers(const fs::path& run_dir) {
+  for (const auto& e : fs::directory_iterator(run_dir / "checkpoints"))
+    if (e.path().filename().string()[0] == '.') return true;
+  return false;
+}
+
+TEST(CheckpointStore, CommitWritesManifestWithChecksumsAndRenames) {
+  TempDir run;
+  CheckpointStore store(run.path(), {2, false});
+  const fs::path dir = save(store, 123, 0.5);
+  EXPECT_EQ(dir, run.path() / "checkpoints" / "step-000123");
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_FALSE(has_hidden_leftovers(run.path()));
+  const auto manifest = nlohmann::json::parse(read_file(dir / "manifest.json"));
+  EXPECT_EQ(manifest["step"], 123);
+  EXPECT_EQ(manifest["metric"], 0.5);
+  EXPECT_EQ(manifest["extra"]["note"], "test");
+  EXPECT_EQ(manifest["files"]["model.safetensors"]["size"], 1000);
+  train::Sha256 sha;
+  sha.update(std::string(1000, 'a' + 123 % 26));
+  EXPECT_EQ(manifest["files"]["model.safetensors"]["sha256"], sha.hex_digest());
+  EXPECT_TRUE(manifest["files"].contains("optimizer/state.json"));
+  EXPECT_TRUE(CheckpointStore::verify(dir).ok);
+  EXPECT_THROW(store.commit(), Error);  // nothing pending
+}
+
+TEST(CheckpointStore, KeepLastDeletesOlderOnlyAfterCommit) {
+  TempDir run;
+  CheckpointStore store(run.path(), {2, false});
+  for (int64_t s = 1; s <= 4; ++s) save(store, s * 10);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{30, 40}));
+  // An aborted save deletes nothing.
+  store.begin(50);
+  store.abort();
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{30, 40}));
+  EXPECT_FALSE(has_hidden_leftovers(run.path()));
+}
+
+TEST(CheckpointStore, KeepBestKeepsLowestMetric) {
+  TempDir run;
+  CheckpointStore store(run.path(), {1, true});
+  save(store, 1, 0.5);
+  save(store, 2, 0.3);
+  save(store, 3, 0.9);
+  save(store, 4, 0.8);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{2, 4}));
+}
+
+TEST(CheckpointStore, SameStepIsReplaced) {
+  TempDir run;
+  CheckpointStore store(run.path(), {0, false});
+  save(store, 7, std::nullopt, 10);
+  save(store, 7, std::nullopt, 20);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{7}));
+  EXPECT_EQ(fs::file_size(run.path() / "checkpoints" / "step-000007" / "model.safetensors"), 20u);
+}
+
+TEST(CheckpointStore, LatestValidSkipsCorruptOnes) {
+  TempDir run;
+  CheckpointStore store(run.path(), {0, false});
+  for (int64_t s = 1; s <= 4; ++s) save(store, s);
+  const fs::path ckpt = run.path() / "checkpoints";
+  {  // step 4: same size, one byte flipped
+    std::fstream f(ckpt / "step-000004" / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('Z');
+  }
+  fs::resize_file(ckpt / "step-000003" / "optimizer" / "state.json", 3);  // truncated
+  fs::remove(ckpt / "step-000002" / "manifest.json");                        // never committed
+  EXPECT_EQ(CheckpointStore::verify(ckpt / "step-000004").problem, "model.safetensors: checksum mismatch");
+  EXPECT_NE(CheckpointStore::verify(ckpt / "step-000003").problem.find("size 3"), std::string::npos);
+  EXPECT_EQ(CheckpointStore::verify(ckpt / "step-000002").problem, "missing manifest.json");
+  const auto latest = CheckpointStore::find_latest_valid(run.path());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->step, 1);
+  TempDir empty;
+  EXPECT_FALSE(CheckpointStore::find_latest_valid(empty.path()).has_value());
+}
+
+// A child that dies half-way through writing leaves the earlier checkpoint intact and loadable.
+TEST(CheckpointStore, ExitMidWriteLeavesPreviousIntact) {
+  TempDir run;
+  {
+    CheckpointStore store(run.path(), {2, false});
+    save(store, 1);
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    CheckpointStore store(run.path(), {2, false});
+    const fs::path tmp = store.begin(2);
+    train::write_file_synced(tmp / "model.safetensors", std::string(1 << 20, 'x'));
+    ::_exit(0);  // no commit, no destructors
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(has_hidden_leftovers(run.path()));  // the dead child's temporary directory
+  const auto latest = CheckpointStore::find_latest_valid(run.path());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->step, 1);
+  CheckpointStore store(run.path(), {2, false});
+  save(store, 3);  // begin() cleans the leftovers
+  EXPECT_FALSE(has_hidden_leftovers(run.path()));
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{1, 3}));
+}
+
+// kill -9 at arbitrary moments of a save loop: every committed directory verifies, the newest valid exists.
+TEST(CheckpointStore, SigkillDuringSaveLoopNeverLeavesCorruptCommit) {
+  for (int round = 0; round < 3; ++round) {
+    TempDir run;
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      CheckpointStore store(run.path(), {2, false});
+      for (int64_t s = 1;; ++s) save(store, s, std::nullopt, 256 * 1024);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + 70 * round));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    const auto all = CheckpointStore::list(run.path());
+    ASSERT_FALSE(all.empty()) << "the child committed nothing in time";
+    for (const auto& c : all) EXPECT_TRUE(CheckpointStore::verify(c.path).ok) << c.path;
+    const auto latest = CheckpointStore::find_latest_valid(run.path());
+    ASSERT_TRUE(latest.has_value());
+    EXPECT_EQ(latest->step, all.back().step);
+  }
+}
+
+// RLIMIT_FSIZE with SIGXFSZ ignored makes write() fail with EFBIG, as a full disk fails with ENOSPC.
+TEST(CheckpointStore, FileSizeLimitIsAnErrorAndPreviousIntact) {
+  TempDir run;
+  {
+    CheckpointStore store(run.path(), {2, false});
+    save(store, 1);
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{64 * 1024, 64 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    CheckpointStore store(run.path(), {2, false});
+    try {
+      save(store, 2, std::nullopt, 1 << 20);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      const bool tmp_gone = !has_hidden_leftovers(run.path());
+      ::_exit(msg.find("File too large") != std::string::npos && !e.hint().empty() && tmp_gone ? 42 : 1);
+    }
+    ::_exit(2);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 42);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(CheckpointStore::verify(run.path() / "checkpoints" / "step-000001").ok);
+}
+
+TEST(CheckpointStore, CommitFailureRemovesTemporaryDirectory) {
+  TempDir run;
+  CheckpointStore store(run.path(), {2, false});
+  save(store, 1);
+  const fs::path tmp = store.begin(2);
+  fs::create_symlink("/etc/hostname", tmp / "link");  // not a regular file: commit refuses
+  EXPECT_THROW(store.commit(), Error);
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{1}));
+}
+
+TEST(RngState, CaptureRestoreReplaysTheSameDraws) {
+  const auto saved = train::capture_rng_states();
+  ASSERT_TRUE(saved.count("cpu"));
+  EXPECT_EQ(saved.at("cpu").scalar_type(), at::kByte);
+  const at::Tensor first = at::randn({16});
+  train::restore_rng_states(saved);
+  EXPECT_TRUE(at::equal(at::randn({16}), first));
+  EXPECT_THROW(train::restore_rng_states({}), Error);
+}
+
+}  // namespace
+}  // namespace ft::test

@@ -1,0 +1,72 @@
+// metrics.jsonl lines, progress text, and the MFU formula against published parameter counts.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/test_support.h"
+#include "train/metrics.h"
+#include "train/mfu.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+TEST(MetricsLogger, WritesOneParseableObjectPerEventAndAppendsOnResume) {
+  TempDir run;
+  {
+    train::MetricsLogger log(run.path(), {false, "off", 10});
+    log.log("train", 1, {{"loss", 2.5}, {"lr", 1e-4}, {"tokens_per_s", 1000.0}});
+    log.log("train", 2, {{"loss", std::nan("")}});
+    log.progress(2, {{"loss", 2.4}});
+  }
+  {
+    train::MetricsLogger log(run.path(), {false, "off", 10});
+    log.log("eval", 3, {{"loss", 2.0}, {"perplexity", 7.389}});
+  }
+  std::ifstream in(run.path() / "metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string s; std::getline(in, s);) lines.push_back(nlohmann::json::parse(s));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["event"], "train");
+  EXPECT_EQ(lines[0]["step"], 1);
+  EXPECT_EQ(lines[0]["loss"], 2.5);
+  EXPECT_TRUE(lines[0]["time"].is_number());
+  EXPECT_TRUE(lines[1]["loss"].is_null());  // NaN is not JSON
+  EXPECT_EQ(lines[2]["event"], "eval");
+  EXPECT_EQ(lines[2]["perplexity"], 7.389);
+  EXPECT_THROW(train::MetricsLogger(run.path(), {false, "sometimes", 1}), ConfigError);
+}
+
+TEST(MetricsLogger, ProgressTextHasStepLossThroughputAndEta) {
+  const auto s = train::format_progress(12, 100, {{"loss", 2.34567}, {"tokens_per_s", 1234.4}, {"lr", 3e-4}}, 83.0);
+  EXPECT_EQ(s, "step 12/100 | loss 2.3457 | lr 3.00e-04 | 1234 tok/s | ETA 1:23");
+  EXPECT_EQ(train::format_duration(3725), "1:02:05");
+  EXPECT_EQ(train::format_progress(3, 0, nlohmann::json::object(), -1), "step 3");
+}
+
+TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
+  // Llama-2-7B has 6,738,415,616 parameters; minus the input embedding (32000*4096) and the 65 RMSNorm
+  // weights of 4096 leaves the matmul weights.
+  train::FlopsModel m{32, 4096, 11008, 32000, 4096, 32, 32};
+  EXPECT_EQ(train::matmul_params(m), 6738415616LL - 32000LL * 4096 - 65LL * 4096);
+  EXPECT_DOUBLE_EQ(train::flops_per_token(m), 6.0 * train::matmul_params(m) + 12.0 * 32 * 4096 * 4096);
+  // Llama-3-8B with GQA (8 KV heads): 8,030,261,248 parameters, 128256 vocab, untied head.
+  train::FlopsModel l3{32, 4096, 14336, 128256, 8192, 32, 8};
+  EXPECT_EQ(train::matmul_params(l3), 8030261248LL - 128256LL * 4096 - 65LL * 4096);
+}
+
+TEST(Mfu, PeakTableAndConfiguredOverride) {
+  EXPECT_EQ(train::peak_tflops("NVIDIA H200"), 989.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA H100 80GB HBM3"), 989.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA H100 PCIe"), 756.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA A100-SXM4-80GB"), 312.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA GH200 480GB"), 989.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA L40S"), 362.0);
+  EXPECT_EQ(train::peak_tflops("cpu"), 0.0);
+  EXPECT_EQ(train::peak_tflops("NVIDIA H200", 500.0), 500.0);
+  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 1), 1e-3);
+  EXPECT_EQ(train::mfu(1000.0, 1e9, 0.0), 0.0);
+}
+
+}  // namespace
+}  // namespace ft::test
