@@ -1,0 +1,112 @@
+// Hugging Face checkpoint directories: one safetensors file, or shards with an index.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+
+namespace ft::io {
+
+CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::string& base_name) {
+  const auto single = dir / (base_name + ".safetensors");
+  const auto index = dir / (base_name + ".safetensors.index.json");
+  if (std::filesystem::exists(index)) {
+    nlohmann::json j;
+    try {
+      std::ifstream in(index);
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("cannot parse " + index.string() + ": " + e.what());
+    }
+    if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
+      throw Error(index.string() + " has no \"weight_map\" object", "re-save the checkpoint");
+    }
+    std::map<std::string, std::size_t> file_index;
+    for (const auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) throw Error(index.string() + ": weight_map entry '" + name + "' is not a file name");
+      const auto fname = file.get<std::string>();
+      if (fname.find('/') != std::string::npos) {
+        throw Error(index.string() + ": shard name '" + fname + "' must be a plain file name");
+      }
+      auto it = file_index.find(fname);
+      if (it == file_index.end()) {
+        files_.push_back(std::make_unique<SafetensorsFile>(dir / fname));
+        it = file_index.emplace(fname, files_.size() - 1).first;
+      }
+      if (!files_[it->second]->contains(name)) {
+        throw Error(index.string() + " lists tensor '" + name + "' in " + fname + ", but that shard lacks it",
+                    "the index and shards disagree; re-save the checkpoint");
+      }
+      where_[name] = it->second;
+    }
+  } else if (std::filesystem::exists(single)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(single));
+    for (const auto& name : files_[0]->names()) where_[name] = 0;
+  } else {
+    throw Error("no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
+                "point at a Hugging Face model directory saved with safetensors (pickle .bin files are not read)");
+  }
+}
+
+std::vector<std::string> CheckpointReader::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : where_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo& CheckpointReader::info(const std::string& name) const {
+  return files_.at(where_.at(name))->info(name);
+}
+
+at::Tensor CheckpointReader::tensor(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw Error("checkpoint has no tensor '" + name + "'");
+  return files_[it->second]->tensor(name);
+}
+
+std::string CheckpointReader::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? std::string("<none>") : files_[it->second]->path().string();
+}
+
+void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& order,
+                      int64_t shard_size_bytes, const std::string& base_name) {
+  std::filesystem::create_directories(dir);
+  std::vector<TensorMap> shards(1);
+  std::vector<int64_t> shard_bytes(1, 0);
+  int64_t total = 0;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : order) {
+    FT_CHECK(seen.insert(name).second, "write_checkpoint: duplicate tensor name '" + name + "'");
+    const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
+    if (shard_size_bytes > 0 && shard_bytes.back() > 0 && shard_bytes.back() + bytes > shard_size_bytes) {
+      shards.emplace_back();
+      shard_bytes.push_back(0);
+    }
+    shards.back().emplace(name, t);
+    shard_bytes.back() += bytes;
+    total += bytes;
+  }
+  // Remove a stale layout of the other kind so a reader never sees both.
+  std::filesystem::remove(dir / (base_name + ".safetensors.index.json"));
+  if (shards.size() == 1) {
+    write_safetensors(dir / (base_name + ".safetensors"), shards[0]);
+    return;
+  }
+  std::filesystem::remove(dir / (base_name + ".safetensors"));
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    char fname[128];
+    std::snprintf(fname, sizeof(fname), "%s-%05zu-of-%05zu.safetensors", base_name.c_str(), i + 1, shards.size());
+    write_safetensors(dir / fname, shards[i]);
+    for (const auto& [name, _] : shards[i]) weight_map[name] = fname;
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  std::ofstream out(dir / (base_name + ".safetensors.index.json"));
+  out << index.dump(2) << "\n";
+  if (!out) throw Error("failed writing " + (dir / (base_name + ".safetensors.index.json")).string());
+}
+
+}  // namespace ft::io

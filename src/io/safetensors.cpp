@@ -1,0 +1,183 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace ft::io {
+namespace {
+
+constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the Python library's limit as well
+
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_table() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> table = {
+      {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16}, {"F64", at::kDouble}, {"I64", at::kLong},
+      {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},       {"U8", at::kByte},    {"BOOL", at::kBool}};
+  return table;
+}
+
+std::string where(const std::filesystem::path& path, const std::string& tensor) {
+  return path.string() + (tensor.empty() ? "" : ", tensor '" + tensor + "'");
+}
+
+Error corrupt(const std::filesystem::path& path, const std::string& tensor, const std::string& what) {
+  return Error("invalid safetensors file " + where(path, tensor) + ": " + what,
+               "the file is truncated or corrupt; re-download or re-save it");
+}
+
+}  // namespace
+
+at::ScalarType dtype_from_safetensors(const std::string& name, const std::string& context) {
+  for (const auto& [key, type] : dtype_table()) {
+    if (key == name) return type;
+  }
+  throw Error("unsupported safetensors dtype '" + name + "' in " + context,
+              "supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL");
+}
+
+std::string dtype_to_safetensors(at::ScalarType type) {
+  for (const auto& [key, t] : dtype_table()) {
+    if (t == type) return key;
+  }
+  throw Error(std::string("cannot store dtype ") + c10::toString(type) + " in safetensors");
+}
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(MappedFile::open(path)) {
+  const std::size_t size = file_->size();
+  if (size < 8) throw corrupt(path, "", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, file_->data(), 8);  // little-endian on every supported host
+  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+    throw corrupt(path, "", "header length " + std::to_string(header_len) + " exceeds the file size " +
+                                std::to_string(size));
+  }
+  data_start_ = 8 + static_cast<std::size_t>(header_len);
+  const std::uint64_t data_size = size - data_start_;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(file_->data() + 8, file_->data() + data_start_);
+  } catch (const nlohmann::json::exception& e) {
+    throw corrupt(path, "", std::string("header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw corrupt(path, "", "header is not a JSON object");
+  std::vector<std::pair<std::uint64_t, std::string>> by_offset;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw corrupt(path, "", "__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) throw corrupt(path, "", "__metadata__ value for '" + k + "' is not a string");
+        metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
+        !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      throw corrupt(path, name, "entry needs dtype (string), shape (array) and data_offsets ([begin, end])");
+    }
+    TensorInfo info;
+    info.dtype = dtype_from_safetensors(entry["dtype"].get<std::string>(), where(path, name));
+    std::uint64_t numel = 1;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()) throw corrupt(path, name, "shape has a negative or non-integer dimension");
+      const auto dim = d.get<std::uint64_t>();
+      if (dim != 0 && numel > std::numeric_limits<std::uint64_t>::max() / dim / 8) {
+        throw corrupt(path, name, "shape overflows");
+      }
+      numel *= dim;
+      info.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const auto& offs = entry["data_offsets"];
+    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
+      throw corrupt(path, name, "data_offsets are not non-negative integers");
+    }
+    info.begin = offs[0].get<std::uint64_t>();
+    info.end = offs[1].get<std::uint64_t>();
+    if (info.end < info.begin) throw corrupt(path, name, "data_offsets end before they begin");
+    if (info.end > data_size) {
+      throw corrupt(path, name, "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                                    ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
+    }
+    const std::uint64_t expected = numel * c10::elementSize(info.dtype);
+    if (info.end - info.begin != expected) {
+      throw corrupt(path, name, "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
+                                    std::to_string(info.end - info.begin));
+    }
+    by_offset.emplace_back(info.begin, name);
+    infos_.emplace(name, std::move(info));
+  }
+  std::sort(by_offset.begin(), by_offset.end());
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const auto& prev = infos_.at(by_offset[i - 1].second);
+    const auto& cur = infos_.at(by_offset[i].second);
+    if (cur.begin < prev.end && cur.end > cur.begin && prev.end > prev.begin) {
+      throw corrupt(path, by_offset[i].second, "its bytes overlap tensor '" + by_offset[i - 1].second + "'");
+    }
+  }
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : infos_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  if (it == infos_.end()) throw Error("no tensor '" + name + "' in " + path().string());
+  return it->second;
+}
+
+at::Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const TensorInfo& meta = info(name);
+  const auto options = at::TensorOptions().dtype(meta.dtype).device(at::kCPU);
+  if (meta.end == meta.begin) return at::empty(meta.shape, options);
+  std::uint8_t* ptr = file_->mutable_data() + data_start_ + meta.begin;
+  auto keep_alive = file_;  // the deleter owns a reference to the mapping
+  at::Tensor t = at::from_blob(ptr, meta.shape, [keep_alive](void*) mutable { keep_alive.reset(); }, options);
+  if (reinterpret_cast<std::uintptr_t>(ptr) % c10::elementSize(meta.dtype) != 0) return t.clone();
+  return t;
+}
+
+TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata) {
+  SafetensorsFile file(path);
+  TensorMap out;
+  for (const auto& name : file.names()) out.emplace(name, file.tensor(name));
+  if (metadata != nullptr) *metadata = file.metadata();
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = metadata.empty() ? Metadata{{"format", "pt"}} : metadata;
+  std::vector<at::Tensor> cpu;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    FT_CHECK(t.defined(), "write_safetensors: tensor '" + name + "' is undefined");
+    at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    const auto bytes = static_cast<std::uint64_t>(c.numel()) * c.element_size();
+    header[name] = {{"dtype", dtype_to_safetensors(c.scalar_type())},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    cpu.push_back(std::move(c));
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("cannot write " + path.string(), "check that the directory exists and is writable");
+  const std::uint64_t len = text.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const auto& c : cpu) {
+    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  }
+  out.flush();
+  if (!out) throw Error("failed writing " + path.string(), "is the disk full?");
+}
+
+}  // namespace ft::io

@@ -1,0 +1,88 @@
+// The safetensors format (https://github.com/huggingface/safetensors): an 8-byte little-endian header length, a JSON
+// header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then the raw data.
+// The reader memory-maps the file and validates every entry before any tensor is touched; tensors alias the mapping
+// (copy-on-write, the mapping lives as long as any tensor does). No pickle anywhere.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/mapped_file.h"
+
+namespace ft::io {
+
+using TensorMap = std::map<std::string, at::Tensor>;        // sorted by name
+using Metadata = std::map<std::string, std::string>;         // the header's "__metadata__"
+
+// "F32" <-> at::kFloat etc. Supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL.
+at::ScalarType dtype_from_safetensors(const std::string& name, const std::string& context);
+std::string dtype_to_safetensors(at::ScalarType type);
+
+struct TensorInfo {
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  std::uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  std::uint64_t end = 0;
+};
+
+// One opened, validated safetensors file.
+class SafetensorsFile {
+ public:
+  // Throws ft::Error naming the file (and tensor) on: a file shorter than 8 bytes, a header longer than the file,
+  // invalid JSON, an unknown dtype, a shape whose byte size differs from data_offsets, offsets past the end, or two
+  // tensors whose bytes overlap.
+  explicit SafetensorsFile(const std::filesystem::path& path);
+
+  const std::filesystem::path& path() const { return file_->path(); }
+  std::vector<std::string> names() const;  // sorted
+  bool contains(const std::string& name) const { return infos_.count(name) > 0; }
+  const TensorInfo& info(const std::string& name) const;
+  const Metadata& metadata() const { return metadata_; }
+
+  // A CPU tensor (the stored dtype and shape) that aliases the mapping; cloned when misaligned for its dtype.
+  at::Tensor tensor(const std::string& name) const;
+
+ private:
+  std::shared_ptr<MappedFile> file_;
+  std::size_t data_start_ = 0;  // 8 + header length
+  std::map<std::string, TensorInfo> infos_;
+  Metadata metadata_;
+};
+
+// Every tensor of `path` (see SafetensorsFile::tensor for lifetime).
+TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata = nullptr);
+
+// Writes `tensors` (any device; copied to CPU contiguous) sorted by name, header padded with spaces to a multiple
+// of 8 bytes as the Python library does. `metadata` defaults to {"format": "pt"}. Writes `path` directly; callers
+// that need atomicity write to a temporary name and rename.
+void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata = {});
+
+// A Hugging Face checkpoint directory: model.safetensors, or shards listed by model.safetensors.index.json
+// (`index_name` picks another prefix, e.g. "adapter_model").
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::filesystem::path& dir, const std::string& base_name = "model");
+  std::vector<std::string> names() const;  // sorted
+  bool contains(const std::string& name) const { return where_.count(name) > 0; }
+  const TensorInfo& info(const std::string& name) const;
+  at::Tensor tensor(const std::string& name) const;
+  // Where `name` lives, for error messages.
+  std::string file_of(const std::string& name) const;
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, std::size_t> where_;  // tensor name -> index into files_
+};
+
+// Writes `tensors` as <base>.safetensors, or, when their total exceeds `shard_size_bytes` (> 0), as
+// <base>-0000N-of-0000M.safetensors plus <base>.safetensors.index.json. Tensors are placed in `order`.
+void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& order,
+                      int64_t shard_size_bytes, const std::string& base_name = "model");
+
+}  // namespace ft::io

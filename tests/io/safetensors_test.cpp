@@ -1,0 +1,170 @@
+// The safetensors reader/writer: round trips, sharded checkpoints and every malformed-file case.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+// Writes a safetensors file from a raw header text and `data_bytes` bytes of data.
+void write_raw(const std::filesystem::path& path, const std::string& header, std::size_t data_bytes,
+               std::optional<std::uint64_t> declared_len = std::nullopt) {
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t len = declared_len.value_or(header.size());
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << header;
+  out << std::string(data_bytes, '\0');
+}
+
+// Expects opening `path` to throw ft::Error whose message contains every one of `words`.
+void expect_error(const std::filesystem::path& path, std::vector<std::string> words) {
+  try {
+    io::SafetensorsFile f(path);
+    ADD_FAILURE() << "no error for " << path;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    words.push_back(path.filename().string());
+    for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  }
+}
+
+TEST(Safetensors, RoundTripKeepsDtypesShapesValuesAndMetadata) {
+  TempDir dir;
+  io::TensorMap in;
+  in["b.f32"] = at::arange(12, at::kFloat).view({3, 4});
+  in["a.bf16"] = at::linspace(-2, 2, 10).to(at::kBFloat16);
+  in["c.f16"] = at::linspace(-1, 1, 7).to(at::kHalf).view({7, 1});
+  in["d.i64"] = at::arange(5, at::kLong);
+  in["e.empty"] = at::empty({0, 3});
+  io::write_safetensors(dir / "x.safetensors", in, {{"format", "pt"}, {"step", "7"}});
+  io::Metadata meta;
+  const auto out = io::read_safetensors(dir / "x.safetensors", &meta);
+  ASSERT_EQ(out.size(), in.size());
+  for (const auto& [name, t] : in) {
+    const auto& got = out.at(name);
+    EXPECT_EQ(got.scalar_type(), t.scalar_type()) << name;
+    EXPECT_EQ(got.sizes(), t.sizes()) << name;
+    EXPECT_TRUE(at::equal(got, t)) << name;
+  }
+  EXPECT_EQ(meta.at("step"), "7");
+  // Header padded to 8 bytes, as the Python library writes it.
+  std::ifstream f(dir / "x.safetensors", std::ios::binary);
+  std::uint64_t len = 0;
+  f.read(reinterpret_cast<char*>(&len), 8);
+  EXPECT_EQ(len % 8, 0u);
+}
+
+TEST(Safetensors, TensorsOutliveTheReaderAndCanBeWritten) {
+  TempDir dir;
+  io::write_safetensors(dir / "x.safetensors", {{"w", at::ones({4})}});
+  at::Tensor t;
+  { t = io::read_safetensors(dir / "x.safetensors").at("w"); }
+  t.add_(1);  // copy-on-write mapping: the file keeps its ones
+  EXPECT_TRUE(at::equal(t, at::full({4}, 2.0)));
+  EXPECT_TRUE(at::equal(io::read_safetensors(dir / "x.safetensors").at("w"), at::ones({4})));
+}
+
+TEST(Safetensors, FileShorterThanLengthPrefixIsRejected) {
+  TempDir dir;
+  write_file(dir / "short.safetensors", "abc");
+  expect_error(dir / "short.safetensors", {"fewer than the 8-byte"});
+}
+
+TEST(Safetensors, HeaderLongerThanFileIsRejected) {
+  TempDir dir;
+  write_raw(dir / "h.safetensors", "{}", 0, 1000);
+  expect_error(dir / "h.safetensors", {"header length 1000 exceeds"});
+}
+
+TEST(Safetensors, TruncatedDataIsRejectedNamingTheTensor) {
+  TempDir dir;
+  write_raw(dir / "t.safetensors", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10);
+  expect_error(dir / "t.safetensors", {"'w'", "past the end"});
+}
+
+TEST(Safetensors, OverlappingTensorsAreRejected) {
+  TempDir dir;
+  write_raw(dir / "o.safetensors",
+            R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+            16);
+  expect_error(dir / "o.safetensors", {"'b'", "overlap", "'a'"});
+}
+
+TEST(Safetensors, ShapeDtypeSizeMismatchIsRejected) {
+  TempDir dir;
+  write_raw(dir / "s.safetensors", R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", 8);
+  expect_error(dir / "s.safetensors", {"'w'", "needs 6 bytes", "span 8"});
+}
+
+TEST(Safetensors, UnknownDtypeIsRejected) {
+  TempDir dir;
+  write_raw(dir / "d.safetensors", R"({"w":{"dtype":"F8_E4M3X","shape":[2],"data_offsets":[0,2]}})", 2);
+  expect_error(dir / "d.safetensors", {"'w'", "F8_E4M3X"});
+}
+
+TEST(Safetensors, InvalidJsonAndMalformedEntriesAreRejected) {
+  TempDir dir;
+  write_raw(dir / "j.safetensors", R"({"w": {"dtype": )", 0);
+  expect_error(dir / "j.safetensors", {"not valid JSON"});
+  write_raw(dir / "e.safetensors", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4);
+  expect_error(dir / "e.safetensors", {"'w'", "negative"});
+  write_raw(dir / "m.safetensors", R"({"w":{"dtype":"F32","shape":[1]}})", 4);
+  expect_error(dir / "m.safetensors", {"'w'", "data_offsets"});
+}
+
+TEST(Safetensors, MissingFileNamesThePath) {
+  TempDir dir;
+  expect_error(dir / "none.safetensors", {"cannot open"});
+}
+
+TEST(Checkpoint, ShardedWriteSplitsBySizeAndReadsBackThroughIndex) {
+  TempDir dir;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (int i = 0; i < 5; ++i) tensors.emplace_back("t" + std::to_string(i), at::full({100}, static_cast<double>(i)));
+  io::write_checkpoint(dir.path(), tensors, 800);  // 400 bytes each: two per shard
+  EXPECT_TRUE(std::filesystem::exists(dir / "model-00001-of-00003.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "model-00003-of-00003.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors"));
+  const auto index = nlohmann::json::parse(read_file(dir / "model.safetensors.index.json"));
+  EXPECT_EQ(index["metadata"]["total_size"].get<int64_t>(), 2000);
+  EXPECT_EQ(index["weight_map"]["t4"].get<std::string>(), "model-00003-of-00003.safetensors");
+  io::CheckpointReader reader(dir.path());
+  ASSERT_EQ(reader.names().size(), 5u);
+  for (const auto& [name, t] : tensors) EXPECT_TRUE(at::equal(reader.tensor(name), t)) << name;
+  // Re-saving unsharded removes the index so the two layouts never mix.
+  io::write_checkpoint(dir.path(), tensors, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.index.json"));
+  EXPECT_EQ(io::CheckpointReader(dir.path()).names().size(), 5u);
+}
+
+TEST(Checkpoint, IndexNamingAMissingTensorIsRejected) {
+  TempDir dir;
+  io::write_safetensors(dir / "model-00001-of-00001.safetensors", {{"a", at::ones({2})}});
+  write_file(dir / "model.safetensors.index.json",
+             R"({"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "model-00001-of-00001.safetensors"}})");
+  try {
+    io::CheckpointReader reader(dir.path());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, DirectoryWithoutWeightsSaysWhatIsMissing) {
+  TempDir dir;
+  try {
+    io::CheckpointReader reader(dir.path());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
