@@ -1,0 +1,210 @@
+// Helper executable for tests/dist: one process of a distributed test run, started by the built-in launcher,
+// by torchrun or by the test itself. Modes (argv[1]):
+//   collectives           check every Communicator collective against closed-form values
+//   ddp <b> <sum|mean>    DDP with micro-batch b vs an in-process single-process reference on the 2b batch
+//   exit3                 rank 1 fails with exit code 3, rank 0 waits in a barrier
+//   steps <n>             n all-reduces 0.2 s apart, printing "pid <pid>" and "step <i>" (for kill -9 tests)
+//   launch <n> <mode...>  the built-in launcher running this binary's <mode...> in n workers
+// Exits 0 on success; failures print "error: ..." and exit non-zero.
+#include <torch/nn/modules/linear.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "dist/launcher.h"
+#include "util/error.h"
+#include "util/fmt.h"
+#include "util/log.h"
+
+namespace {
+
+using ft::dist::Communicator;
+using ft::dist::ReduceOp;
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  if (!at::allclose(got, want, 0, 1e-6)) {
+    throw ft::Error(fmt::format("{}: got {} want {}", what, fmt::join(got.to(at::kDouble).contiguous().data_ptr<double>(),
+                                got.to(at::kDouble).contiguous().data_ptr<double>() + got.numel(), ","),
+                                fmt::join(want.to(at::kDouble).contiguous().data_ptr<double>(),
+                                want.to(at::kDouble).contiguous().data_ptr<double>() + want.numel(), ",")));
+  }
+}
+
+int collectives(Communicator& comm) {
+  const int r = comm.rank();
+  const int w = comm.world_size();
+  const auto f = at::TensorOptions().dtype(at::kFloat);
+  const double rank_sum = w * (w - 1) / 2.0;  // 0 + 1 + ... + (w-1)
+
+  std::vector<at::Tensor> t{at::arange(4, f) + r, at::full({2, 3}, r + 1.0, f).t()};  // the second is strided
+  comm.all_reduce_(t, ReduceOp::kSum);
+  expect_close(t[0], at::arange(4, f) * w + rank_sum, "all_reduce sum");
+  expect_close(t[1], at::full({3, 2}, rank_sum + w, f), "all_reduce sum (non-contiguous)");
+
+  std::vector<at::Tensor> avg{at::full({3}, 2.0 * r, f)};
+  comm.all_reduce_(avg, ReduceOp::kAvg);
+  expect_close(avg[0], at::full({3}, 2.0 * rank_sum / w, f), "all_reduce avg");
+
+  std::vector<at::Tensor> mx{at::tensor({static_cast<float>(r), -static_cast<float>(r)})};
+  comm.all_reduce_(mx, ReduceOp::kMax);
+  expect_close(mx[0], at::tensor({static_cast<float>(w - 1), 0.0F}), "all_reduce max");
+
+  std::vector<at::Tensor> counts{at::tensor({static_cast<int64_t>(10 * r + 1)})};
+  comm.all_reduce_(counts, ReduceOp::kSum);  // int64 token counts, as the training loop reduces them
+  if (counts[0].item<int64_t>() != static_cast<int64_t>(10 * rank_sum + w)) throw ft::Error("all_reduce int64 sum");
+
+  std::vector<at::Tensor> b{at::full({5}, 7.0 + r, f)};
+  comm.broadcast_(b, w - 1);
+  expect_close(b[0], at::full({5}, 7.0 + (w - 1), f), "broadcast from last rank");
+
+  at::Tensor gathered = at::empty({3 * w}, f);
+  comm.all_gather(gathered, at::arange(3, f) + 100 * r);
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < w; ++k) parts.push_back(at::arange(3, f) + 100 * k);
+  at::Tensor want = at::cat(parts);
+  expect_close(gathered, want, "all_gather");
+
+  // input on rank r: element i = i + r; the sum over ranks of slice r is (i + rank_sum) for i in slice r.
+  at::Tensor shard = at::empty({2}, f);
+  comm.reduce_scatter(shard, at::arange(2 * w, f) + r, ReduceOp::kSum);
+  expect_close(shard, at::arange(2 * r, 2 * r + 2, f) * w + rank_sum, "reduce_scatter sum");
+  comm.reduce_scatter(shard, at::arange(2 * w, f) + r, ReduceOp::kAvg);
+  expect_close(shard, at::arange(2 * r, 2 * r + 2, f) + rank_sum / w, "reduce_scatter avg");
+
+  comm.barrier();
+  std::printf("collectives ok on rank %d of %d (%s)\n", r, w, comm.backend().c_str());
+  return 0;
+}
+
+struct Net : torch::nn::Module {
+  torch::nn::Linear l1{nullptr}, l2{nullptr}, l3{nullptr};
+  Net() {
+    l1 = register_module("l1", torch::nn::Linear(8, 16));
+    l2 = register_module("l2", torch::nn::Linear(16, 16));  // frozen, like a base model under LoRA
+    l3 = register_module("l3", torch::nn::Linear(16, 4));
+    for (auto& p : l2->parameters()) p.set_requires_grad(false);
+  }
+  at::Tensor forward(const at::Tensor& x) { return l3(torch::tanh(l2(torch::tanh(l1(x))))); }
+  std::vector<at::Tensor> trainable() {
+    std::vector<at::Tensor> out;
+    for (auto& p : parameters()) if (p.requires_grad()) out.push_back(p);
+    return out;
+  }
+};
+
+int ddp(Communicator& comm, int64_t b, bool sum) {
+  const int r = comm.rank();
+  const int64_t w = comm.world_size();
+  constexpr int kSteps = 3, kAccum = 2;
+  constexpr double kLr = 0.1;
+
+  torch::manual_seed(1000 + r);  // different on each rank: the broadcast from rank 0 must fix that
+  Net net;
+  ft::dist::broadcast_from_rank0(comm, {net.l2->weight, net.l2->bias});
+  ft::dist::DdpOptions opts;
+  opts.bucket_cap_mb = 300.0 / (1024 * 1024);  // ~300 bytes: several buckets even for this tiny model
+  opts.reduction = sum ? ft::dist::GradReduction::kSum : ft::dist::GradReduction::kMean;
+  ft::dist::DistributedDataParallel model(comm, net.trainable(), opts);
+
+  // The reference: one process, the same starting weights, micro-batch w*b (all ranks' samples).
+  Net ref;
+  {
+    torch::NoGradGuard no_grad;
+    auto src = net.parameters(), dst = ref.parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(42);
+  double max_grad_diff = 0, max_param_diff = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int micro = 0; micro < kAccum; ++micro) {
+      const at::Tensor x = at::randn({w * b, 8}, gen);  // the global micro-batch, identical on every rank
+      const at::Tensor y = at::randn({w * b, 4}, gen);
+      const double global_n = static_cast<double>(w * b * kAccum);
+
+      model.prepare_for_forward(/*sync=*/micro == kAccum - 1);
+      const at::Tensor mine = net.forward(x.narrow(0, r * b, b));
+      const at::Tensor sq = (mine - y.narrow(0, r * b, b)).pow(2).sum();
+      // kSum: normalise by the global sample count (gradients are summed); kMean: by the local one.
+      model.backward(sum ? sq / global_n : sq / static_cast<double>(b * kAccum));
+
+      ((ref.forward(x) - y).pow(2).sum() / global_n).backward();
+    }
+    torch::NoGradGuard no_grad;
+    auto mine = net.trainable(), theirs = ref.trainable();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      max_grad_diff = std::max(max_grad_diff, (mine[i].grad() - theirs[i].grad()).abs().max().item<double>());
+      mine[i].sub_(kLr * mine[i].grad());
+      theirs[i].sub_(kLr * theirs[i].grad());
+      mine[i].mutable_grad().zero_();
+      theirs[i].mutable_grad().zero_();
+    }
+  }
+  auto a = net.parameters(), c = ref.parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_param_diff = std::max(max_param_diff, (a[i] - c[i]).abs().max().item<double>());
+  }
+  std::printf("ddp rank %d/%lld b=%lld reduction=%s buckets=%zu max_grad_diff=%.3g max_param_diff=%.3g\n", r,
+              static_cast<long long>(w), static_cast<long long>(b), sum ? "sum" : "mean", model.num_buckets(),
+              max_grad_diff, max_param_diff);
+  if (max_grad_diff > 1e-6 || max_param_diff > 1e-6) throw ft::Error("DDP result differs from the reference");
+  return 0;
+}
+
+int run_mode(const std::vector<std::string>& args) {
+  const std::string mode = args.at(0);
+  if (mode == "launch") {
+    return ft::dist::launch_local(ft::dist::parse_nproc(args.at(1)), {args.begin() + 2, args.end()});
+  }
+  const ft::dist::DistEnv env = ft::dist::read_env();
+  ft::log::init(ft::log::Level::kInfo, env.rank, env.world_size);
+  const char* t = std::getenv("FT_DIST_TIMEOUT");
+  const std::chrono::seconds timeout(t != nullptr ? std::atoi(t) : 20);
+  auto comm = ft::dist::make_communicator(env, "auto", at::kCPU, timeout);
+  std::printf("%s\n", ft::dist::describe(env).c_str());
+  std::fflush(stdout);
+  if (mode == "collectives") return collectives(*comm);
+  if (mode == "ddp") return ddp(*comm, std::stoll(args.at(1)), args.at(2) == "sum");
+  if (mode == "exit3") {
+    if (comm->rank() == 1) {
+      std::fprintf(stderr, "error: deliberate failure on rank 1\n");
+      return 3;
+    }
+    comm->barrier();
+    return 0;
+  }
+  if (mode == "steps") {
+    std::printf("pid %d\n", static_cast<int>(::getpid()));
+    for (int i = 0; i < std::stoi(args.at(1)); ++i) {
+      std::vector<at::Tensor> v{at::ones({4})};
+      comm->all_reduce_(v, ReduceOp::kSum);
+      std::printf("step %d\n", i);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return 0;
+  }
+  throw ft::ConfigError("dist_worker: unknown mode " + mode);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  try {
+    if (argc < 2) throw ft::ConfigError("usage: dist_worker <mode> [args]");
+    return run_mode({argv + 1, argv + argc});
+  } catch (const ft::Error& e) {
+    std::fprintf(stderr, "error: %s\nhint: %s\n", e.what(), e.hint().c_str());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
