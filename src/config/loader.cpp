@@ -94,7 +94,6 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     errors.add(file.string(), "", "cannot read the file");
     return result;
   }
-  sources.push_back(file);
   const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
   Node tree = from_yaml(doc, file.string(), base_dir);
   if (tree.kind == Node::Kind::kNull) return result;  // an empty file
@@ -139,6 +138,7 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     tree.map.erase(it);
     break;
   }
+  sources.push_back(file);  // after its bases: the order they apply in
   merge(result, tree);
   return result;
 }
