@@ -1,0 +1,228 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "data/dataset_cache.h"
+#include "data/mapped_file.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+
+// One source: a cache entry (JSON Lines) or a pretokenized file split into seq_len rows.
+struct TokenizedDataset::Part {
+  CachedSource cached;                     // JSON Lines sources
+  std::unique_ptr<MappedFile> raw;         // pretokenized: U16 or U32 tokens, mapped in place
+  int64_t raw_width = 0;                   // bytes per pretokenized token
+  int64_t vocab_size = 0;                  // pretokenized ids are checked against it
+  int64_t seq_len = 0;
+  int64_t n = 0;                           // samples in the source
+  int64_t weighted = 0;                    // samples per epoch: round(weight * n)
+
+  const int64_t* offsets() const { return reinterpret_cast<const int64_t*>(cached.offsets->data()); }
+  int64_t local_index(int64_t j) const {  // weighted index -> sample (full copies, then an even stride)
+    const int64_t full = (weighted / n) * n;
+    if (j < full) return j % n;
+    const int64_t rest = weighted - full;
+    return (j - full) * n / rest;
+  }
+  int64_t length(int64_t s) const { return raw ? seq_len : offsets()[s + 1] - offsets()[s]; }
+};
+
+namespace {
+
+int64_t round_weighted(double weight, int64_t n) { return static_cast<int64_t>(std::llround(weight * static_cast<double>(n))); }
+
+std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
+                                                          const DatasetOptions& o, const Tokenizer& tok,
+                                                          SourceStats& st) {
+  auto part = std::make_unique<TokenizedDataset::Part>();
+  if (o.pretokenized_dtype == "uint16") part->raw_width = 2;
+  else if (o.pretokenized_dtype == "uint32") part->raw_width = 4;
+  else throw ConfigError("unknown data.pretokenized_dtype '" + o.pretokenized_dtype + "'", "use uint16 or uint32");
+  part->raw = std::make_unique<MappedFile>(path);
+  const auto bytes = static_cast<int64_t>(part->raw->size());
+  if (bytes == 0) throw Error(path.string() + ": the file is empty (no tokens)", "check the data path");
+  if (bytes % part->raw_width != 0) {
+    throw Error(fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), bytes,
+                            o.pretokenized_dtype),
+                "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
+  }
+  const int64_t n_tokens = bytes / part->raw_width;
+  part->seq_len = o.seq_len;
+  part->vocab_size = tok.vocab_size();
+  part->n = n_tokens / o.seq_len;
+  st.path = path.string();
+  st.format = src.format;
+  st.weight = src.weight;
+  st.samples = part->n;
+  st.tokens = part->n * o.seq_len;
+  st.target_tokens = part->n * (o.seq_len - 1);
+  st.dropped = n_tokens % o.seq_len > 0 ? 1 : 0;  // the tail shorter than a row
+  return part;
+}
+
+}  // namespace
+
+TokenizedDataset::~TokenizedDataset() = default;
+
+DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, const std::filesystem::path& base_dir) {
+  DatasetOptions o;
+  const auto& d = config.data;
+  o.sources = eval ? d.eval : d.train;
+  o.fields = d.fields;
+  o.template_name = d.template_name;
+  o.seq_len = d.seq_len;
+  o.overlong = d.overlong;
+  o.on_error = d.on_error;
+  o.pretokenized_dtype = d.pretokenized_dtype;
+  o.add_bos = config.tokenizer.add_bos;
+  o.add_eos = config.tokenizer.add_eos;
+  o.base_dir = base_dir;
+  if (!d.cache_dir.empty()) {
+    o.cache_dir = d.cache_dir;
+  } else {
+    o.cache_dir = std::filesystem::path(config.run.output_dir).parent_path() / ".cache" / "data";
+  }
+  if (o.cache_dir.is_relative() && !base_dir.empty() && !d.cache_dir.empty()) o.cache_dir = base_dir / o.cache_dir;
+  return o;
+}
+
+std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOptions& o, const Tokenizer& tok) {
+  if (o.sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
+  if (o.seq_len < 2) throw ConfigError(fmt::format("data.seq_len must be at least 2, got {}", o.seq_len));
+  if (o.overlong != "truncate" && o.overlong != "drop") {
+    throw ConfigError("unknown data.overlong '" + o.overlong + "'", "use truncate or drop");
+  }
+  if (o.on_error != "fail" && o.on_error != "skip") {
+    throw ConfigError("unknown data.on_error '" + o.on_error + "'", "use fail or skip");
+  }
+  check_template_name(o.template_name);
+  std::shared_ptr<TokenizedDataset> ds(new TokenizedDataset());
+  ds->seq_len_ = o.seq_len;
+  ds->part_begin_.push_back(0);
+  for (const auto& src : o.sources) {
+    const Format format = parse_format(src.format);
+    if (!(src.weight >= 0.0) || !std::isfinite(src.weight)) {
+      throw ConfigError(fmt::format("data source {}: weight must be a finite number >= 0", src.path));
+    }
+    std::filesystem::path path = src.path;
+    if (path.is_relative() && !o.base_dir.empty()) path = o.base_dir / path;
+    if (!std::filesystem::is_regular_file(path)) {
+      throw Error("data file not found: " + path.string(), "check data.train/data.eval paths (relative paths are "
+                                                           "relative to the config file)");
+    }
+    std::unique_ptr<Part> part;
+    SourceStats st;
+    if (format == Format::kPretokenized) {
+      part = open_pretokenized(path, src, o, tok, st);
+    } else {
+      part = std::make_unique<Part>();
+      part->cached = load_or_build_source(path, src, o, tok);
+      st = part->cached.stats;
+      part->n = st.samples;
+    }
+    part->weighted = part->n > 0 ? round_weighted(src.weight, part->n) : 0;
+    ds->size_ += part->weighted;
+    ds->part_begin_.push_back(ds->size_);
+    auto& total = ds->stats_;
+    total.samples += st.samples;
+    total.tokens += st.tokens;
+    total.target_tokens += st.target_tokens;
+    total.truncated += st.truncated;
+    total.dropped += st.dropped;
+    total.skipped += st.skipped;
+    total.sources.push_back(std::move(st));
+    ds->parts_.push_back(std::move(part));
+  }
+  ds->stats_.epoch_samples = ds->size_;
+  if (ds->size_ == 0) {
+    throw Error(fmt::format("the dataset has no samples ({} dropped, {} skipped)", ds->stats_.dropped,
+                            ds->stats_.skipped),
+                "check the data files, data.seq_len (samples whose prompt fills seq_len are dropped) and weights");
+  }
+  return ds;
+}
+
+std::pair<const TokenizedDataset::Part*, int64_t> TokenizedDataset::locate(int64_t i) const {
+  FT_CHECK(i >= 0 && i < size_, fmt::format("sample index {} outside [0, {})", i, size_));
+  const auto it = std::upper_bound(part_begin_.begin(), part_begin_.end(), i);
+  const auto p = static_cast<size_t>(it - part_begin_.begin() - 1);
+  const Part* part = parts_[p].get();
+  return {part, part->local_index(i - part_begin_[p])};
+}
+
+int64_t TokenizedDataset::length(int64_t i) const {
+  const auto [part, s] = locate(i);
+  return part->length(s);
+}
+
+void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<uint8_t>& loss) const {
+  const auto [part, s] = locate(i);
+  const int64_t len = part->length(s);
+  tokens.resize(static_cast<size_t>(len));
+  loss.assign(static_cast<size_t>(len), 1);
+  if (part->raw) {
+    const std::byte* base = part->raw->data() + s * part->seq_len * part->raw_width;
+    for (int64_t t = 0; t < len; ++t) {
+      uint32_t v = 0;
+      if (part->raw_width == 2) {
+        uint16_t x;
+        std::memcpy(&x, base + t * 2, 2);
+        v = x;
+      } else {
+        std::memcpy(&v, base + t * 4, 4);
+      }
+      if (static_cast<int64_t>(v) >= part->vocab_size) {
+        throw Error(fmt::format("{}: token {} at index {} is outside the tokenizer's vocabulary ({})",
+                                part->raw->path().string(), v, s * part->seq_len + t, part->vocab_size),
+                    "the file was written with another tokenizer, or data.pretokenized_dtype is wrong");
+      }
+      tokens[static_cast<size_t>(t)] = static_cast<int32_t>(v);
+    }
+    loss[0] = 0;
+    return;
+  }
+  const int64_t begin = part->offsets()[s];
+  std::memcpy(tokens.data(), part->cached.tokens->data() + begin * 4, static_cast<size_t>(len) * 4);
+  std::memcpy(loss.data(), part->cached.loss->data() + begin, static_cast<size_t>(len));
+}
+
+nlohmann::json SourceStats::to_json() const {
+  return {{"path", path},       {"format", format},   {"weight", weight},   {"samples", samples},
+          {"tokens", tokens},   {"target_tokens", target_tokens},          {"truncated", truncated},
+          {"dropped", dropped}, {"skipped", skipped}, {"skipped_lines", skipped_lines}};
+}
+
+SourceStats SourceStats::from_json(const nlohmann::json& j) {
+  SourceStats s;
+  s.path = j.at("path").get<std::string>();
+  s.format = j.at("format").get<std::string>();
+  s.weight = j.at("weight").get<double>();
+  s.samples = j.at("samples").get<int64_t>();
+  s.tokens = j.at("tokens").get<int64_t>();
+  s.target_tokens = j.at("target_tokens").get<int64_t>();
+  s.truncated = j.at("truncated").get<int64_t>();
+  s.dropped = j.at("dropped").get<int64_t>();
+  s.skipped = j.at("skipped").get<int64_t>();
+  s.skipped_lines = j.at("skipped_lines").get<std::vector<int64_t>>();
+  return s;
+}
+
+nlohmann::json DatasetStats::to_json() const {
+  nlohmann::json j = {{"samples", samples},   {"tokens", tokens},   {"target_tokens", target_tokens},
+                      {"truncated", truncated}, {"dropped", dropped}, {"skipped", skipped},
+                      {"epoch_samples", epoch_samples}};
+  j["sources"] = nlohmann::json::array();
+  for (const auto& s : sources) {
+    auto sj = s.to_json();
+    sj["from_cache"] = s.from_cache;
+    j["sources"].push_back(sj);
+  }
+  return j;
+}
+
+}  // namespace ft::data

@@ -1,0 +1,115 @@
+// A tokenized dataset: JSON Lines sources rendered, tokenized and cached on disk as memory-mapped arrays, plus
+// pretokenized binary sources mapped in place.
+//
+// Cache: one entry per source under cache_dir/<key>/ (tokens.bin I32, loss.bin U8, offsets.bin I64 [N+1],
+// meta.json), keyed by a hash of the source (contents, or path+size+mtime above 256 MiB), the tokenizer fingerprint,
+// format, template, seq_len, fields, flags and a format version. Several processes (ranks) may build at once: each
+// takes an exclusive flock on cache_dir/<key>.lock; the first tokenizes into a temporary directory and renames it
+// into place, the others wait on the lock (no collective is involved, so no collective timeout can fire) and load it.
+//
+// Weights: per epoch, a source with weight w contributes round(w * n) samples: floor(w) full copies of its n
+// samples, plus an evenly strided subset for the fraction (w = 0.5 keeps every other sample, w = 2 repeats each
+// sample twice). The sampler shuffles the combined list.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/records.h"
+
+namespace ft::data {
+
+class Tokenizer;
+class MappedFile;
+
+struct DatasetOptions {
+  std::vector<DataSource> sources;      // files with format and weight
+  DataFields fields;                    // JSON field names
+  std::string template_name = "plain";  // chat template
+  int64_t seq_len = 512;                // the longest sample kept (tokens); pretokenized row length
+  std::string overlong = "truncate";    // truncate | drop
+  std::string on_error = "fail";        // fail | skip
+  std::string pretokenized_dtype = "uint16";  // uint16 | uint32
+  bool add_bos = true;
+  bool add_eos = true;
+  std::filesystem::path cache_dir;      // required for JSON Lines sources
+  std::filesystem::path base_dir;       // relative source paths are resolved against it (the config's folder)
+
+  // data.train (eval = false) or data.eval of a config; cache_dir falls back to <output_dir>/../.cache/data.
+  static DatasetOptions from_config(const Config& config, bool eval, const std::filesystem::path& base_dir = {});
+};
+
+struct SourceStats {
+  std::string path;
+  std::string format;
+  double weight = 1.0;
+  int64_t samples = 0;         // kept samples (before weighting)
+  int64_t tokens = 0;          // tokens of the kept samples
+  int64_t target_tokens = 0;   // tokens carrying loss
+  int64_t truncated = 0;       // samples cut to seq_len
+  int64_t dropped = 0;         // samples dropped: overlong with overlong=drop, or no target token left
+  int64_t skipped = 0;         // bad lines skipped (on_error=skip)
+  std::vector<int64_t> skipped_lines;  // the first few skipped line numbers
+  bool from_cache = false;     // loaded from an existing cache entry (not tokenized in this call)
+  nlohmann::json to_json() const;
+  static SourceStats from_json(const nlohmann::json& j);
+};
+
+struct DatasetStats {
+  std::vector<SourceStats> sources;
+  int64_t samples = 0, tokens = 0, target_tokens = 0, truncated = 0, dropped = 0, skipped = 0;
+  int64_t epoch_samples = 0;  // samples per epoch after weighting
+  nlohmann::json to_json() const;
+};
+
+class TokenizedDataset {
+ public:
+  // Builds (or loads from the cache) every source. Throws ft::Error on bad input (file:line and field) unless
+  // on_error is skip, and when no sample is left.
+  static std::shared_ptr<const TokenizedDataset> build(const DatasetOptions& options, const Tokenizer& tokenizer);
+  ~TokenizedDataset();
+  TokenizedDataset(const TokenizedDataset&) = delete;
+  TokenizedDataset& operator=(const TokenizedDataset&) = delete;
+
+  // Samples per epoch after weighting.
+  int64_t size() const { return size_; }
+  // Tokens of sample i (0 <= i < size()).
+  int64_t length(int64_t i) const;
+  // Copies sample i: token ids, and per token 1 when it is a training target.
+  void get(int64_t i, std::vector<int32_t>& tokens, std::vector<uint8_t>& loss) const;
+  int64_t seq_len() const { return seq_len_; }
+  const DatasetStats& stats() const { return stats_; }
+
+  struct Part;  // one source (defined in dataset.cpp)
+
+ private:
+  TokenizedDataset() = default;
+  std::pair<const Part*, int64_t> locate(int64_t i) const;
+
+  std::vector<std::unique_ptr<Part>> parts_;
+  std::vector<int64_t> part_begin_;  // weighted index where each part starts, plus the total
+  int64_t size_ = 0;
+  int64_t seq_len_ = 0;
+  DatasetStats stats_;
+};
+
+// A prompt and its reference completion, for exact-match evaluation.
+struct PromptCompletion {
+  std::string prompt;      // as the model sees it (alpaca: rendered with the alpaca layout)
+  std::string completion;
+};
+
+// The first `max_samples` records of the prompt_completion / alpaca sources (other formats are passed over),
+// read with the same rules as the dataset. Throws ft::Error (file:line, field) on a bad record.
+std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSource>& sources, const DataFields& fields,
+                                                      int64_t max_samples);
+
+// The prompt ids exactly as a prompt_completion sample starts in training: [BOS] + encode(prompt).
+std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, bool add_bos);
+
+}  // namespace ft::data

@@ -1,0 +1,195 @@
+#include "data/dataset_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "data/records.h"
+#include "data/templates.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+namespace {
+
+constexpr uintmax_t kContentHashLimit = 256ull << 20;  // bigger files are keyed by path, size and mtime
+constexpr size_t kMaxSkippedLines = 5;
+
+struct Writer {
+  std::ofstream tokens, loss, offsets;
+  int64_t total = 0;
+  explicit Writer(const std::filesystem::path& dir)
+      : tokens(dir / "tokens.bin", std::ios::binary), loss(dir / "loss.bin", std::ios::binary),
+        offsets(dir / "offsets.bin", std::ios::binary) {
+    write_offset();
+  }
+  void write_offset() { offsets.write(reinterpret_cast<const char*>(&total), sizeof(total)); }
+  void add(const TokenizedSample& s) {
+    tokens.write(reinterpret_cast<const char*>(s.tokens.data()),
+                 static_cast<std::streamsize>(s.tokens.size() * sizeof(int32_t)));
+    loss.write(reinterpret_cast<const char*>(s.loss.data()), static_cast<std::streamsize>(s.loss.size()));
+    total += static_cast<int64_t>(s.tokens.size());
+    write_offset();
+  }
+  void close(const std::filesystem::path& dir) {
+    for (auto* f : {&tokens, &loss, &offsets}) {
+      f->flush();
+      if (!*f) throw Error("cannot write the data cache in " + dir.string(), "check free disk space (data.cache_dir)");
+      f->close();
+    }
+  }
+};
+
+// Tokenizes `path` into `dir` (tokens.bin, loss.bin, offsets.bin, meta.json).
+SourceStats tokenize_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
+                            const Tokenizer& tokenizer, const std::filesystem::path& dir) {
+  RecordOptions ro;
+  ro.format = parse_format(source.format);
+  ro.fields = o.fields;
+  ro.template_name = o.template_name;
+  ro.add_bos = o.add_bos;
+  ro.add_eos = o.add_eos;
+  const bool skip = o.on_error == "skip";
+  const bool drop = o.overlong == "drop";
+
+  SourceStats st;
+  st.path = path.string();
+  st.format = source.format;
+  st.weight = source.weight;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string(), "check the data path and permissions");
+  Writer w(dir);
+  std::string line;
+  int64_t line_no = 0;
+  int64_t records = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    ++records;
+    TokenizedSample s;
+    try {
+      s = tokenize_segments(tokenizer, parse_record(line, ro));
+    } catch (const RecordError& e) {
+      const std::string where = fmt::format("{}:{}", path.string(), line_no);
+      const std::string field = e.field().empty() ? "" : fmt::format(" (field '{}')", e.field());
+      if (!skip) {
+        throw Error(fmt::format("{}: {}{}", where, e.what(), field),
+                    "fix the line, check data.fields and the format, or set data.on_error: skip");
+      }
+      ++st.skipped;
+      if (st.skipped_lines.size() < kMaxSkippedLines) st.skipped_lines.push_back(line_no);
+      continue;
+    }
+    if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
+    if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
+      if (drop) {
+        ++st.dropped;
+        continue;
+      }
+      s.tokens.resize(static_cast<size_t>(o.seq_len));
+      s.loss.resize(static_cast<size_t>(o.seq_len));
+      ++st.truncated;
+    }
+    int64_t targets = 0;
+    for (uint8_t l : s.loss) targets += l;
+    if (targets == 0) {  // e.g. a prompt that fills seq_len: nothing to learn from
+      ++st.dropped;
+      continue;
+    }
+    ++st.samples;
+    st.tokens += static_cast<int64_t>(s.tokens.size());
+    st.target_tokens += targets;
+    w.add(s);
+  }
+  w.close(dir);
+  if (records == 0) {
+    if (!skip) throw Error(path.string() + ":1: the file is empty (no records)", "check the data path");
+    FT_LOG_WARN("{}: the file is empty (no records); skipped", path.string());
+  }
+  if (st.skipped > 0) {
+    FT_LOG_WARN("{}: skipped {} bad line(s), first at line(s) {}", path.string(), st.skipped,
+                fmt::join(st.skipped_lines, ", "));
+  }
+  write_file_atomic(dir / "meta.json", st.to_json().dump(2));
+  return st;
+}
+
+CachedSource open_entry(const std::filesystem::path& dir) {
+  CachedSource c;
+  std::ifstream in(dir / "meta.json");
+  c.stats = SourceStats::from_json(nlohmann::json::parse(in));
+  c.tokens = std::make_unique<MappedFile>(dir / "tokens.bin");
+  c.loss = std::make_unique<MappedFile>(dir / "loss.bin");
+  c.offsets = std::make_unique<MappedFile>(dir / "offsets.bin");
+  const size_t n_tokens = c.tokens->size() / sizeof(int32_t);
+  FT_CHECK(c.loss->size() == n_tokens && c.offsets->size() == (static_cast<size_t>(c.stats.samples) + 1) * 8,
+           "corrupt data cache entry " + dir.string() + "; delete it to rebuild");
+  return c;
+}
+
+}  // namespace
+
+std::string source_cache_key(const std::filesystem::path& path, const std::string& format,
+                             const DatasetOptions& o, const Tokenizer& tokenizer) {
+  nlohmann::json k;
+  k["version"] = kCacheFormatVersion;
+  k["path"] = std::filesystem::absolute(path).lexically_normal().string();
+  const auto size = std::filesystem::file_size(path);
+  k["size"] = size;
+  if (size <= kContentHashLimit) {
+    k["content"] = hex64(hash_file(path));
+  } else {
+    struct stat st {};
+    ::stat(path.c_str(), &st);
+    k["mtime_ns"] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  k["tokenizer"] = hex64(tokenizer.fingerprint());
+  k["format"] = format;
+  k["template"] = o.template_name;
+  k["seq_len"] = o.seq_len;
+  k["overlong"] = o.overlong;
+  k["on_error"] = o.on_error;
+  k["add_bos"] = o.add_bos;
+  k["add_eos"] = o.add_eos;
+  const auto& f = o.fields;
+  k["fields"] = {f.text, f.prompt, f.input, f.completion, f.messages, f.role, f.content};
+  return hex64(hash_string(k.dump()));
+}
+
+CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source,
+                                  const DatasetOptions& o, const Tokenizer& tokenizer) {
+  if (o.cache_dir.empty()) throw ConfigError("no data cache directory", "set data.cache_dir");
+  std::filesystem::create_directories(o.cache_dir);
+  const std::string key = source_cache_key(path, source.format, o, tokenizer);
+  const auto dir = o.cache_dir / key;
+  FileLock lock(o.cache_dir / (key + ".lock"));  // waits while another process or thread tokenizes this source
+  if (std::filesystem::exists(dir / "meta.json")) {
+    auto c = open_entry(dir);
+    c.stats.from_cache = true;
+    FT_LOG_INFO("data cache hit for {} ({} samples)", path.string(), c.stats.samples);
+    return c;
+  }
+  std::ostringstream tid;
+  tid << std::this_thread::get_id();
+  const auto tmp = o.cache_dir / (key + ".tmp." + std::to_string(::getpid()) + "." + tid.str());
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  FT_LOG_INFO("tokenizing {} into the data cache {}", path.string(), dir.string());
+  try {
+    tokenize_source(path, source, o, tokenizer, tmp);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
+  std::filesystem::remove_all(dir);  // a stale partial entry without meta.json
+  std::filesystem::rename(tmp, dir);
+  return open_entry(dir);
+}
+
+}  // namespace ft::data

@@ -1,0 +1,30 @@
+// Internal to the dataset: tokenizing one JSON Lines source into a cache entry, under a cross-process lock.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "data/dataset.h"
+#include "data/mapped_file.h"
+
+namespace ft::data {
+
+// Bump when the cache layout or the tokenization rules change.
+inline constexpr int kCacheFormatVersion = 1;
+
+struct CachedSource {
+  std::unique_ptr<MappedFile> tokens;   // I32 [total tokens]
+  std::unique_ptr<MappedFile> loss;     // U8 [total tokens]
+  std::unique_ptr<MappedFile> offsets;  // I64 [samples + 1]
+  SourceStats stats;
+};
+
+// The cache key of a source (hex), from everything that changes its tokens.
+std::string source_cache_key(const std::filesystem::path& path, const std::string& format,
+                             const DatasetOptions& options, const Tokenizer& tokenizer);
+
+// Loads the cache entry of `path`, tokenizing it first when absent (one process at a time, see dataset.h).
+CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source,
+                                  const DatasetOptions& options, const Tokenizer& tokenizer);
+
+}  // namespace ft::data

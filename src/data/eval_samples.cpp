@@ -1,0 +1,53 @@
+// Prompt/completion pairs for exact-match evaluation, read with the dataset's record rules.
+#include <fstream>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+
+std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSource>& sources, const DataFields& fields,
+                                                      int64_t max_samples) {
+  std::vector<PromptCompletion> out;
+  for (const auto& src : sources) {
+    const Format format = parse_format(src.format);
+    if (format != Format::kPromptCompletion && format != Format::kAlpaca) continue;
+    std::ifstream in(src.path, std::ios::binary);
+    if (!in) throw Error("cannot read " + src.path, "check data.eval paths");
+    RecordOptions ro;
+    ro.format = format;
+    ro.fields = fields;
+    ro.add_bos = false;
+    ro.add_eos = false;
+    std::string line;
+    int64_t line_no = 0;
+    while (static_cast<int64_t>(out.size()) < max_samples && std::getline(in, line)) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      std::vector<Segment> segs;
+      try {
+        segs = parse_record(line, ro);
+      } catch (const RecordError& e) {
+        throw Error(fmt::format("{}:{}: {}{}", src.path, line_no, e.what(),
+                                e.field().empty() ? "" : " (field '" + e.field() + "')"),
+                    "fix the line or check data.fields");
+      }
+      PromptCompletion pc;
+      for (const auto& s : segs) (s.loss ? pc.completion : pc.prompt) += s.text;
+      out.push_back(std::move(pc));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, bool add_bos) {
+  std::vector<int64_t> ids;
+  if (add_bos && tokenizer.bos_id() >= 0) ids.push_back(tokenizer.bos_id());
+  const auto body = tokenizer.encode(prompt);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+}  // namespace ft::data

@@ -1,0 +1,227 @@
+#include "data/loader.h"
+
+#include <numeric>
+
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+
+RowPlan pack_rows(const TokenizedDataset& dataset, const std::vector<int64_t>& order, int64_t seq_len) {
+  RowPlan rows;
+  int64_t used = seq_len + 1;  // forces a new row first
+  for (int64_t i : order) {
+    const int64_t len = dataset.length(i);
+    FT_CHECK(len <= seq_len, fmt::format("sample {} has {} tokens, more than seq_len {}", i, len, seq_len));
+    if (used + len > seq_len) {
+      rows.emplace_back();
+      used = 0;
+    }
+    rows.back().push_back(i);
+    used += len;
+  }
+  return rows;
+}
+
+Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
+              bool pin_memory) {
+  const auto B = static_cast<int64_t>(rows.size());
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<uint8_t>> loss;
+  std::vector<int64_t> row_len(static_cast<size_t>(B), 0);
+  int64_t longest = 0, n_samples = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i : rows[static_cast<size_t>(b)]) {
+      tokens.emplace_back();
+      loss.emplace_back();
+      dataset.get(i, tokens.back(), loss.back());
+      row_len[static_cast<size_t>(b)] += static_cast<int64_t>(tokens.back().size());
+      ++n_samples;
+    }
+    longest = std::max(longest, row_len[static_cast<size_t>(b)]);
+  }
+  const int64_t T = packing ? seq_len : longest;
+  FT_CHECK(longest <= T, "a packed row exceeds seq_len");
+  auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor input = at::full({B, T}, pad_id, opts);
+  at::Tensor labels = at::full({B, T}, kIgnoreIndex, opts);
+  at::Tensor pos = at::empty({B, T}, opts);
+  at::Tensor seg = packing ? at::empty({B, T}, opts.dtype(at::kInt)) : at::Tensor();
+  int64_t* in_p = input.data_ptr<int64_t>();
+  int64_t* lab_p = labels.data_ptr<int64_t>();
+  int64_t* pos_p = pos.data_ptr<int64_t>();
+  int32_t* seg_p = packing ? seg.data_ptr<int32_t>() : nullptr;
+  int64_t targets = 0;
+  size_t s = 0;  // sample counter over the batch
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t t0 = 0;
+    int32_t seg_id = 0;
+    for (size_t k = 0; k < rows[static_cast<size_t>(b)].size(); ++k, ++s, ++seg_id) {
+      const auto& tok = tokens[s];
+      const auto& ls = loss[s];
+      const auto len = static_cast<int64_t>(tok.size());
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t at = b * T + t0 + t;
+        in_p[at] = tok[static_cast<size_t>(t)];
+        pos_p[at] = t;
+        if (seg_p) seg_p[at] = seg_id;
+        if (t + 1 < len && ls[static_cast<size_t>(t + 1)]) {  // the next token of the same sample is a target
+          lab_p[at] = tok[static_cast<size_t>(t + 1)];
+          ++targets;
+        }
+      }
+      t0 += len;
+    }
+    for (int64_t t = t0; t < T; ++t) {  // padding tail
+      pos_p[b * T + t] = packing ? t - t0 : t;
+      if (seg_p) seg_p[b * T + t] = seg_id;
+    }
+  }
+  Batch batch;
+  batch.input_ids = pin_memory ? input.pin_memory() : input;
+  batch.labels = pin_memory ? labels.pin_memory() : labels;
+  batch.position_ids = pin_memory ? pos.pin_memory() : pos;
+  if (packing) batch.segment_ids = pin_memory ? seg.pin_memory() : seg;
+  batch.num_target_tokens = targets;
+  batch.num_samples = n_samples;
+  return batch;
+}
+
+DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len,
+                       bool packing, int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch,
+                       at::Device device, bool shuffle)
+    : dataset_(std::move(dataset)), micro_batch_size_(micro_batch_size), seq_len_(seq_len), packing_(packing),
+      pad_id_(pad_id), seed_(seed), rank_(rank), world_(world), prefetch_(std::max<int64_t>(prefetch, 1)),
+      pin_memory_(device.is_cuda() && at::hasCUDA()), shuffle_(shuffle) {
+  FT_CHECK(dataset_ != nullptr, "DataLoader needs a dataset");
+  if (micro_batch_size < 1) throw ConfigError("train.micro_batch_size must be at least 1");
+  if (seq_len < dataset_->seq_len()) {
+    throw ConfigError(fmt::format("loader seq_len {} is shorter than the dataset's {}", seq_len, dataset_->seq_len()));
+  }
+  int64_t items = dataset_->size();
+  if (packing_) {
+    // Packed once, in a seed-fixed order; epochs shuffle the rows.
+    std::vector<int64_t> order(static_cast<size_t>(items));
+    std::iota(order.begin(), order.end(), 0);
+    if (shuffle_) order = epoch_permutation(items, seed_, -1);
+    packed_ = pack_rows(*dataset_, order, seq_len_);
+    items = static_cast<int64_t>(packed_.size());
+  }
+  sampler_ = std::make_unique<DistributedSampler>(items, seed_, rank_, world_, shuffle_);
+  batches_per_epoch_ = (sampler_->per_rank() + micro_batch_size_ - 1) / micro_batch_size_;
+  start_worker();
+}
+
+DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& o)
+    : DataLoader(std::move(dataset), o.micro_batch_size, o.seq_len, o.packing, o.pad_id, o.seed, o.rank, o.world_size,
+                 o.prefetch, at::Device(at::kCPU), o.shuffle) {
+  if (o.pin_memory && at::hasCUDA()) {  // the worker already runs: restart it with pinning on
+    stop_worker();
+    pin_memory_ = true;
+    start_worker();
+  }
+}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+std::vector<int64_t> DataLoader::epoch_rows(int64_t epoch) const { return sampler_->indices(epoch); }
+
+RowPlan DataLoader::batch_rows(const std::vector<int64_t>& rows, int64_t b) const {
+  RowPlan plan;
+  const auto begin = static_cast<size_t>(b * micro_batch_size_);
+  const size_t end = std::min(rows.size(), begin + static_cast<size_t>(micro_batch_size_));
+  for (size_t r = begin; r < end; ++r) {
+    if (packing_) plan.push_back(packed_[static_cast<size_t>(rows[r])]);
+    else plan.push_back({rows[r]});
+  }
+  return plan;
+}
+
+void DataLoader::worker(int64_t epoch, int64_t batch) {
+  const bool pin = pin_memory_;
+  try {
+    std::vector<int64_t> rows = epoch_rows(epoch);
+    for (;;) {
+      Item item;
+      if (batch >= batches_per_epoch_) {
+        ++epoch;
+        batch = 0;
+        rows = epoch_rows(epoch);
+      } else {
+        item.batch = collate(*dataset_, batch_rows(rows, batch), seq_len_, packing_, pad_id_, pin);
+        ++batch;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stop_ || static_cast<int64_t>(queue_.size()) < prefetch_; });
+      if (stop_) return;
+      queue_.push_back(std::move(item));
+      cv_.notify_all();
+    }
+  } catch (...) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    queue_.push_back(Item{std::nullopt, std::current_exception()});
+    cv_.notify_all();
+  }
+}
+
+void DataLoader::start_worker() {
+  stop_ = false;
+  queue_.clear();
+  thread_ = std::thread(&DataLoader::worker, this, epoch_, batch_);
+}
+
+void DataLoader::stop_worker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  queue_.clear();
+}
+
+std::optional<Batch> DataLoader::next() {
+  Item item;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return !queue_.empty(); });
+    item = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  cv_.notify_all();
+  if (item.error) std::rethrow_exception(item.error);
+  if (!item.batch) {
+    ++epoch_;
+    batch_ = 0;
+    return std::nullopt;
+  }
+  ++batch_;
+  return std::move(*item.batch);
+}
+
+nlohmann::json DataLoader::state() const {
+  return {{"epoch", epoch_},         {"batch", batch_},     {"seed", seed_},
+          {"world", world_},         {"packing", packing_}, {"micro_batch_size", micro_batch_size_},
+          {"samples", dataset_->size()}};
+}
+
+void DataLoader::restore(const nlohmann::json& s) {
+  try {
+    for (const char* key : {"seed", "world", "packing", "micro_batch_size", "samples"}) {
+      if (s.at(key) != state().at(key)) {
+        throw Error(fmt::format("cannot resume the data order: {} was {} and is now {}", key, s.at(key).dump(),
+                                state().at(key).dump()),
+                    "resume with the same seed, world size, packing, micro batch size and data");
+      }
+    }
+    stop_worker();
+    epoch_ = s.at("epoch").get<int64_t>();
+    batch_ = s.at("batch").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("invalid data loader state: ") + e.what(), "the checkpoint's data state is damaged");
+  }
+  FT_CHECK(epoch_ >= 0 && batch_ >= 0 && batch_ <= batches_per_epoch_, "data loader state out of range");
+  start_worker();
+}
+
+}  // namespace ft::data

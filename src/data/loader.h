@@ -1,0 +1,105 @@
+// Micro-batches from a tokenized dataset: sharded, shuffled per epoch, optionally packed, prepared ahead by a
+// background thread, resumable at any batch boundary.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace ft::data {
+
+// The rows of a batch: each row lists the samples it holds (one without packing).
+using RowPlan = std::vector<std::vector<int64_t>>;
+
+// Greedy packing in `order`: samples are appended to the current row while they fit in seq_len; a sample that
+// does not fit starts the next row. Every sample must be at most seq_len tokens (the dataset enforces it).
+RowPlan pack_rows(const TokenizedDataset& dataset, const std::vector<int64_t>& order, int64_t seq_len);
+
+// Builds the tensors of one batch (CPU). Packing: every row is seq_len long, samples keep their own position ids
+// (from 0) and segment ids (0, 1, ... in the row; the padding tail takes the next id). Without packing: rows are
+// right-padded to the longest row, segment_ids stays undefined. Padding: pad_id inputs, -100 labels.
+Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
+              bool pin_memory = false);
+
+struct LoaderOptions {
+  int64_t micro_batch_size = 8;  // rows per batch
+  int64_t seq_len = 512;         // packed row length (>= the dataset's seq_len)
+  bool packing = false;
+  int64_t pad_id = 0;            // input id of padding (labels are -100 there)
+  uint64_t seed = 0;             // order of samples (and of packing)
+  int64_t rank = 0, world_size = 1;
+  int64_t prefetch = 4;          // batches prepared ahead (at least 1)
+  bool shuffle = true;           // false: file order every epoch (no reshuffle)
+  bool pin_memory = false;       // page-locked host tensors, for asynchronous copies to a GPU
+};
+
+class DataLoader {
+ public:
+  // Batches stay on the host (pinned when options.pin_memory); the trainer copies them with non_blocking=true.
+  DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& options);
+  // Packing packs the whole dataset once (in an order fixed by `seed`) and shuffles the packed rows per epoch, so
+  // every epoch has the same number of batches on every rank. Rows are sharded over (rank, world) by
+  // DistributedSampler; the last batch of an epoch may hold fewer rows. `prefetch` (>= 1) batches are prepared
+  // ahead; with a CUDA device they are pinned.
+  DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
+             int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch, at::Device device,
+             bool shuffle = true);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // The next batch (host tensors), or nullopt at the end of an epoch; the call after that starts the next epoch.
+  // An exception of the background thread is rethrown here.
+  std::optional<Batch> next();
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t epoch() const { return epoch_; }
+
+  // {"epoch", "batch"} of the next batch next() returns, plus the settings that must match on restore.
+  nlohmann::json state() const;
+  // Continues from `state` in O(1): the following batches equal those of an uninterrupted run.
+  void restore(const nlohmann::json& state);
+
+ private:
+  struct Item {
+    std::optional<Batch> batch;  // nullopt: end of epoch
+    std::exception_ptr error;
+  };
+  RowPlan batch_rows(const std::vector<int64_t>& epoch_rows, int64_t b) const;
+  std::vector<int64_t> epoch_rows(int64_t epoch) const;  // this rank's row indices for `epoch`
+  void start_worker();
+  void stop_worker();
+  void worker(int64_t epoch, int64_t batch);
+
+  std::shared_ptr<const TokenizedDataset> dataset_;
+  int64_t micro_batch_size_, seq_len_;
+  bool packing_;
+  int64_t pad_id_;
+  uint64_t seed_;
+  int64_t rank_, world_, prefetch_;
+  bool pin_memory_;
+  bool shuffle_;
+  RowPlan packed_;                            // packing: every row of the dataset
+  std::unique_ptr<DistributedSampler> sampler_;  // over samples, or over packed rows
+  int64_t batches_per_epoch_ = 0;
+
+  int64_t epoch_ = 0, batch_ = 0;  // position of the next batch handed out
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace ft::data

@@ -1,0 +1,111 @@
+#include "data/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ft::data {
+
+MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw Error("cannot open " + path.string() + ": " + std::strerror(errno), "check that the file exists and is readable");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error("cannot stat " + path.string() + ": " + std::strerror(err));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw Error("cannot mmap " + path.string() + ": " + std::strerror(err));
+    }
+    data_ = static_cast<std::byte*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+FileLock::FileLock(const std::filesystem::path& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open lock file " + path.string() + ": " + std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd_);
+    throw Error("cannot lock " + path.string() + ": " + std::strerror(err));
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = seed;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+uint64_t hash_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string(), "check that the file exists and is readable");
+  std::vector<char> buf(1 << 20);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = hash_bytes(buf.data(), static_cast<size_t>(in.gcount()), h);
+  }
+  return h;
+}
+
+std::string hex64(uint64_t value) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, value >>= 4) s[static_cast<size_t>(i)] = digits[value & 0xf];
+  return s;
+}
+
+uint64_t SplitMix64::below(uint64_t bound) {
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+  uint64_t x = next();
+  while (x >= limit) x = next();
+  return x % bound;
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw Error("cannot write " + tmp, "check free disk space and permissions");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace ft::data

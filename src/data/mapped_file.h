@@ -1,0 +1,72 @@
+// Read-only memory maps, file hashing and a portable seeded RNG: the small system pieces of the data pipeline.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ft::data {
+
+// A whole file mapped read-only; unmapped and closed in the destructor. An empty file maps to size 0.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// An exclusive advisory lock (flock) on `path`, created if missing; blocks until granted, released on destruction.
+// Separate objects lock independently, also within one process (each opens its own descriptor).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// 64-bit FNV-1a, chainable through `seed`; stable across platforms and runs (used in cache keys).
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
+inline uint64_t hash_string(std::string_view s, uint64_t seed = 0xcbf29ce484222325ULL) {
+  return hash_bytes(s.data(), s.size(), seed);
+}
+// Hash of a file's contents (read in chunks).
+uint64_t hash_file(const std::filesystem::path& path);
+std::string hex64(uint64_t value);
+
+// splitmix64: a tiny, portable generator, so permutations are identical on every platform and library.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound) (bound > 0), without modulo bias.
+  uint64_t below(uint64_t bound);
+
+ private:
+  uint64_t state_;
+};
+
+// Writes `bytes` to `path` through a temporary file and rename, so readers never see a partial file.
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+}  // namespace ft::data

@@ -1,0 +1,46 @@
+// One JSON Lines record -> loss-tagged segments, per dataset format. Errors name the offending field.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "data/templates.h"
+
+namespace ft::data {
+
+// The JSON Lines formats (pretokenized is binary and handled by the dataset).
+enum class Format { kText, kPromptCompletion, kAlpaca, kChat, kPretokenized };
+// Throws ft::ConfigError for unknown names.
+Format parse_format(const std::string& name);
+
+// A bad record; the dataset adds file:line. `field` is the JSON key at fault (empty for whole-line problems).
+class RecordError : public std::runtime_error {
+ public:
+  RecordError(std::string field, const std::string& message) : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+struct RecordOptions {
+  Format format = Format::kPromptCompletion;
+  DataFields fields;
+  std::string template_name = "plain";
+  bool add_bos = true;  // text / prompt_completion / alpaca: prepend BOS (chat: the template decides)
+  bool add_eos = true;  // text: append EOS; prompt_completion / alpaca: append EOS to the completion (a target)
+};
+
+// True when `s` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF). `bad_offset` gets the
+// first bad byte.
+bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
+
+// Parses one non-blank line. Loss: text = every token; prompt_completion/alpaca = the completion and its EOS;
+// chat = assistant turns. Alpaca prompts read "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
+// Throws RecordError (invalid UTF-8 or JSON, a missing field, a wrong type, an unknown role).
+std::vector<Segment> parse_record(std::string_view line, const RecordOptions& options);
+
+}  // namespace ft::data

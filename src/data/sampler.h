@@ -1,0 +1,33 @@
+// Deterministic, resumable, rank-sharded ordering of dataset items.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ft::data {
+
+// A permutation of [0, n) for (seed, epoch), identical on every platform (splitmix64 + Fisher-Yates).
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
+
+// Shards n items over `world` ranks for each epoch. The epoch's order is a permutation for (seed, epoch) (or the
+// identity without shuffle), padded by wrapping around to a multiple of world so every rank gets the same count
+// (ceil(n / world)); rank r takes positions r, r + world, ... Every item is thus seen once per epoch overall, plus
+// at most world - 1 repeats that keep the ranks in step (as torch's DistributedSampler with drop_last=False).
+// The position {epoch, index} is all the state: indices(epoch) recomputes the order, nothing is replayed.
+class DistributedSampler {
+ public:
+  DistributedSampler(int64_t n, uint64_t seed, int64_t rank, int64_t world, bool shuffle = true);
+
+  int64_t size() const { return n_; }
+  int64_t per_rank() const { return per_rank_; }  // items each rank sees per epoch
+  // This rank's items of `epoch`, in order.
+  std::vector<int64_t> indices(int64_t epoch) const;
+
+ private:
+  int64_t n_, per_rank_;
+  uint64_t seed_;
+  int64_t rank_, world_;
+  bool shuffle_;
+};
+
+}  // namespace ft::data
