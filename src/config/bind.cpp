@@ -243,7 +243,14 @@ const std::vector<std::string>& known_keys() {
 
 namespace detail {
 
-std::string suggest_key(const std::string& key, const std::vector<std::string>& candidates) {
+std::string suggest_key(const std::string& key_as_written, const std::vector<std::string>& candidates) {
+  std::string key;  // list indices dropped, as candidates spell them: "data.train[0].x" -> "data.train[].x"
+  for (size_t i = 0; i < key_as_written.size(); ++i) {
+    key += key_as_written[i];
+    if (key_as_written[i] == '[') {
+      while (i + 1 < key_as_written.size() && key_as_written[i + 1] != ']') ++i;
+    }
+  }
   const auto [parent, leaf] = parent_leaf(key);
   std::string best;
   size_t best_score = std::string::npos;

@@ -287,7 +287,12 @@ class Interpolator {
         if (idx < n->seq.size()) next = &n->seq[idx];
       }
       if (next == nullptr) {
-        const std::string near = detail::suggest_key(ref, known_keys());
+        std::string near = detail::suggest_key(ref, known_keys());
+        const size_t slot = near.find("[]");
+        const size_t open = ref.find('['), close = ref.find(']');
+        if (slot != std::string::npos && open != std::string::npos && close > open) {
+          near.replace(slot, 2, ref.substr(open, close - open + 1));  // keep the user's list index
+        }
         errors_.add(origin, path, "unknown reference ${" + ref + "}" +
                                       (near.empty() ? "" : " (did you mean ${" + near + "}?)"));
         return std::nullopt;

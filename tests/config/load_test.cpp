@@ -176,6 +176,12 @@ TEST_F(ConfigLoad, MissingReferenceIsErrorWithSuggestion) {
   EXPECT_THAT(msg, HasSubstr(at(8, 15) + "run.output_dir: unknown reference ${run.nme} (did you mean ${run.name}?)"));
 }
 
+TEST_F(ConfigLoad, MissingReferenceIntoAListKeepsTheIndexInTheSuggestion) {
+  const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: ${data.train[0].fromat}\n");
+  EXPECT_THAT(msg, HasSubstr(at(8, 9) + "run.name: unknown reference ${data.train[0].fromat} (did you mean "
+                             "${data.train[0].format}?)"));
+}
+
 TEST_F(ConfigLoad, ReferenceCycleIsError) {
   const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: a${run.output_dir}\n  output_dir: ${run.name}\n");
   EXPECT_THAT(msg, HasSubstr("reference cycle: run.name -> run.output_dir -> run.name"));
