@@ -157,8 +157,8 @@ void C10dCommunicator::heartbeat_loop() {
 
 std::string C10dCommunicator::diagnose_lost_ranks() const {
   try {
-    auto store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("ft/attempt_{}", env_.restart_count),
-                                                        tcp_store_->clone());
+    // The existing connection, not a new one: connecting to a dead store host waits for the whole timeout.
+    const auto& store = store_;
     std::vector<int64_t> before;
     for (int r = 0; r < env_.world_size; ++r) before.push_back(store->add(hb_key(r), 0));
     std::this_thread::sleep_for(kHeartbeatInterval * 5 / 2);

@@ -1,0 +1,249 @@
+// Multi-process runs of dist_worker (CPU, Gloo): the built-in launcher, real torchrun (static and c10d
+// rendezvous, two "nodes" on one host), hand-started ranks, failures (exit codes, kill -9) and signals.
+// The numerical checks live in the worker (collectives against closed forms, DDP against an in-process
+// single-process reference on the concatenated batch); here we check exit codes and the reported numbers.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+std::string worker() { return env_or("FT_DIST_WORKER", FT_DIST_WORKER_PATH); }
+std::string python() { return env_or("FT_PYTHON", FT_PYTHON_PATH); }
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+// Runs `cmd` through /bin/sh (stderr merged), bounded by `timeout` so that nothing can hang the suite.
+Result run(const std::string& cmd, int timeout_s = 90) {
+  ::setenv("OMP_NUM_THREADS", "1", 0);  // two ranks on a shared 2-core host
+  Result r;
+  const std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " sh -c '" + cmd + "' 2>&1";
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ft-dist-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  // Not fs::remove_all: libtorch.so exports a std::filesystem::remove_all that crashes when it binds first.
+  ~TempDir() { (void)!std::system(("rm -rf '" + path_.string() + "'").c_str()); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// Waits until `file` contains `needle`; returns the file's text (empty on timeout).
+std::string wait_for(const fs::path& file, const std::string& needle, double timeout_s) {
+  const auto end = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < end) {
+    std::string text = slurp(file);
+    if (text.find(needle) != std::string::npos) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return {};
+}
+
+int pid_after(const std::string& text, const std::string& prefix) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(prefix + "pid (\\d+)"))) return -1;
+  return std::stoi(m[1]);
+}
+
+// Every "max_..._diff=X" the DDP workers printed, all <= 1e-6, and one line per rank.
+void expect_ddp_matches(const Result& r, int ranks) {
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::regex line("max_grad_diff=([0-9.e+-]+) max_param_diff=([0-9.e+-]+)");
+  int seen = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it, ++seen) {
+    EXPECT_LE(std::stod((*it)[1]), 1e-6) << r.output;
+    EXPECT_LE(std::stod((*it)[2]), 1e-6) << r.output;
+  }
+  EXPECT_EQ(seen, ranks) << r.output;
+}
+
+std::string torchrun() { return python() + " -m torch.distributed.run"; }
+
+TEST(DistLauncher, RunsCollectivesWithRankPrefixedOutput) {
+  const Result r = run(worker() + " launch 2 collectives");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] collectives ok on rank 0 of 2 (gloo)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] collectives ok on rank 1 of 2 (gloo)"), std::string::npos) << r.output;
+}
+
+TEST(DistLauncher, DdpTwoRanksMatchOneProcessWithDoubledBatchSummedGradients) {
+  expect_ddp_matches(run(worker() + " launch 2 ddp 3 sum"), 2);
+}
+
+TEST(DistLauncher, DdpTwoRanksMatchOneProcessWithDoubledBatchAveragedGradients) {
+  expect_ddp_matches(run(worker() + " launch 2 ddp 2 mean"), 2);
+}
+
+TEST(DistSingleProcess, DdpWithoutEnvironmentIsPlainTraining) {
+  const Result r = run("env -u RANK -u WORLD_SIZE " + worker() + " ddp 4 sum");
+  expect_ddp_matches(r, 1);
+  EXPECT_NE(r.output.find("single process"), std::string::npos) << r.output;
+}
+
+TEST(DistTorchrun, StaticRendezvousDdp) {
+  const int port = free_port();
+  expect_ddp_matches(run(torchrun() + " --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
+                         std::to_string(port) + " --no-python " + worker() + " ddp 2 sum"),
+                     2);
+}
+
+TEST(DistTorchrun, C10dRendezvousCollectives) {
+  const int port = free_port();
+  const Result r = run(torchrun() + " --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
+                       std::to_string(port) + " --no-python " + worker() + " collectives");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("collectives ok on rank 1 of 2"), std::string::npos) << r.output;
+}
+
+TEST(DistTorchrun, TwoNodesOnOneHostDdp) {
+  const int port = free_port();
+  const std::string node = torchrun() + " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(port) + " --node-rank ";
+  const Result r = run("(" + node + "1 --no-python " + worker() + " ddp 2 sum) & " + node + "0 --no-python " +
+                       worker() + " ddp 2 sum; a=$?; wait $!; b=$?; exit $((a + b))");
+  expect_ddp_matches(r, 2);
+  EXPECT_NE(r.output.find("rank 1/2 (local 0/1, node 1)"), std::string::npos) << r.output;
+}
+
+TEST(DistLauncher, WorkerExitCodeStopsTheRunNamingTheRank) {
+  const Result r = run(worker() + " launch 2 exit3");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with code 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("last error: error: deliberate failure on rank 1"), std::string::npos) << r.output;
+}
+
+// Hand-started ranks (rank 0 hosts the store, no launcher to clean up): kill -9 one rank mid-run, the other
+// must exit non-zero by itself, well within its 20 s timeout, naming the lost rank.
+void kill_one_rank(int victim) {
+  TempDir dir;
+  const int port = free_port();
+  const int survivor = 1 - victim;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = (dir / ("r" + std::to_string(rank) + ".log")).string();
+    const std::string rc = (dir / ("rc" + std::to_string(rank))).string();
+    const std::string cmd = "(RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                            std::to_string(port) + " FT_DIST_TIMEOUT=20 timeout -k 5 60 " + worker() +
+                            " steps 300 > " + log + " 2>&1; echo $? > " + rc + ") &";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  const std::string victim_log = wait_for(dir / ("r" + std::to_string(victim) + ".log"), "step 3", 30);
+  ASSERT_FALSE(victim_log.empty()) << slurp(dir / "r0.log") << slurp(dir / "r1.log");
+  const int pid = pid_after(victim_log, "");
+  ASSERT_GT(pid, 0) << victim_log;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const auto killed_at = Clock::now();
+  const std::string rc = wait_for(dir / ("rc" + std::to_string(survivor)), "\n", 40);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  const std::string log = slurp(dir / ("r" + std::to_string(survivor) + ".log"));
+  ASSERT_FALSE(rc.empty()) << "survivor did not exit\n" << log;
+  EXPECT_NE(std::stoi(rc), 0) << log;
+  EXPECT_LT(seconds, 20.0) << log;
+  EXPECT_NE(log.find("lost rank " + std::to_string(victim)), std::string::npos) << log;
+}
+
+TEST(DistFailure, KilledRankIsNamedBySurvivor) { kill_one_rank(1); }
+
+TEST(DistFailure, KilledStoreHostIsNamedBySurvivor) { kill_one_rank(0); }
+
+TEST(DistLauncher, KilledWorkerStopsTheOthersNamingIt) {
+  TempDir dir;
+  const fs::path out = dir / "out.log";
+  const fs::path rc = dir / "rc";
+  const std::string cmd = "(FT_DIST_TIMEOUT=20 timeout -k 5 60 " + worker() + " launch 2 steps 300 > " +
+                          out.string() + " 2>&1; echo $? > " + rc.string() + ") &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string text = wait_for(out, "[rank 1] step 3", 30);
+  ASSERT_FALSE(text.empty()) << slurp(out);
+  const int pid = pid_after(text, "\\[rank 1\\] ");
+  ASSERT_GT(pid, 0) << text;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const auto killed_at = Clock::now();
+  const std::string code = wait_for(rc, "\n", 40);
+  const std::string log = slurp(out);
+  ASSERT_FALSE(code.empty()) << log;
+  EXPECT_NE(std::stoi(code), 0) << log;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed_at).count(), 20.0) << log;
+  EXPECT_NE(log.find("rank 1 (pid " + std::to_string(pid) + ") was killed by signal 9"), std::string::npos) << log;
+}
+
+TEST(DistLauncher, ForwardsSigtermToWorkers) {
+  TempDir dir;
+  const fs::path out = dir / "out.log";
+  const fs::path pidfile = dir / "pid";
+  const fs::path rc = dir / "rc";
+  const std::string cmd = "(" + worker() + " launch 2 steps 300 > " + out.string() + " 2>&1 & echo $! > " +
+                          pidfile.string() + "; wait $!; echo $? > " + rc.string() + ") &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_FALSE(wait_for(out, "[rank 1] step 2", 30).empty()) << slurp(out);
+  const std::string pid_text = wait_for(pidfile, "\n", 5);
+  ASSERT_FALSE(pid_text.empty());
+  const int launcher_pid = std::stoi(pid_text);
+  ASSERT_EQ(::kill(launcher_pid, SIGTERM), 0);
+  const std::string code = wait_for(rc, "\n", 20);
+  ASSERT_FALSE(code.empty()) << slurp(out);
+  EXPECT_EQ(std::stoi(code), 130) << slurp(out);
+}
+
+}  // namespace
