@@ -135,6 +135,18 @@ TEST(DistLauncher, DdpTwoRanksMatchOneProcessWithDoubledBatchAveragedGradients) 
   expect_ddp_matches(run(worker() + " launch 2 ddp 2 mean"), 2);
 }
 
+TEST(DistLauncher, ZeroOneShardedAdamWMatchesFullAdamW) {
+  const Result r = run(worker() + " launch 2 zero");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::regex line("shard=(\\d+) of 25 max_param_diff=([0-9.e+-]+)");
+  int seen = 0;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it, ++seen) {
+    EXPECT_EQ(std::stoi((*it)[1]), 13);
+    EXPECT_LE(std::stod((*it)[2]), 1e-6) << r.output;
+  }
+  EXPECT_EQ(seen, 2) << r.output;
+}
+
 TEST(DistSingleProcess, DdpWithoutEnvironmentIsPlainTraining) {
   const Result r = run("env -u RANK -u WORLD_SIZE " + worker() + " ddp 4 sum");
   expect_ddp_matches(r, 1);
