@@ -1,6 +1,7 @@
 #include "train/checkpoint_store.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,14 +75,18 @@ std::optional<int64_t> parse_step_name(const std::string& name) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+int remove_entry(const char* path, const struct stat* /*st*/, int /*type*/, struct FTW* /*ftw*/) {
+  return (::remove(path) == 0 || errno == ENOENT) ? 0 : -1;
+}
+
 // Removes `path` by renaming it to a hidden trash name first, so a crash half-way through the removal never
 // leaves a partial step-* directory that looks like a corrupt checkpoint.
 void remove_via_trash(const fs::path& path) {
   const fs::path trash = path.parent_path() / (std::string(kTrashPrefix) + path.filename().string() + "-" +
                                                std::to_string(::getpid()));
-  fs::remove_all(trash);
+  remove_tree(trash);
   fs::rename(path, trash);
-  fs::remove_all(trash);
+  remove_tree(trash);
 }
 
 }  // namespace
@@ -116,6 +121,13 @@ void write_file_synced(const fs::path& path, std::string_view bytes) {
 
 void fsync_dir(const fs::path& dir) { fsync_path(dir, /*directory=*/true); }
 
+void remove_tree(const fs::path& path) {
+  // nftw instead of std::filesystem::remove_all: libtorch.so exports its own remove_all, which crashes when
+  // it binds ahead of libstdc++'s.
+  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+    throw_errno("cannot remove", path, errno);
+}
+
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
     : dir_(std::move(run_dir) / "checkpoints"), opts_(opts) {
   if (opts_.keep_last < 0)
@@ -126,8 +138,11 @@ CheckpointStore::~CheckpointStore() { abort(); }
 
 void CheckpointStore::abort() noexcept {
   if (pending_.empty()) return;
-  std::error_code ec;
-  fs::remove_all(pending_, ec);
+  try {
+    remove_tree(pending_);
+  } catch (const Error& e) {
+    FT_LOG_WARN("could not remove temporary checkpoint directory: {}", e.what());
+  }
   pending_.clear();
   pending_step_ = -1;
 }
@@ -140,7 +155,7 @@ fs::path CheckpointStore::begin(int64_t step) {
     // Leftovers of a crash: temporary and trash directories are never valid checkpoints.
     for (const auto& entry : fs::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
-      if (starts_with(name, kTmpPrefix) || starts_with(name, kTrashPrefix)) fs::remove_all(entry.path());
+      if (starts_with(name, kTmpPrefix) || starts_with(name, kTrashPrefix)) remove_tree(entry.path());
     }
     pending_ = dir_ / (std::string(kTmpPrefix) + step_name(step) + "-" + std::to_string(::getpid()));
     fs::create_directory(pending_);
@@ -173,7 +188,9 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
       uint64_t size = 0;
       const std::string sha = sha256_file(it->path(), &size);
       fsync_path(it->path(), /*directory=*/false);
-      files[fs::relative(it->path(), pending_).generic_string()] = {{"size", size}, {"sha256", sha}};
+      // The path below the checkpoint directory (not fs::relative: see remove_tree about libtorch's exports).
+      const std::string rel = it->path().generic_string().substr(pending_.generic_string().size() + 1);
+      files[rel] = {{"size", size}, {"sha256", sha}};
     }
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char created[32];
@@ -226,6 +243,8 @@ void CheckpointStore::prune(int64_t newest_step) {
     } catch (const fs::filesystem_error& e) {
       // The new checkpoint is safely committed; a leftover old one only costs disk space.
       FT_LOG_WARN("could not delete old checkpoint '{}': {}", c.path.string(), e.code().message());
+    } catch (const Error& e) {
+      FT_LOG_WARN("could not delete old checkpoint '{}': {}", c.path.string(), e.what());
     }
   }
 }
@@ -254,7 +273,8 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
   if (!fs::exists(manifest_path)) return {false, "missing manifest.json"};
   std::ifstream in(manifest_path);
   const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!manifest.is_object() || manifest.value("format", "") != kFormat || !manifest.contains("files") ||
+  const auto format = manifest.is_object() ? manifest.find("format") : manifest.end();
+  if (!manifest.is_object() || format == manifest.end() || *format != kFormat || !manifest.contains("files") ||
       !manifest["files"].is_object())
     return {false, "manifest.json is unreadable or not a finetune checkpoint manifest"};
   for (const auto& [rel, meta] : manifest["files"].items()) {

@@ -199,7 +199,8 @@ MetricSeries read_metric_series(const std::filesystem::path& metrics_jsonl) {
                   "metrics.jsonl holds one JSON object per line; was the file edited or truncated?");
     const auto step = number(line, "step");
     if (!step) continue;
-    const bool eval = line.value("event", "") == "eval";
+    const auto event = line.find("event");
+    const bool eval = event != line.end() && *event == "eval";
     if (eval) {
       auto loss = number(line, "loss");
       if (!loss) loss = number(line, "eval_loss");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checkpoint_store.h"
 #include "train/checksum.h"
@@ -43,7 +44,7 @@ bool has_hidden_leftovers(const fs::path& run_dir) {
 }
 
 TEST(CheckpointStore, CommitWritesManifestWithChecksumsAndRenames) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {2, false});
   const fs::path dir = save(store, 123, 0.5);
   EXPECT_EQ(dir, run.path() / "checkpoints" / "step-000123");
@@ -63,7 +64,7 @@ TEST(CheckpointStore, CommitWritesManifestWithChecksumsAndRenames) {
 }
 
 TEST(CheckpointStore, KeepLastDeletesOlderOnlyAfterCommit) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {2, false});
   for (int64_t s = 1; s <= 4; ++s) save(store, s * 10);
   EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{30, 40}));
@@ -75,7 +76,7 @@ TEST(CheckpointStore, KeepLastDeletesOlderOnlyAfterCommit) {
 }
 
 TEST(CheckpointStore, KeepBestKeepsLowestMetric) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {1, true});
   save(store, 1, 0.5);
   save(store, 2, 0.3);
@@ -85,7 +86,7 @@ TEST(CheckpointStore, KeepBestKeepsLowestMetric) {
 }
 
 TEST(CheckpointStore, SameStepIsReplaced) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {0, false});
   save(store, 7, std::nullopt, 10);
   save(store, 7, std::nullopt, 20);
@@ -94,7 +95,7 @@ TEST(CheckpointStore, SameStepIsReplaced) {
 }
 
 TEST(CheckpointStore, LatestValidSkipsCorruptOnes) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {0, false});
   for (int64_t s = 1; s <= 4; ++s) save(store, s);
   const fs::path ckpt = run.path() / "checkpoints";
@@ -111,13 +112,13 @@ TEST(CheckpointStore, LatestValidSkipsCorruptOnes) {
   const auto latest = CheckpointStore::find_latest_valid(run.path());
   ASSERT_TRUE(latest.has_value());
   EXPECT_EQ(latest->step, 1);
-  TempDir empty;
+  ScratchDir empty;
   EXPECT_FALSE(CheckpointStore::find_latest_valid(empty.path()).has_value());
 }
 
 // A child that dies half-way through writing leaves the earlier checkpoint intact and loadable.
 TEST(CheckpointStore, ExitMidWriteLeavesPreviousIntact) {
-  TempDir run;
+  ScratchDir run;
   {
     CheckpointStore store(run.path(), {2, false});
     save(store, 1);
@@ -146,14 +147,19 @@ TEST(CheckpointStore, ExitMidWriteLeavesPreviousIntact) {
 // kill -9 at arbitrary moments of a save loop: every committed directory verifies, the newest valid exists.
 TEST(CheckpointStore, SigkillDuringSaveLoopNeverLeavesCorruptCommit) {
   for (int round = 0; round < 3; ++round) {
-    TempDir run;
+    ScratchDir run;
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       CheckpointStore store(run.path(), {2, false});
       for (int64_t s = 1;; ++s) save(store, s, std::nullopt, 256 * 1024);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + 70 * round));
+    // Wait for the first commit, then kill at a different moment each round.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!fs::exists(run.path() / "checkpoints" / "step-000001" / "manifest.json") &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 + 45 * round));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -169,7 +175,7 @@ TEST(CheckpointStore, SigkillDuringSaveLoopNeverLeavesCorruptCommit) {
 
 // RLIMIT_FSIZE with SIGXFSZ ignored makes write() fail with EFBIG, as a full disk fails with ENOSPC.
 TEST(CheckpointStore, FileSizeLimitIsAnErrorAndPreviousIntact) {
-  TempDir run;
+  ScratchDir run;
   {
     CheckpointStore store(run.path(), {2, false});
     save(store, 1);
@@ -199,7 +205,7 @@ TEST(CheckpointStore, FileSizeLimitIsAnErrorAndPreviousIntact) {
 }
 
 TEST(CheckpointStore, CommitFailureRemovesTemporaryDirectory) {
-  TempDir run;
+  ScratchDir run;
   CheckpointStore store(run.path(), {2, false});
   save(store, 1);
   const fs::path tmp = store.begin(2);

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checksum.h"
 
@@ -33,7 +34,7 @@ TEST(Checksum, Sha256MatchesFipsVectors) {
 }
 
 TEST(Checksum, Sha256OfFileMatchesSha256OfBytes) {
-  TempDir dir;
+  ScratchDir dir;
   std::string text;
   for (int i = 0; i < 100000; ++i) text += static_cast<char>(i * 31 % 251);
   write_file(dir / "f.bin", text);

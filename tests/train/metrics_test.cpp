@@ -3,6 +3,7 @@
 
 #include <fstream>
 
+#include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -12,7 +13,7 @@ namespace ft::test {
 namespace {
 
 TEST(MetricsLogger, WritesOneParseableObjectPerEventAndAppendsOnResume) {
-  TempDir run;
+  ScratchDir run;
   {
     train::MetricsLogger log(run.path(), {false, "off", 10});
     log.log("train", 1, {{"loss", 2.5}, {"lr", 1e-4}, {"tokens_per_s", 1000.0}});

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "scratch_dir.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -26,7 +27,7 @@ nlohmann::json nest(const float* data, at::IntArrayRef sizes, size_t dim, int64_
 }  // namespace
 
 nlohmann::json run_reference(const std::string& mode, const nlohmann::json& input) {
-  TempDir dir("ft-train-ref");
+  ScratchDir dir("ft-train-ref");
   write_file(dir / "in.json", input.dump());
   const auto script = source_dir() / "tests" / "train" / "ref" / "train_ref.py";
   const auto result = run(shell_quote(python()) + " " + shell_quote(script.string()) + " " + mode + " " +

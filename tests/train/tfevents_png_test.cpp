@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "reference.h"
+#include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checksum.h"
 #include "train/metrics.h"
@@ -15,7 +16,7 @@ namespace ft::test {
 namespace {
 
 TEST(TensorBoard, EventFileParsesWithValidCrcsAndValues) {
-  TempDir run;
+  ScratchDir run;
   std::filesystem::path file;
   {
     train::MetricsLogger log(run.path(), {true, "off", 5});
@@ -46,7 +47,7 @@ TEST(TensorBoard, EventFileParsesWithValidCrcsAndValues) {
 }
 
 TEST(Plot, PngDecodesWithRightSizeAndDrawnCurves) {
-  TempDir run;
+  ScratchDir run;
   {
     std::ofstream m(run / "metrics.jsonl");
     for (int step = 1; step <= 200; ++step) {
@@ -74,7 +75,7 @@ TEST(Plot, PngDecodesWithRightSizeAndDrawnCurves) {
 }
 
 TEST(Plot, CommandWritesPngAndHasExampleInHelp) {
-  TempDir run;
+  ScratchDir run;
   write_file(run / "metrics.jsonl", "{\"event\":\"train\",\"step\":1,\"loss\":2.0,\"lr\":0.001}\n"
                                     "{\"event\":\"train\",\"step\":2,\"loss\":1.5,\"lr\":0.001}\n");
   const auto result = run_finetune("plot " + shell_quote(run.path().string()) + " --out " +
@@ -84,7 +85,7 @@ TEST(Plot, CommandWritesPngAndHasExampleInHelp) {
   const auto help = run_finetune("plot --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.output.find("Example:"), std::string::npos);
-  TempDir empty;
+  ScratchDir empty;
   const auto missing = run_finetune("plot " + shell_quote(empty.path().string()));
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("metrics.jsonl"), std::string::npos) << missing.output;
@@ -94,7 +95,7 @@ TEST(Png, ZlibStreamRoundTripsThroughPython) {
   // Random-ish bytes plus long runs: literals, short and long matches.
   std::vector<uint8_t> rgb(64 * 48 * 3);
   for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i < rgb.size() / 2 ? (i * 7919) % 251 : 200);
-  TempDir dir;
+  ScratchDir dir;
   train::write_png_rgb(dir / "t.png", 64, 48, rgb);
   const auto png = run_reference("png", {{"path", (dir / "t.png").string()}});
   ASSERT_FALSE(png.is_null());
