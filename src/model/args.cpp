@@ -1,0 +1,259 @@
+#include "model/args.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const json& j;
+  const std::string& source;
+
+  ConfigError missing(const std::string& key) const {
+    return ConfigError(source + ": missing required field \"" + key + "\"",
+                       "config.json must come from a transformers LlamaForCausalLM/MistralForCausalLM/Qwen2ForCausalLM");
+  }
+  int64_t req_int(const std::string& key) const {
+    if (!j.contains(key) || j[key].is_null()) throw missing(key);
+    if (!j[key].is_number_integer()) throw ConfigError(source + ": field \"" + key + "\" must be an integer");
+    return j[key].get<int64_t>();
+  }
+  std::optional<int64_t> opt_int(const std::string& key) const {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    if (j[key].is_array()) {
+      if (j[key].empty()) return std::nullopt;
+      return j[key][0].get<int64_t>();
+    }
+    if (!j[key].is_number_integer()) throw ConfigError(source + ": field \"" + key + "\" must be an integer");
+    return j[key].get<int64_t>();
+  }
+  double num(const json& obj, const std::string& key, double fallback, const std::string& prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return fallback;
+    if (!obj[key].is_number()) throw ConfigError(source + ": field \"" + prefix + key + "\" must be a number");
+    return obj[key].get<double>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) throw ConfigError(source + ": field \"" + key + "\" must be true or false");
+    return j[key].get<bool>();
+  }
+};
+
+void parse_rope(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
+  const char* key = j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters"
+                                                                                     : "rope_scaling";
+  a.rope_theta = r.num(j, "rope_theta", 10000.0);
+  if (!j.contains(key) || j[key].is_null()) return;
+  const json& rp = j[key];
+  if (!rp.is_object()) throw ConfigError(r.source + ": field \"" + key + "\" must be an object");
+  const std::string prefix = std::string(key) + ".";
+  a.rope_theta = r.num(rp, "rope_theta", a.rope_theta, prefix);
+  std::string type = "default";
+  if (rp.contains("rope_type")) type = rp["rope_type"].get<std::string>();
+  else if (rp.contains("type")) type = rp["type"].get<std::string>();
+  if (type != "default" && type != "llama3") {
+    throw ConfigError(r.source + ": unsupported " + prefix + "rope_type \"" + type + "\"",
+                      "supported rope types: default, llama3");
+  }
+  a.rope_scaling.type = type;
+  if (type == "llama3") {
+    for (const char* f : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+      if (!rp.contains(f)) throw ConfigError(r.source + ": llama3 rope scaling lacks \"" + prefix + f + "\"");
+    }
+    a.rope_scaling.factor = r.num(rp, "factor", 1.0, prefix);
+    a.rope_scaling.low_freq_factor = r.num(rp, "low_freq_factor", 1.0, prefix);
+    a.rope_scaling.high_freq_factor = r.num(rp, "high_freq_factor", 4.0, prefix);
+    a.rope_scaling.original_max_position_embeddings = rp["original_max_position_embeddings"].get<int64_t>();
+  }
+}
+
+}  // namespace
+
+at::ScalarType dtype_from_name(const std::string& name) {
+  if (name == "float32" || name == "fp32") return at::kFloat;
+  if (name == "bfloat16" || name == "bf16") return at::kBFloat16;
+  if (name == "float16" || name == "fp16") return at::kHalf;
+  throw ConfigError("unsupported dtype '" + name + "'", "use float32 (fp32) or bfloat16 (bf16)");
+}
+
+std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    default: throw Error(std::string("no config.json name for dtype ") + c10::toString(type));
+  }
+}
+
+ModelArgs parse_hf_config(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw ConfigError(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw ConfigError(source + ": not a JSON object");
+  const Reader r{j, source};
+  ModelArgs a;
+  a.raw_config_json = json_text;
+  if (!j.contains("model_type")) throw r.missing("model_type");
+  a.model_type = j["model_type"].get<std::string>();
+  if (a.model_type != "llama" && a.model_type != "mistral" && a.model_type != "qwen2") {
+    throw ConfigError(source + ": unsupported model_type \"" + a.model_type + "\"",
+                      "supported: llama (Llama 2/3/3.x), mistral, qwen2 (Qwen2/2.5)");
+  }
+  if (j.contains("architectures") && j["architectures"].is_array()) {
+    for (const auto& arch : j["architectures"]) {
+      const auto s = arch.get<std::string>();
+      if (s != "LlamaForCausalLM" && s != "MistralForCausalLM" && s != "Qwen2ForCausalLM") {
+        throw ConfigError(source + ": unsupported architecture \"" + s + "\"",
+                          "supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
+      }
+    }
+  }
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    throw ConfigError(source + ": unsupported hidden_act " + j["hidden_act"].dump(), "only silu (SwiGLU) is supported");
+  }
+  a.vocab_size = r.req_int("vocab_size");
+  a.hidden_size = r.req_int("hidden_size");
+  a.intermediate_size = r.req_int("intermediate_size");
+  a.num_layers = r.req_int("num_hidden_layers");
+  a.num_heads = r.req_int("num_attention_heads");
+  a.num_kv_heads = r.opt_int("num_key_value_heads").value_or(a.num_heads);
+  a.head_dim = r.opt_int("head_dim").value_or(a.hidden_size / a.num_heads);
+  a.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(2048);
+  a.rms_norm_eps = r.num(j, "rms_norm_eps", 1e-6);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  parse_rope(r, a);
+  if (a.model_type == "qwen2") {
+    a.attention_bias = true;
+    if (r.flag("use_sliding_window", false)) {
+      throw ConfigError(source + ": use_sliding_window=true is not supported for qwen2",
+                        "set use_sliding_window to false (the Qwen2/2.5 releases ship with it off)");
+    }
+  } else if (a.model_type == "llama") {
+    a.attention_bias = r.flag("attention_bias", false);
+    a.o_proj_bias = a.attention_bias;
+    a.mlp_bias = r.flag("mlp_bias", false);
+  } else {
+    a.sliding_window = r.opt_int("sliding_window");
+  }
+  a.bos_token_id = r.opt_int("bos_token_id");
+  a.eos_token_id = r.opt_int("eos_token_id");
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
+    for (const auto& e : j["eos_token_id"]) a.eos_token_ids.push_back(e.get<int64_t>());
+  } else if (a.eos_token_id) {
+    a.eos_token_ids.push_back(*a.eos_token_id);
+  }
+  a.pad_token_id = r.opt_int("pad_token_id");
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (j.contains(key) && j[key].is_string()) {
+      a.torch_dtype = j[key].get<std::string>();
+      break;
+    }
+  }
+  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
+    throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
+  }
+  return a;
+}
+
+ModelArgs load_hf_config(const std::filesystem::path& model_dir) {
+  const auto path = model_dir / "config.json";
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read " + path.string(), "--model must be a Hugging Face model directory");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hf_config(ss.str(), path.string());
+}
+
+void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
+  json j = a.raw_config_json.empty() ? json::object() : json::parse(a.raw_config_json);
+  static const char* kArch[][2] = {
+      {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
+  for (const auto& p : kArch) {
+    if (a.model_type == p[0]) j["architectures"] = {p[1]};
+  }
+  j["model_type"] = a.model_type;
+  j["vocab_size"] = a.vocab_size;
+  j["hidden_size"] = a.hidden_size;
+  j["intermediate_size"] = a.intermediate_size;
+  j["num_hidden_layers"] = a.num_layers;
+  j["num_attention_heads"] = a.num_heads;
+  j["num_key_value_heads"] = a.num_kv_heads;
+  j["head_dim"] = a.head_dim;
+  j["max_position_embeddings"] = a.max_position_embeddings;
+  j["rms_norm_eps"] = a.rms_norm_eps;
+  j["tie_word_embeddings"] = a.tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  j["rope_theta"] = a.rope_theta;
+  json rope = {{"rope_type", a.rope_scaling.type}, {"rope_theta", a.rope_theta}};
+  if (a.rope_scaling.type == "llama3") {
+    rope["factor"] = a.rope_scaling.factor;
+    rope["low_freq_factor"] = a.rope_scaling.low_freq_factor;
+    rope["high_freq_factor"] = a.rope_scaling.high_freq_factor;
+    rope["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
+  }
+  // Both layouts, so transformers 4.x and 5.x read the same rope.
+  j["rope_parameters"] = rope;
+  if (a.rope_scaling.type == "default") {
+    j["rope_scaling"] = nullptr;
+  } else {
+    j["rope_scaling"] = rope;
+  }
+  if (a.model_type == "llama") {
+    j["attention_bias"] = a.attention_bias;
+    j["mlp_bias"] = a.mlp_bias;
+  }
+  if (a.model_type == "qwen2") j["use_sliding_window"] = false;
+  if (a.model_type == "mistral") j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
+  j["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
+  if (a.eos_token_ids.size() > 1) {
+    j["eos_token_id"] = a.eos_token_ids;
+  } else {
+    j["eos_token_id"] = a.eos_token_id ? json(*a.eos_token_id) : json(nullptr);
+  }
+  j["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
+  j["torch_dtype"] = a.torch_dtype;
+  j["dtype"] = a.torch_dtype;
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error("failed writing " + path.string());
+}
+
+ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
+  if (cfg.architecture != "llama" && cfg.architecture != "mistral" && cfg.architecture != "qwen2") {
+    throw ConfigError("model.architecture: unsupported \"" + cfg.architecture + "\"", "use llama, mistral or qwen2");
+  }
+  ModelArgs a;
+  a.model_type = cfg.architecture;
+  a.vocab_size = cfg.vocab_size > 0 ? cfg.vocab_size : vocab_size;
+  if (a.vocab_size <= 0) throw ConfigError("model.vocab_size: unknown vocabulary size", "set model.vocab_size or a tokenizer");
+  a.hidden_size = cfg.hidden_size;
+  a.intermediate_size = cfg.intermediate_size;
+  a.num_layers = cfg.num_layers;
+  a.num_heads = cfg.num_heads;
+  a.num_kv_heads = cfg.num_kv_heads;
+  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.hidden_size % a.num_heads != 0) {
+    throw ConfigError("model.num_heads/num_kv_heads/hidden_size: num_heads must divide hidden_size and be a multiple "
+                      "of num_kv_heads");
+  }
+  a.head_dim = a.hidden_size / a.num_heads;
+  a.max_position_embeddings = cfg.max_position_embeddings;
+  a.rope_theta = cfg.rope_theta;
+  a.rms_norm_eps = cfg.rms_norm_eps;
+  a.tie_word_embeddings = cfg.tie_embeddings;
+  a.attention_bias = cfg.architecture == "qwen2";
+  a.torch_dtype = dtype_name(dtype_from_name(cfg.dtype));
+  return a;
+}
+
+}  // namespace ft::model

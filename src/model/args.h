@@ -1,0 +1,67 @@
+// Model hyperparameters, read from and written to Hugging Face config.json.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ft::model {
+
+struct RopeScaling {
+  std::string type = "default";               // default | llama3 (others are rejected at load)
+  double factor = 1.0;                        // llama3: context extension factor
+  double low_freq_factor = 1.0;               // llama3
+  double high_freq_factor = 4.0;              // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3: the pre-extension context
+};
+
+struct ModelArgs {
+  std::string model_type = "llama";  // llama | mistral | qwen2
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;  // hidden_size / num_heads unless config.json says otherwise
+  int64_t max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-5;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v (and, for llama's attention_bias, o) projection biases; qwen2: q/k/v only
+  bool o_proj_bias = false;     // llama attention_bias also adds an o_proj bias
+  bool mlp_bias = false;        // llama mlp_bias: gate/up/down biases
+  std::optional<int64_t> sliding_window;  // mistral: keys further back than this are masked out
+  std::optional<int64_t> bos_token_id;
+  std::optional<int64_t> eos_token_id;    // the first id when config.json lists several
+  std::vector<int64_t> eos_token_ids;     // every EOS id config.json lists
+  std::optional<int64_t> pad_token_id;
+  std::string torch_dtype = "float32";    // float32 | bfloat16 | float16: dtype of the stored weights
+  std::string raw_config_json;            // config.json as loaded ("" when built from scratch); unknown keys survive
+};
+
+// Reads <model_dir>/config.json. Accepts both the transformers 4 layout (rope_theta, rope_scaling) and the 5 layout
+// (rope_parameters). Throws ft::ConfigError naming the file and field for a missing field or an unsupported
+// model_type, architecture, activation or rope type.
+ModelArgs load_hf_config(const std::filesystem::path& model_dir);
+// Parses config.json text; `source` names it in errors.
+ModelArgs parse_hf_config(const std::string& json_text, const std::string& source);
+
+// Writes config.json that transformers' from_pretrained reads (keys of the loaded file are kept, ours override).
+void save_hf_config(const ModelArgs& args, const std::filesystem::path& path);
+
+// From-scratch training: model dims from the YAML config.
+ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size);
+
+// "float32" etc. <-> scalar type.
+at::ScalarType dtype_from_name(const std::string& name);
+std::string dtype_name(at::ScalarType type);
+
+}  // namespace ft::model

@@ -1,0 +1,117 @@
+#include "model/checkpoint_io.h"
+
+#include <set>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::model {
+namespace {
+
+bool is_lora_name(const std::string& name) {
+  return name.find(".lora_A") != std::string::npos || name.find(".lora_B") != std::string::npos;
+}
+
+bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble; }
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& item : model.named_parameters(true)) {
+    if (!is_lora_name(item.key())) out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+void load_weights(Transformer& model, const std::filesystem::path& dir) {
+  io::CheckpointReader reader(dir);
+  const auto params = base_parameters(model);
+  std::set<std::string> expected;
+  for (const auto& [name, _] : params) expected.insert(name);
+  for (const auto& name : reader.names()) {
+    if (expected.count(name)) continue;
+    if (name == "lm_head.weight" && model.args().tie_word_embeddings) continue;  // tied: transformers ignores it
+    if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;         // old checkpoints store the table
+    throw Error("unexpected tensor '" + name + "' in " + reader.file_of(name),
+                "the checkpoint does not match config.json (" + model.args().model_type + ", " +
+                    std::to_string(model.args().num_layers) + " layers); check the model directory");
+  }
+  bool logged_cast = false;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, param] : params) {
+    if (!reader.contains(name)) {
+      throw Error("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
+                  "the weights do not match config.json; re-download or re-save the model");
+    }
+    const auto& info = reader.info(name);
+    if (info.shape != param.sizes().vec()) {
+      throw Error(fmt::format("tensor '{}' in {} has shape [{}], the model expects [{}]", name, reader.file_of(name),
+                              fmt::join(info.shape, ", "), fmt::join(param.sizes(), ", ")),
+                  "config.json and the weights disagree");
+    }
+    if (!is_float(info.dtype)) {
+      throw Error("tensor '" + name + "' in " + reader.file_of(name) + " has dtype " + c10::toString(info.dtype) +
+                  ", expected a floating-point dtype");
+    }
+    if (info.dtype != param.scalar_type() && !logged_cast) {
+      FT_LOG_INFO("casting checkpoint weights from {} to {}", c10::toString(info.dtype),
+                  c10::toString(param.scalar_type()));
+      logged_cast = true;
+    }
+    param.copy_(reader.tensor(name));  // copy_ casts and moves to the parameter's device
+  }
+}
+
+std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device,
+                                             at::ScalarType dtype) {
+  ModelArgs args = load_hf_config(dir);
+  args.torch_dtype = dtype_name(dtype);
+  auto model = std::make_shared<Transformer>(args);
+  model->to(device, dtype);  // parameters are uninitialized until load_weights fills them
+  load_weights(*model, dir);
+  return model;
+}
+
+void init_weights(Transformer& model, double std, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::NoGradGuard no_grad;
+  for (const auto& [name, param] : base_parameters(model)) {
+    at::Tensor value;
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) {
+      value = at::ones(param.sizes());
+    } else if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      value = at::zeros(param.sizes());
+    } else {
+      value = at::empty(param.sizes()).normal_(0.0, std, gen);
+    }
+    param.copy_(value);
+  }
+}
+
+void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes) {
+  const auto params = base_parameters(model);
+  FT_CHECK(!params.empty(), "save_pretrained: model has no parameters");
+  std::filesystem::create_directories(dir);
+  ModelArgs args = model.args();
+  args.torch_dtype = dtype_name(params.front().second.scalar_type());
+  io::write_checkpoint(dir, params, shard_size_bytes);
+  save_hf_config(args, dir / "config.json");
+}
+
+std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
+  static const char* kNames[] = {"tokenizer.model",       "tokenizer.json",          "tokenizer_config.json",
+                                 "special_tokens_map.json", "generation_config.json", "added_tokens.json",
+                                 "vocab.json",            "merges.txt",              "chat_template.jinja"};
+  std::vector<std::string> copied;
+  std::filesystem::create_directories(to);
+  for (const char* name : kNames) {
+    if (!std::filesystem::exists(from / name)) continue;
+    std::filesystem::copy_file(from / name, to / name, std::filesystem::copy_options::overwrite_existing);
+    copied.emplace_back(name);
+  }
+  return copied;
+}
+
+}  // namespace ft::model

@@ -1,0 +1,41 @@
+// Hugging Face model directories <-> Transformer: config.json plus model.safetensors or shards with an index.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace ft::model {
+
+// Reads config.json and the weights of `dir` into a new model with parameters of `dtype` on `device`.
+// Stored float tensors are cast to `dtype` (F32/F16/BF16 in any combination; logged once). Throws ft::Error naming
+// the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
+// A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
+std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype);
+
+// Copies the checkpoint's tensors into `model`'s existing parameters (same checks as load_pretrained).
+void load_weights(Transformer& model, const std::filesystem::path& dir);
+
+// transformers-style init, deterministic for `seed` whatever the device: linear and embedding weights ~ N(0, std),
+// biases 0, RMSNorm weights 1 (drawn in F32 on the CPU, then cast). LoRA parameters are left alone.
+void init_weights(Transformer& model, double std, uint64_t seed);
+
+// The base (non-LoRA) parameters in registration order, HF names: what save_pretrained writes.
+std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model);
+
+// Writes config.json (torch_dtype = the parameters' dtype) and the weights into `dir` (created if missing):
+// model.safetensors, or model-0000N-of-0000M.safetensors + model.safetensors.index.json when the weights exceed
+// `shard_size_bytes` (<= 0: never shard). LoRA adapters are not written (merge_lora first for a merged export).
+void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes);
+
+// Copies tokenizer files (tokenizer.model, tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+// generation_config.json, ...) that exist in `from` into `to`; returns the names copied.
+std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to);
+
+}  // namespace ft::model

@@ -1,0 +1,159 @@
+// Per-layer activation checkpointing: a reentrant autograd Function that stores only the layer input and reruns
+// the layer under grad mode in backward. The layer's trainable parameters are inputs of the Function, so their
+// gradients flow back through the ordinary engine (and its hooks) even when the hidden state itself does not
+// require grad (frozen embeddings under LoRA).
+#include <ATen/autocast_mode.h>
+#include <torch/autograd.h>
+
+#include "model/transformer.h"
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autocast state of the forward, re-entered in the recompute.
+struct AutocastState {
+  bool cpu = false, cuda = false;
+  at::ScalarType cpu_dtype = at::kBFloat16, cuda_dtype = at::kBFloat16;
+
+  static AutocastState capture() {
+    AutocastState s;
+    s.cpu = at::autocast::is_autocast_enabled(at::kCPU);
+    s.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+    s.cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+    s.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
+    return s;
+  }
+  void apply() const {
+    at::autocast::set_autocast_enabled(at::kCPU, cpu);
+    at::autocast::set_autocast_enabled(at::kCUDA, cuda);
+    at::autocast::set_autocast_dtype(at::kCPU, cpu_dtype);
+    at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
+  }
+};
+
+// RAII: puts the given autocast state in place, restores the current one on exit (also on exceptions).
+class AutocastScope {
+ public:
+  explicit AutocastScope(const AutocastState& s) : saved_(AutocastState::capture()) {
+    s.apply();
+    if (s.cpu || s.cuda) at::autocast::increment_nesting();
+    nested_ = s.cpu || s.cuda;
+  }
+  ~AutocastScope() {
+    if (nested_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    saved_.apply();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  AutocastState saved_;
+  bool nested_ = false;
+};
+
+// RAII: swaps in a saved generator state (CPU and, for CUDA inputs, the device's), restores the current on exit.
+class RngScope {
+ public:
+  RngScope(const at::Device& device, const at::Tensor& cpu_state, const at::Tensor& device_state)
+      : device_(device) {
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();  // shares the default generator's state
+    cpu_now_ = cpu.get_state();
+    cpu.set_state(cpu_state);
+    if (device_.is_cuda()) {
+      at::Generator gen = at::globalContext().defaultGenerator(device_);
+      device_now_ = gen.get_state();
+      gen.set_state(device_state);
+    }
+  }
+  ~RngScope() {
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    cpu.set_state(cpu_now_);
+    if (device_.is_cuda()) {
+      at::Generator gen = at::globalContext().defaultGenerator(device_);
+      gen.set_state(device_now_);
+    }
+  }
+  RngScope(const RngScope&) = delete;
+  RngScope& operator=(const RngScope&) = delete;
+
+ private:
+  at::Device device_;
+  at::Tensor cpu_now_, device_now_;
+};
+
+class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
+ public:
+  // inputs: x [B, T, hidden], cos/sin [B, T, D], then the layer's trainable parameters. The mask is no autograd
+  // input (an undefined tensor cannot be one), so it travels in saved_data.
+  static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const AttentionMask* mask, at::Tensor x,
+                               at::Tensor cos, at::Tensor sin, variable_list params) {
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);  // the model outlives its autograd graph
+    ctx->saved_data["causal"] = mask->causal;
+    if (mask->mask.defined()) ctx->saved_data["mask"] = mask->mask;
+    ctx->saved_data["num_params"] = static_cast<int64_t>(params.size());
+    const auto ac = AutocastState::capture();
+    ctx->saved_data["ac_cpu"] = ac.cpu;
+    ctx->saved_data["ac_cuda"] = ac.cuda;
+    ctx->saved_data["ac_cpu_dtype"] = ac.cpu_dtype;
+    ctx->saved_data["ac_cuda_dtype"] = ac.cuda_dtype;
+    ctx->saved_data["rng_cpu"] = at::detail::getDefaultCPUGenerator().get_state();
+    if (x.is_cuda()) ctx->saved_data["rng_dev"] = at::globalContext().defaultGenerator(x.device()).get_state();
+    ctx->save_for_backward({x, cos, sin});
+    return {layer->forward(x, cos, sin, *mask, nullptr)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    const bool causal = ctx->saved_data["causal"].toBool();
+    const int64_t n = ctx->saved_data["num_params"].toInt();
+    AutocastState ac;
+    ac.cpu = ctx->saved_data["ac_cpu"].toBool();
+    ac.cuda = ctx->saved_data["ac_cuda"].toBool();
+    ac.cpu_dtype = ctx->saved_data["ac_cpu_dtype"].toScalarType();
+    ac.cuda_dtype = ctx->saved_data["ac_cuda_dtype"].toScalarType();
+    at::Tensor x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    const at::Tensor rng_dev = ctx->saved_data.count("rng_dev") ? ctx->saved_data["rng_dev"].toTensor() : at::Tensor();
+
+    std::vector<at::Tensor> params;
+    for (auto& p : layer->parameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+    FT_CHECK(static_cast<int64_t>(params.size()) == n, "activation checkpointing: trainable parameters changed");
+    at::Tensor out;
+    {
+      at::AutoGradMode grad_on(true);
+      RngScope rng(x.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
+      AutocastScope autocast(ac);
+      const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
+      out = layer->forward(x, saved[1], saved[2], AttentionMask{mask, causal}, nullptr);
+    }
+    variable_list wrt;
+    if (x.requires_grad()) wrt.push_back(x);
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    variable_list grads = torch::autograd::grad({out}, wrt, {grad_out[0]}, std::nullopt, false, true);
+    // One slot per forward input: layer, mask, x, cos, sin, then each parameter.
+    variable_list result = {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    size_t g = 0;
+    if (x.requires_grad()) result[2] = grads[g++];
+    for (; g < grads.size(); ++g) result.push_back(grads[g]);
+    return result;
+  }
+};
+
+}  // namespace
+
+at::Tensor checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& x, const at::Tensor& cos,
+                              const at::Tensor& sin, const AttentionMask& mask) {
+  variable_list params;
+  for (auto& p : layer.parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  return CheckpointFunction::apply(&layer, &mask, x, cos, sin, params)[0];
+}
+
+}  // namespace ft::model

@@ -1,0 +1,166 @@
+#include "model/layers.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace ft::model {
+
+std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+  if (static_cast<int64_t>(keys.size()) <= layer) {
+    keys.resize(layer + 1);
+    values.resize(layer + 1);
+  }
+  const int64_t t = k.size(2);
+  at::Tensor& kb = keys[layer];
+  at::Tensor& vb = values[layer];
+  if (!kb.defined() || kb.size(2) < length + t) {
+    // Grow geometrically so decoding N tokens copies O(N) elements in total.
+    const int64_t capacity = std::max<int64_t>(length + t, kb.defined() ? 2 * kb.size(2) : length + t + 64);
+    auto grow = [&](at::Tensor& buf, const at::Tensor& like) {
+      at::Tensor bigger = at::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.options());
+      if (buf.defined() && length > 0) bigger.narrow(2, 0, length).copy_(buf.narrow(2, 0, length));
+      buf = bigger;
+    };
+    grow(kb, k);
+    grow(vb, v);
+  }
+  kb.narrow(2, length, t).copy_(k);
+  vb.narrow(2, length, t).copy_(v);
+  return {kb.narrow(2, 0, length + t), vb.narrow(2, 0, length + t)};
+}
+
+LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
+  weight = register_parameter("weight", at::empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out_features}));
+}
+
+at::Tensor LinearImpl::forward(const at::Tensor& x) {
+  at::Tensor y = at::linear(x, weight, bias);
+  if (!has_lora()) return y;
+  at::Tensor h = x.to(lora_a.scalar_type());
+  if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
+  at::Tensor delta = at::linear(at::linear(h, lora_a), lora_b) * lora_scaling;
+  return y + delta.to(y.scalar_type());
+}
+
+void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
+  FT_CHECK(!has_lora(), "add_lora: layer already has an adapter");
+  const int64_t in = weight.size(1);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)), as PEFT
+  at::Tensor a = at::empty({rank, in}, at::kFloat).uniform_(-bound, bound, gen);
+  lora_a = register_parameter("lora_A", a.to(weight.device()));
+  lora_b = register_parameter("lora_B", at::zeros({weight.size(0), rank}, at::TensorOptions().device(weight.device())));
+  lora_scaling = alpha / static_cast<double>(rank);
+  lora_dropout = dropout;
+}
+
+void LinearImpl::merge_lora() {
+  if (!has_lora()) return;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor delta = at::matmul(lora_b.to(at::kFloat), lora_a.to(at::kFloat)) * lora_scaling;
+    weight.copy_((weight.to(at::kFloat) + delta).to(weight.scalar_type()));
+  }
+  parameters_.erase("lora_A");
+  parameters_.erase("lora_B");
+  lora_a = at::Tensor();
+  lora_b = at::Tensor();
+}
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  const auto in_dtype = x.scalar_type();
+  at::Tensor h = x.to(at::kFloat);
+  h = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
+  return weight * h.to(in_dtype);
+}
+
+Rotary::Rotary(const ModelArgs& a) {
+  const int64_t dim = a.head_dim;
+  at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
+  at::Tensor inv = 1.0 / at::pow(a.rope_theta, exponent);
+  if (a.rope_scaling.type == "llama3") {
+    const auto& s = a.rope_scaling;
+    const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
+    const double low_wavelen = old_ctx / s.low_freq_factor;
+    const double high_wavelen = old_ctx / s.high_freq_factor;
+    at::Tensor wavelen = 2.0 * 3.141592653589793 / inv;
+    at::Tensor scaled = at::where(wavelen > low_wavelen, inv / s.factor, inv);
+    at::Tensor smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+    at::Tensor medium = at::logical_not(wavelen < high_wavelen).logical_and(at::logical_not(wavelen > low_wavelen));
+    inv = at::where(medium, smoothed, scaled);
+  }
+  inv_freq_ = inv;
+}
+
+std::pair<at::Tensor, at::Tensor> Rotary::cos_sin(const at::Tensor& position_ids) const {
+  at::Tensor pos = position_ids.to(at::kFloat);                             // [B, T]
+  at::Tensor freqs = pos.unsqueeze(-1) * inv_freq_.to(pos.device());       // [B, T, D/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);                             // [B, T, D]
+  return {emb.cos(), emb.sin()};
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor c = cos.to(x.scalar_type()).unsqueeze(1);
+  at::Tensor s = sin.to(x.scalar_type()).unsqueeze(1);
+  at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * c + rotated * s;
+}
+
+AttentionImpl::AttentionImpl(const ModelArgs& a)
+    : num_heads(a.num_heads), num_kv_heads(a.num_kv_heads), head_dim(a.head_dim) {
+  q_proj = register_module("q_proj", Linear(a.hidden_size, a.num_heads * a.head_dim, a.attention_bias));
+  k_proj = register_module("k_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
+  v_proj = register_module("v_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
+  o_proj = register_module("o_proj", Linear(a.num_heads * a.head_dim, a.hidden_size, a.o_proj_bias));
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                  const AttentionMask& mask, KVCache* cache, int64_t layer_index) {
+  const int64_t b = x.size(0), t = x.size(1);
+  at::Tensor q = q_proj->forward(x).view({b, t, num_heads, head_dim}).transpose(1, 2);     // [B, H, T, D]
+  at::Tensor k = k_proj->forward(x).view({b, t, num_kv_heads, head_dim}).transpose(1, 2);  // [B, Hkv, T, D]
+  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim}).transpose(1, 2);  // [B, Hkv, T, D]
+  q = apply_rotary(q, cos, sin);
+  k = apply_rotary(k, cos, sin);
+  if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);  // [B, Hkv, S, D]
+  const bool gqa = num_heads != num_kv_heads;
+  // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
+  const std::optional<at::Tensor> attn_mask =
+      mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
+  at::Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(),
+                                                    std::nullopt, gqa);  // [B, H, T, D]
+  out = out.transpose(1, 2).reshape({b, t, num_heads * head_dim});
+  return o_proj->forward(out);
+}
+
+MLPImpl::MLPImpl(const ModelArgs& a) {
+  gate_proj = register_module("gate_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
+  up_proj = register_module("up_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
+  down_proj = register_module("down_proj", Linear(a.intermediate_size, a.hidden_size, a.mlp_bias));
+}
+
+at::Tensor MLPImpl::forward(const at::Tensor& x) {
+  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {
+  self_attn = register_module("self_attn", Attention(a));
+  mlp = register_module("mlp", MLP(a));
+  input_layernorm = register_module("input_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps));
+}
+
+at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                     const AttentionMask& mask, KVCache* cache) {
+  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache, index);
+  return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+}  // namespace ft::model

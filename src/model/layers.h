@@ -1,0 +1,107 @@
+// Building blocks of the decoder, each mirroring the transformers module of the same name so parameter names and
+// numerics match Hugging Face checkpoints.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <vector>
+
+#include "model/args.h"
+
+namespace ft::model {
+
+// Keys and values of every layer, for incremental decoding. Buffers grow on demand.
+struct KVCache {
+  std::vector<at::Tensor> keys;    // per layer: [B, Hkv, capacity, D] in the dtype of the first keys written
+  std::vector<at::Tensor> values;  // per layer: [B, Hkv, capacity, D]
+  int64_t length = 0;              // positions filled so far (the same for every layer)
+
+  // Appends k, v ([B, Hkv, T, D]) for `layer` at position `length`; returns the filled prefix of keys and values.
+  std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
+};
+
+// nn.Linear with an optional LoRA adapter (PEFT semantics: y = W x + b + (alpha/r) * B A dropout(x)).
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias);
+  at::Tensor forward(const at::Tensor& x);  // [..., in] -> [..., out]
+
+  // Adds lora_A [r, in] (kaiming-uniform, as PEFT) and lora_B [out, r] (zeros), both F32, on the weight's device.
+  void add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen);
+  bool has_lora() const { return lora_a.defined(); }
+  // W += scaling * B A (in W's dtype), then drops the adapter.
+  void merge_lora();
+
+  at::Tensor weight;  // [out, in]
+  at::Tensor bias;    // [out] or undefined
+  at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
+  at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
+  double lora_scaling = 0.0;
+  double lora_dropout = 0.0;
+};
+TORCH_MODULE(Linear);
+
+// RMSNorm as transformers computes it: normalize in F32, cast back, then scale.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  at::Tensor forward(const at::Tensor& x);  // [..., dim]
+  at::Tensor weight;                        // [dim]
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// Rotary tables: inv_freq (with llama3 scaling applied) and cos/sin for given positions.
+class Rotary {
+ public:
+  explicit Rotary(const ModelArgs& args);
+  // F32 [B, T, D] cos and sin for position_ids I64 [B, T]; computed in F32 as transformers does.
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& position_ids) const;
+
+ private:
+  at::Tensor inv_freq_;  // F32 [D/2], CPU; moved to the positions' device on use
+};
+
+// q/k [B, H, T, D] rotated with cos/sin [B, T, D] (cast to q's dtype first).
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+// How attention masks keys: is_causal when `mask` is undefined and `causal` is set; otherwise the bool mask
+// [B or 1, 1, T, S] (true = attend) or no mask at all (single-token decoding).
+struct AttentionMask {
+  at::Tensor mask;
+  bool causal = true;
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const ModelArgs& args);
+  // x [B, T, hidden]; cos/sin [B, T, D]; returns [B, T, hidden].
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
+                     KVCache* cache, int64_t layer_index);
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  int64_t num_heads, num_kv_heads, head_dim;
+};
+TORCH_MODULE(Attention);
+
+class MLPImpl : public torch::nn::Module {
+ public:
+  explicit MLPImpl(const ModelArgs& args);
+  at::Tensor forward(const at::Tensor& x);  // [B, T, hidden]
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(MLP);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelArgs& args, int64_t index);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
+                     KVCache* cache);
+  Attention self_attn{nullptr};
+  MLP mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  int64_t index;
+};
+TORCH_MODULE(DecoderLayer);
+
+}  // namespace ft::model

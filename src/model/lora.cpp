@@ -1,0 +1,205 @@
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+constexpr const char* kPeftPrefix = "base_model.model.";
+
+// Every LoRA-capable projection, keyed by its HF module path (model.layers.N.self_attn.q_proj).
+std::vector<std::pair<std::string, Linear>> projections(const Transformer& model) {
+  std::vector<std::pair<std::string, Linear>> out;
+  for (int64_t i = 0; i < model.args().num_layers; ++i) {
+    DecoderLayer layer = model.layer(i);
+    const std::string base = "model.layers." + std::to_string(i) + ".";
+    auto& attn = *layer->self_attn;
+    auto& mlp = *layer->mlp;
+    out.emplace_back(base + "self_attn.q_proj", attn.q_proj);
+    out.emplace_back(base + "self_attn.k_proj", attn.k_proj);
+    out.emplace_back(base + "self_attn.v_proj", attn.v_proj);
+    out.emplace_back(base + "self_attn.o_proj", attn.o_proj);
+    out.emplace_back(base + "mlp.gate_proj", mlp.gate_proj);
+    out.emplace_back(base + "mlp.up_proj", mlp.up_proj);
+    out.emplace_back(base + "mlp.down_proj", mlp.down_proj);
+  }
+  return out;
+}
+
+// Optional fields of adapter_config.json (json::value() trips GCC 12's -Wnull-dereference).
+bool opt_bool(const nlohmann::json& j, const char* key, bool fallback) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+double opt_number(const nlohmann::json& j, const char* key, double fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+std::string leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
+
+void check_targets(const std::vector<std::string>& targets, const std::string& where) {
+  if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of q_proj, k_proj, v_proj, ...");
+  for (const auto& t : targets) {
+    const auto& ok = lora_target_names();
+    if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
+      throw ConfigError(where + ": unknown LoRA target '" + t + "'",
+                        "supported: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+    }
+  }
+}
+
+void add_adapters(Transformer& model, const ft::LoraConfig& cfg, double scaling_alpha, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const std::set<std::string> targets(cfg.targets.begin(), cfg.targets.end());
+  for (auto& [path, lin] : projections(model)) {
+    if (targets.count(leaf(path)) && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
+  check_targets(cfg.targets, "lora.targets");
+  if (cfg.rank < 1) throw ConfigError("lora.rank must be >= 1 (got " + std::to_string(cfg.rank) + ")");
+  if (cfg.dropout < 0.0 || cfg.dropout >= 1.0) throw ConfigError("lora.dropout must be in [0, 1)");
+  for (auto& p : model.parameters()) p.set_requires_grad(false);
+  add_adapters(model, cfg, cfg.alpha, seed);
+}
+
+std::vector<at::Tensor> trainable_parameters(Transformer& model) {
+  std::vector<at::Tensor> out;
+  for (auto& p : model.parameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transformer& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [path, lin] : projections(model)) {
+    if (!lin->has_lora()) continue;
+    out.emplace_back(kPeftPrefix + path + ".lora_A.weight", lin->lora_a);
+    out.emplace_back(kPeftPrefix + path + ".lora_B.weight", lin->lora_b);
+  }
+  return out;
+}
+
+void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
+                  const std::string& base_model_name_or_path) {
+  const auto tensors = adapter_tensors(model);
+  FT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA adapters (apply_lora first)");
+  std::filesystem::create_directories(dir);
+  io::TensorMap map;
+  for (const auto& [name, t] : tensors) map.emplace(name, t.detach().to(at::kFloat));
+  io::write_safetensors(dir / "adapter_model.safetensors", map);
+  std::vector<std::string> targets = cfg.targets;
+  std::sort(targets.begin(), targets.end());
+  nlohmann::json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", base_model_name_or_path},
+                      {"r", cfg.rank},
+                      {"lora_alpha", cfg.alpha},
+                      {"lora_dropout", cfg.dropout},
+                      {"target_modules", targets},
+                      {"bias", "none"},
+                      {"fan_in_fan_out", false},
+                      {"inference_mode", true},
+                      {"init_lora_weights", true},
+                      {"use_rslora", false},
+                      {"use_dora", false},
+                      {"modules_to_save", nullptr},
+                      {"layers_to_transform", nullptr},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()},
+                      {"revision", nullptr}};
+  std::ofstream out(dir / "adapter_config.json");
+  out << j.dump(2) << "\n";
+  if (!out) throw Error("failed writing " + (dir / "adapter_config.json").string());
+}
+
+ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {
+  const auto cfg_path = dir / "adapter_config.json";
+  std::ifstream in(cfg_path);
+  if (!in) throw ConfigError("cannot read " + cfg_path.string(), "--adapter must be a PEFT LoRA adapter directory");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(cfg_path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  const std::string src = cfg_path.string();
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key) || j[key].is_null()) throw ConfigError(src + ": missing field \"" + key + "\"");
+    return j[key];
+  };
+  if (j.contains("peft_type") && j["peft_type"] != "LORA") {
+    throw ConfigError(src + ": peft_type " + j["peft_type"].dump() + " is not LORA");
+  }
+  if (opt_bool(j, "use_dora", false)) throw ConfigError(src + ": use_dora=true (DoRA) is not supported");
+  if (j.contains("bias") && j["bias"].is_string() && j["bias"] != "none") {
+    throw ConfigError(src + ": bias=\"" + j["bias"].get<std::string>() + "\" is not supported", "use bias=none");
+  }
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (j.contains(key) && j[key].is_object() && !j[key].empty()) {
+      throw ConfigError(src + ": per-module \"" + std::string(key) + "\" is not supported");
+    }
+  }
+  if (j.contains("modules_to_save") && j["modules_to_save"].is_array() && !j["modules_to_save"].empty()) {
+    throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
+  }
+  ft::LoraConfig cfg;
+  cfg.enabled = true;
+  cfg.rank = need("r").get<int64_t>();
+  cfg.alpha = need("lora_alpha").get<double>();
+  cfg.dropout = opt_number(j, "lora_dropout", 0.0);
+  const auto& targets = need("target_modules");
+  if (!targets.is_array()) {
+    throw ConfigError(src + ": target_modules must be a list of names (regex strings are not supported)");
+  }
+  cfg.targets = targets.get<std::vector<std::string>>();
+  check_targets(cfg.targets, src + " target_modules");
+  if (cfg.rank < 1) throw ConfigError(src + ": r must be >= 1");
+  // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
+  const double alpha = opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
+  add_adapters(model, cfg, alpha, 0);
+
+  const auto file = dir / "adapter_model.safetensors";
+  io::SafetensorsFile st(file);
+  std::map<std::string, at::Tensor> wanted;
+  for (const auto& [name, t] : adapter_tensors(model)) wanted.emplace(name, t);
+  for (const auto& name : st.names()) {
+    if (!wanted.count(name)) {
+      throw Error("unexpected tensor '" + name + "' in " + file.string(),
+                  "the adapter does not match this model or its adapter_config.json target_modules");
+    }
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [name, param] : wanted) {
+    if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
+    if (st.info(name).shape != param.sizes().vec()) {
+      throw Error("tensor '" + name + "' in " + file.string() + " has the wrong shape for r=" +
+                  std::to_string(cfg.rank) + " and this model");
+    }
+    param.copy_(st.tensor(name));
+  }
+  return cfg;
+}
+
+void merge_lora(Transformer& model) {
+  for (auto& [path, lin] : projections(model)) lin->merge_lora();
+}
+
+}  // namespace ft::model

@@ -1,0 +1,41 @@
+// LoRA adapters with PEFT's semantics and file format (adapter_model.safetensors + adapter_config.json).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/transformer.h"
+
+namespace ft::model {
+
+// The projections LoRA can target (config lora.targets).
+const std::vector<std::string>& lora_target_names();
+
+// Freezes every base parameter and adds lora_A (F32 [r, in], kaiming-uniform from `seed`) and lora_B (F32 [out, r],
+// zeros) to each targeted projection of every layer. Throws ft::ConfigError for an unknown target or rank < 1.
+void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed);
+
+// The parameters with requires_grad (every parameter without LoRA; only the adapters with it).
+std::vector<at::Tensor> trainable_parameters(Transformer& model);
+
+// The adapter tensors under PEFT's names (base_model.model.<module>.lora_A.weight), in registration order.
+std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transformer& model);
+
+// Writes adapter_model.safetensors (F32) and adapter_config.json (peft_type LORA, task_type CAUSAL_LM) into `dir`.
+void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
+                  const std::string& base_model_name_or_path);
+
+// Reads adapter_config.json (r, lora_alpha, lora_dropout, target_modules, use_rslora) and the adapter weights,
+// adding adapters where missing. Throws ft::Error naming the file and tensor for a missing, unexpected or
+// mis-shaped tensor, and ft::ConfigError for PEFT options this model does not implement (DoRA, bias, patterns).
+// Returns the LoraConfig the adapter was saved with.
+ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir);
+
+// Folds every adapter into its base weight (W += alpha/r * B A) and removes the adapters.
+void merge_lora(Transformer& model);
+
+}  // namespace ft::model

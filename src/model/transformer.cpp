@@ -1,0 +1,100 @@
+#include "model/transformer.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "util/error.h"
+
+namespace ft::model {
+
+Backbone::Backbone(const ModelArgs& a) {
+  embed_tokens = register_module("embed_tokens", std::make_shared<WeightHolder>(a.vocab_size, a.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < a.num_layers; ++i) layers->push_back(DecoderLayer(a, i));
+  norm = register_module("norm", RMSNorm(a.hidden_size, a.rms_norm_eps));
+}
+
+Transformer::Transformer(const ModelArgs& a) : args_(a), rotary_(a) {
+  FT_CHECK(a.vocab_size > 0 && a.hidden_size > 0 && a.num_layers > 0 && a.head_dim > 0,
+           "Transformer: vocab_size, hidden_size, num_layers and head_dim must be positive");
+  model_ = register_module("model", std::make_shared<Backbone>(a));
+  if (!a.tie_word_embeddings) {
+    lm_head_ = register_module("lm_head", std::make_shared<WeightHolder>(a.vocab_size, a.hidden_size));
+  }
+}
+
+DecoderLayer Transformer::layer(int64_t i) const {
+  return DecoderLayer(model_->layers->ptr<DecoderLayerImpl>(static_cast<size_t>(i)));
+}
+
+at::Tensor Transformer::lm_head_weight() const {
+  return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
+}
+
+AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past,
+                                      at::Device device) const {
+  const int64_t s = past + t;
+  const bool windowed = args_.sliding_window.has_value() && s > *args_.sliding_window;
+  AttentionMask out;
+  if (!segment_ids.defined() && !windowed) {
+    if (past == 0) return out;  // plain causal: SDPA's is_causal
+    if (t == 1) {               // one new token sees every cached key
+      out.causal = false;
+      return out;
+    }
+  }
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+  at::Tensor q_pos = at::arange(past, s, opts).unsqueeze(1);  // [T, 1]
+  at::Tensor k_pos = at::arange(0, s, opts).unsqueeze(0);     // [1, S]
+  at::Tensor m = k_pos <= q_pos;                              // [T, S]
+  if (windowed) m = m.logical_and(q_pos - k_pos < *args_.sliding_window);
+  m = m.unsqueeze(0);  // [1, T, S]
+  if (segment_ids.defined()) {
+    at::Tensor seg = segment_ids.to(device);
+    m = m.logical_and(seg.unsqueeze(2) == seg.unsqueeze(1));  // [B, T, T]
+  }
+  out.mask = m.unsqueeze(1);  // [B or 1, 1, T, S]
+  out.causal = false;
+  return out;
+}
+
+at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                      const at::Tensor& segment_ids, KVCache* cache) {
+  FT_CHECK(input_ids.dim() == 2, "Transformer::forward: input_ids must be [B, T]");
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  const int64_t past = cache != nullptr ? cache->length : 0;
+  if (segment_ids.defined()) {
+    FT_CHECK(past == 0, "Transformer::forward: segment_ids (packing) cannot be combined with a non-empty KV cache");
+    FT_CHECK(segment_ids.sizes() == input_ids.sizes(), "Transformer::forward: segment_ids must be [B, T] like input_ids");
+  }
+  at::Tensor positions = position_ids;
+  if (!positions.defined()) {
+    positions = at::arange(past, past + t, at::TensorOptions().dtype(at::kLong).device(input_ids.device()))
+                    .unsqueeze(0)
+                    .expand({b, t});
+  }
+  at::Tensor cos, sin;
+  {
+    // transformers computes the rotary tables in F32 with autocast off.
+    const auto dev = input_ids.device().type();
+    const bool autocast_was_on = at::autocast::is_autocast_enabled(dev);
+    at::autocast::set_autocast_enabled(dev, false);
+    std::tie(cos, sin) = rotary_.cos_sin(positions);
+    at::autocast::set_autocast_enabled(dev, autocast_was_on);
+  }
+  const AttentionMask mask = build_mask(segment_ids, t, past, input_ids.device());
+  at::Tensor h = at::embedding(model_->embed_tokens->weight, input_ids);  // [B, T, hidden]
+  const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
+  for (size_t i = 0; i < model_->layers->size(); ++i) {
+    auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
+    h = recompute ? checkpointed_layer(layer, h, cos, sin, mask) : layer.forward(h, cos, sin, mask, cache);
+  }
+  if (cache != nullptr) cache->length += t;
+  return model_->norm->forward(h);
+}
+
+at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                const at::Tensor& segment_ids, KVCache* cache) {
+  return at::linear(hidden_states(input_ids, position_ids, segment_ids, cache), lm_head_weight());
+}
+
+}  // namespace ft::model

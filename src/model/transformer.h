@@ -1,0 +1,68 @@
+// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2), parameter names exactly as transformers'
+// *ForCausalLM: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ..., model.norm.weight,
+// lm_head.weight (absent when the embeddings are tied).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "model/args.h"
+#include "model/layers.h"
+
+namespace ft::model {
+
+// A module holding one parameter named "weight" (embed_tokens, lm_head).
+class WeightHolder : public torch::nn::Module {
+ public:
+  WeightHolder(int64_t rows, int64_t cols) { weight = register_parameter("weight", at::empty({rows, cols})); }
+  at::Tensor weight;  // [rows, cols]
+};
+
+// transformers' LlamaModel: the part under the "model." prefix.
+class Backbone : public torch::nn::Module {
+ public:
+  explicit Backbone(const ModelArgs& args);
+  std::shared_ptr<WeightHolder> embed_tokens;  // weight [V, hidden]
+  torch::nn::ModuleList layers;                // DecoderLayer x num_layers
+  RMSNorm norm{nullptr};
+};
+
+class Transformer : public torch::nn::Module {
+ public:
+  explicit Transformer(const ModelArgs& args);
+
+  // input_ids I64 [B, T]; position_ids I64 [B, T] (undefined = cache offset + 0..T-1); segment_ids I32 [B, T] or
+  // undefined (packing: a token attends only to earlier tokens of the same segment). Returns logits [B, T, V] in
+  // the compute dtype (F32 params: F32; BF16 params or autocast: BF16).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                     const at::Tensor& segment_ids = {}, KVCache* cache = nullptr);
+  // Final hidden states [B, T, hidden] (before lm_head), same arguments as forward.
+  at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                           const at::Tensor& segment_ids = {}, KVCache* cache = nullptr);
+  at::Tensor lm_head_weight() const;  // [V, hidden]: lm_head.weight, or the embeddings when tied
+
+  // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
+  // no KV cache is used).
+  void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  bool activation_checkpointing() const { return checkpointing_; }
+  const ModelArgs& args() const { return args_; }
+  DecoderLayer layer(int64_t i) const;
+  Backbone& backbone() { return *model_; }
+
+ private:
+  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device) const;
+
+  ModelArgs args_;
+  Rotary rotary_;
+  std::shared_ptr<Backbone> model_;
+  std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
+  bool checkpointing_ = false;
+};
+
+// Runs `layer` under a reentrant autograd Function that keeps only its input and recomputes the layer in backward
+// (re-entering autocast and the RNG state of the forward). model/checkpointing.cpp.
+at::Tensor checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& x, const at::Tensor& cos,
+                              const at::Tensor& sin, const AttentionMask& mask);
+
+}  // namespace ft::model

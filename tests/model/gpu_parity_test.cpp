@@ -1,0 +1,70 @@
+// bf16 parity on a CUDA GPU against the transformers F32 references (skips without CUDA).
+// Tolerance: bf16 keeps 8 mantissa bits, so the logits of these 2-layer models are compared relative to their
+// range: max |ours - ref| <= 3% of max |ref| (F32 on the same GPU must stay within 1e-3 absolute).
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/checkpoint_io.h"
+#include "model/generate.h"
+#include "model/reference.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+class GpuParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  }
+  std::filesystem::path dir() const { return reference_dir() / GetParam(); }
+};
+
+double rel_err(const at::Tensor& ours, const at::Tensor& ref) {
+  return (ours.to(at::kFloat).cpu() - ref).abs().max().item<double>() / ref.abs().max().item<double>();
+}
+
+TEST_P(GpuParity, Bf16ParametersMatchTransformers) {
+  const auto r = io::read_safetensors(dir() / "ref.safetensors");
+  auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kBFloat16);
+  at::NoGradGuard no_grad;
+  const at::Tensor logits = model->forward(r.at("input_ids").to(at::kCUDA));
+  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+  const double err = rel_err(logits, r.at("logits"));
+  std::cout << GetParam() << " bf16 params: max abs err / max |logit| = " << err << "\n";
+  EXPECT_LT(err, 0.03);
+}
+
+TEST_P(GpuParity, Bf16AutocastMatchesTransformers) {
+  const auto r = io::read_safetensors(dir() / "ref.safetensors");
+  auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
+  at::NoGradGuard no_grad;
+  const at::Tensor f32 = model->forward(r.at("input_ids").to(at::kCUDA));
+  EXPECT_LT((f32.cpu() - r.at("logits")).abs().max().item<double>(), 1e-3);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  const at::Tensor logits = model->forward(r.at("input_ids").to(at::kCUDA));
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  const double err = rel_err(logits, r.at("logits"));
+  std::cout << GetParam() << " bf16 autocast: max abs err / max |logit| = " << err << "\n";
+  EXPECT_LT(err, 0.03);
+}
+
+TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {
+  auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
+  const auto j = nlohmann::json::parse(read_file(dir() / "ref.json"));
+  model::GenerateOptions opts;
+  opts.max_new_tokens = 32;
+  EXPECT_EQ(model::generate(*model, j["prompt"].get<std::vector<int64_t>>(), opts),
+            j["generated"].get<std::vector<int64_t>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GpuParity, ::testing::Values("llama", "mistral", "qwen2"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace ft::test

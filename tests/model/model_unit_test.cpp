@@ -1,0 +1,294 @@
+// Model behaviour that needs no Python reference: config and checkpoint errors, LoRA algebra, activation
+// checkpointing, the KV cache, init and dtype handling.
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/checkpoint_io.h"
+#include "model/generate.h"
+#include "model/lora.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+model::ModelArgs tiny_args(const std::string& type = "llama") {
+  ModelConfig cfg;
+  cfg.architecture = type;
+  cfg.vocab_size = 50;
+  cfg.hidden_size = 32;
+  cfg.intermediate_size = 48;
+  cfg.num_layers = 2;
+  cfg.num_heads = 4;
+  cfg.num_kv_heads = 2;
+  return model::args_from_config(cfg, 0);
+}
+
+std::shared_ptr<model::Transformer> tiny_model(const std::string& type = "llama", uint64_t seed = 1) {
+  auto args = tiny_args(type);
+  args.tie_word_embeddings = type == "qwen2";
+  auto m = std::make_shared<model::Transformer>(args);
+  model::init_weights(*m, 0.2, seed);
+  return m;
+}
+
+at::Tensor sample_ids() { return at::tensor({3, 7, 11, 5, 9, 2, 40, 33, 1, 17}, at::kLong).view({2, 5}); }
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(ModelConfig, MissingFieldNamesFileAndField) {
+  TempDir dir;
+  write_file(dir / "config.json", R"({"model_type": "llama", "vocab_size": 10, "intermediate_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2})");
+  const auto msg = error_of([&] { model::load_hf_config(dir.path()); });
+  EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"hidden_size\""), std::string::npos) << msg;
+}
+
+TEST(ModelConfig, UnsupportedTypeArchitectureAndRopeAreNamed) {
+  const std::string base = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 2)";
+  EXPECT_NE(error_of([&] { model::parse_hf_config(R"({"model_type": "gpt2", )" + base + "}", "c.json"); })
+                .find("model_type \"gpt2\""),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(R"({"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], )" +
+                                         base + "}",
+                                     "c.json");
+            }).find("LlamaForSequenceClassification"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 2}, )" +
+                                         base + "}",
+                                     "c.json");
+            }).find("rope_scaling.rope_type \"yarn\""),
+            std::string::npos);
+}
+
+TEST(ModelConfig, SavedConfigParsesBackToTheSameArgs) {
+  TempDir dir;
+  auto a = tiny_args("mistral");
+  a.sliding_window = 64;
+  a.rope_scaling.type = "llama3";
+  a.rope_scaling.factor = 8;
+  a.eos_token_id = 2;
+  a.eos_token_ids = {2};
+  model::save_hf_config(a, dir / "config.json");
+  const auto b = model::load_hf_config(dir.path());
+  EXPECT_EQ(b.model_type, "mistral");
+  EXPECT_EQ(b.num_kv_heads, 2);
+  EXPECT_EQ(b.head_dim, 8);
+  EXPECT_EQ(b.sliding_window.value_or(0), 64);
+  EXPECT_EQ(b.rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(b.rope_scaling.factor, 8.0);
+  EXPECT_EQ(b.eos_token_id.value_or(-1), 2);
+}
+
+TEST(ModelCheckpoint, MissingUnexpectedAndMisshapedTensorsAreNamed) {
+  TempDir dir;
+  auto m = tiny_model();
+  model::save_pretrained(*m, dir / "m", 0);
+  const auto file = dir / "m" / "model.safetensors";
+  auto tensors = io::read_safetensors(file);
+  for (auto& [k, v] : tensors) v = v.clone();  // detach from the mapping before rewriting the file
+
+  auto broken = tensors;
+  broken.erase("model.layers.1.mlp.up_proj.weight");
+  io::write_safetensors(file, broken);
+  auto msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
+  EXPECT_NE(msg.find("missing tensor 'model.layers.1.mlp.up_proj.weight'"), std::string::npos) << msg;
+
+  broken = tensors;
+  broken["model.layers.7.mlp.up_proj.weight"] = at::zeros({2});
+  io::write_safetensors(file, broken);
+  msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
+  EXPECT_NE(msg.find("unexpected tensor 'model.layers.7.mlp.up_proj.weight'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+
+  broken = tensors;
+  broken["model.norm.weight"] = at::ones({31});
+  io::write_safetensors(file, broken);
+  msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
+  EXPECT_NE(msg.find("'model.norm.weight'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[31]"), std::string::npos) << msg;
+
+  broken = tensors;
+  broken["model.norm.weight"] = at::ones({32}, at::kInt);
+  io::write_safetensors(file, broken);
+  msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
+  EXPECT_NE(msg.find("floating-point"), std::string::npos) << msg;
+}
+
+TEST(ModelCheckpoint, Bf16SaveWritesBf16AndCastsOnLoad) {
+  TempDir dir;
+  auto m = tiny_model("qwen2");
+  m->to(at::kBFloat16);
+  model::save_pretrained(*m, dir / "m", 0);
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "m" / "config.json"))["torch_dtype"], "bfloat16");
+  const auto stored = io::read_safetensors(dir / "m" / "model.safetensors");
+  EXPECT_EQ(stored.at("model.embed_tokens.weight").scalar_type(), at::kBFloat16);
+  EXPECT_EQ(stored.count("lm_head.weight"), 0u);  // tied, as transformers writes it
+  auto f32 = model::load_pretrained(dir / "m", at::kCPU, at::kFloat);
+  EXPECT_EQ(f32->lm_head_weight().scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(f32->lm_head_weight(), stored.at("model.embed_tokens.weight").to(at::kFloat)));
+}
+
+TEST(ModelInit, SameSeedSameWeightsAndStdAsRequested) {
+  auto a = tiny_model("llama", 5), b = tiny_model("llama", 5), c = tiny_model("llama", 6);
+  const auto pa = model::base_parameters(*a), pb = model::base_parameters(*b), pc = model::base_parameters(*c);
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i].second, pb[i].second)) << pa[i].first;
+  EXPECT_FALSE(at::equal(pa[0].second, pc[0].second));
+  const auto embed = a->backbone().embed_tokens->weight;
+  EXPECT_NEAR(embed.std().item<double>(), 0.2, 0.02);
+  EXPECT_TRUE(at::equal(a->backbone().norm->weight, at::ones({32})));
+}
+
+TEST(ModelLora, FreezesBaseAndStartsAsTheIdentity) {
+  auto m = tiny_model();
+  at::Tensor base;
+  {
+    at::NoGradGuard g;
+    base = m->forward(sample_ids());
+  }
+  LoraConfig cfg;
+  cfg.targets = {"q_proj", "v_proj", "down_proj"};
+  model::apply_lora(*m, cfg, 1);
+  const auto trainable = model::trainable_parameters(*m);
+  EXPECT_EQ(trainable.size(), 2u * 3 * 2);  // A and B, three targets, two layers
+  for (const auto& t : trainable) EXPECT_EQ(t.scalar_type(), at::kFloat);
+  at::NoGradGuard g;
+  EXPECT_TRUE(at::allclose(m->forward(sample_ids()), base));  // B = 0
+}
+
+TEST(ModelLora, MergedWeightsComputeTheAdapterOutput) {
+  auto m = tiny_model();
+  LoraConfig cfg;
+  cfg.rank = 2;
+  cfg.alpha = 6;
+  cfg.targets = model::lora_target_names();
+  model::apply_lora(*m, cfg, 1);
+  at::NoGradGuard g;
+  for (auto& [name, t] : model::adapter_tensors(*m)) t.normal_(0, 0.3);
+  // Closed form for one projection: W' = W + (alpha / r) B A.
+  auto q = m->layer(0)->self_attn->q_proj;
+  const at::Tensor expected = q->weight + 3.0 * at::matmul(q->lora_b, q->lora_a);
+  const at::Tensor with_adapter = m->forward(sample_ids());
+  model::merge_lora(*m);
+  EXPECT_TRUE(at::allclose(q->weight, expected, 1e-6, 1e-6));
+  EXPECT_LT((m->forward(sample_ids()) - with_adapter).abs().max().item<double>(), 1e-5);
+  EXPECT_TRUE(model::adapter_tensors(*m).empty());
+}
+
+TEST(ModelLora, UnknownTargetIsAConfigError) {
+  auto m = tiny_model();
+  LoraConfig cfg;
+  cfg.targets = {"qkv_proj"};
+  EXPECT_NE(error_of([&] { model::apply_lora(*m, cfg, 1); }).find("qkv_proj"), std::string::npos);
+}
+
+// Loss gradients with per-layer recompute equal those of the plain backward, also with LoRA dropout (the recompute
+// must replay the forward's RNG) and frozen embeddings (the layer input does not require grad).
+void expect_same_grads(bool lora) {
+  auto run_once = [&](bool ckpt) {
+    auto m = tiny_model();
+    if (lora) {
+      LoraConfig cfg;
+      cfg.dropout = 0.3;
+      cfg.targets = {"q_proj", "o_proj", "up_proj"};
+      model::apply_lora(*m, cfg, 2);
+      at::NoGradGuard g;
+      for (auto& [name, t] : model::adapter_tensors(*m)) t.normal_(0, 0.1);
+    }
+    m->train();
+    m->set_activation_checkpointing(ckpt);
+    at::manual_seed(42);
+    const at::Tensor logits = m->forward(sample_ids());
+    logits.pow(2).mean().backward();
+    std::vector<at::Tensor> grads;
+    for (auto& p : model::trainable_parameters(*m)) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  const auto plain = run_once(false), ckpt = run_once(true);
+  ASSERT_EQ(plain.size(), ckpt.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(at::allclose(plain[i], ckpt[i], 1e-6, 1e-7)) << i;
+    EXPECT_GT(plain[i].abs().sum().item<double>(), 0.0) << i;
+  }
+}
+
+TEST(ModelCheckpointing, FullFineTuneGradientsAreIdentical) { expect_same_grads(false); }
+TEST(ModelCheckpointing, LoraWithDropoutGradientsAreIdentical) { expect_same_grads(true); }
+
+TEST(ModelKVCache, IncrementalDecodingEqualsFullForward) {
+  for (const std::string type : {"llama", "mistral"}) {
+    auto args = tiny_args(type);
+    if (type == "mistral") args.sliding_window = 4;  // shorter than the sequence: the window mask decides
+    model::Transformer m(args);
+    model::init_weights(m, 0.2, 3);
+    at::NoGradGuard g;
+    const at::Tensor ids = sample_ids();
+    const at::Tensor full = m.forward(ids);
+    model::KVCache cache;
+    const at::Tensor first = m.forward(ids.narrow(1, 0, 3), {}, {}, &cache);
+    const at::Tensor second = m.forward(ids.narrow(1, 3, 1), {}, {}, &cache);
+    const at::Tensor third = m.forward(ids.narrow(1, 4, 1), {}, {}, &cache);
+    EXPECT_LT((at::cat({first, second, third}, 1) - full).abs().max().item<double>(), 1e-5) << type;
+  }
+}
+
+TEST(ModelAutocast, Bf16AutocastOnCpuStaysCloseToF32) {
+  auto m = tiny_model();
+  at::NoGradGuard g;
+  const at::Tensor ref = m->forward(sample_ids());
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  const at::Tensor low = m->forward(sample_ids());
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  EXPECT_EQ(low.scalar_type(), at::kBFloat16);
+  EXPECT_LT((low.to(at::kFloat) - ref).abs().max().item<double>(), 0.05 * ref.abs().max().item<double>());
+}
+
+TEST(ModelGenerate, SamplingIsSeededAndStopsAtStopId) {
+  auto m = tiny_model();
+  model::GenerateOptions o;
+  o.max_new_tokens = 20;
+  o.temperature = 1.0;
+  o.top_k = 10;
+  o.top_p = 0.9;
+  o.seed = 9;
+  const auto a = model::generate(*m, {1, 2, 3}, o);
+  EXPECT_EQ(a, model::generate(*m, {1, 2, 3}, o));
+  ASSERT_EQ(a.size(), 20u);
+  o.stop_ids = {a[4]};
+  const auto b = model::generate(*m, {1, 2, 3}, o);
+  const auto first = std::find(a.begin(), a.end(), a[4]) - a.begin();
+  EXPECT_EQ(b.size(), static_cast<size_t>(first + 1));
+  EXPECT_EQ(b.back(), a[4]);
+}
+
+TEST(ModelGenerate, TopKOneIsGreedy) {
+  const at::Tensor logits = at::tensor({0.1, 2.0, 1.9, -1.0});
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  model::GenerateOptions o;
+  o.temperature = 5.0;
+  o.top_k = 1;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(model::sample_next(logits, o, gen), 1);
+  o.top_k = 0;
+  o.top_p = 0.01;  // the nucleus holds only the most likely token
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(model::sample_next(logits, o, gen), 1);
+}
+
+}  // namespace
+}  // namespace ft::test

@@ -1,0 +1,94 @@
+"""Reference outputs from Hugging Face transformers / PEFT for the C++ model parity tests.
+
+make   --out DIR : for each family F, a tiny random model saved in DIR/F/model, plus DIR/F/ref.safetensors
+                  (input_ids, logits, packing pieces) and DIR/F/ref.json (greedy generation)
+logits --jobs JSON : for each job {"model", "adapter" (optional), "ids", "out"}, the logits of transformers
+                  (with the PEFT adapter when given) for the input_ids tensor stored in the safetensors file "ids"
+One process serves several jobs because importing transformers takes seconds.
+"""
+import argparse
+import json
+import os
+
+import torch
+from safetensors.torch import load_file, save_file
+
+FAMILIES = {
+    # Llama 3 style: GQA and llama3 rope scaling whose original context (32) is inside the tested lengths.
+    "llama": dict(cls="LlamaForCausalLM", cfg="LlamaConfig", kw=dict(
+        num_key_value_heads=2, rope_theta=500000.0, max_position_embeddings=256,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 32})),
+    # Mistral with a sliding window shorter than the tested sequences, so the window mask is exercised.
+    "mistral": dict(cls="MistralForCausalLM", cfg="MistralConfig", kw=dict(
+        num_key_value_heads=1, sliding_window=16, max_position_embeddings=256)),
+    # Qwen2: q/k/v biases and tied embeddings.
+    "qwen2": dict(cls="Qwen2ForCausalLM", cfg="Qwen2Config", kw=dict(
+        num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=256, use_sliding_window=False)),
+}
+
+
+def make(family, out):
+    import transformers
+    torch.manual_seed(0)
+    spec = FAMILIES[family]
+    cfg = getattr(transformers, spec["cfg"])(
+        vocab_size=97, hidden_size=64, intermediate_size=112, num_hidden_layers=2, num_attention_heads=4,
+        rms_norm_eps=1e-5, initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        **spec["kw"])
+    model = getattr(transformers, spec["cls"])(cfg).eval()
+    if family == "qwen2":  # biases start at zero; make them matter
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(".bias"):
+                    p.normal_(0.0, 0.2)
+    model.save_pretrained(os.path.join(out, "model"))
+    g = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, 97, (2, 24), generator=g)
+    a = torch.randint(3, 97, (1, 9), generator=g)
+    b = torch.randint(3, 97, (1, 11), generator=g)
+    with torch.no_grad():
+        logits = model(input_ids=input_ids).logits
+        logits_a = model(input_ids=a).logits
+        logits_b = model(input_ids=b).logits
+        prompt = input_ids[:1, :8]
+        gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=32,
+                             min_new_tokens=0, eos_token_id=None, pad_token_id=0)
+    save_file({"input_ids": input_ids, "logits": logits.contiguous(), "a_ids": a, "b_ids": b,
+               "a_logits": logits_a.contiguous(), "b_logits": logits_b.contiguous()},
+              os.path.join(out, "ref.safetensors"))
+    with open(os.path.join(out, "ref.json"), "w") as f:
+        json.dump({"prompt": prompt[0].tolist(), "generated": gen[0, prompt.shape[1]:].tolist()}, f)
+
+
+def logits(model_dir, adapter, ids_file, out):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, adapter)
+    model.eval()
+    ids = load_file(ids_file)["input_ids"]
+    with torch.no_grad():
+        result = model(input_ids=ids).logits
+    save_file({"logits": result.contiguous()}, out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("cmd", choices=["make", "logits"])
+    p.add_argument("--out")
+    p.add_argument("--jobs")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    if a.cmd == "make":
+        for family in FAMILIES:
+            os.makedirs(os.path.join(a.out, family), exist_ok=True)
+            make(family, os.path.join(a.out, family))
+    else:
+        for job in json.loads(a.jobs):
+            logits(job["model"], job.get("adapter"), job["ids"], job["out"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+// Reference models made by tests/model/ref/hf_ref.py with transformers, shared by the parity suites.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "support/test_support.h"
+
+namespace ft::test {
+
+inline std::string ref_script() { return (source_dir() / "tests/model/ref/hf_ref.py").string(); }
+
+// Reference models and outputs from tests/model/ref/hf_ref.py. CTest runs every case in its own process, so they
+// are made once into a temp directory keyed by the script's contents and published by an atomic rename.
+inline std::filesystem::path reference_dir() {
+  static std::filesystem::path dir;
+  if (!dir.empty()) return dir;
+  const std::string script = read_file(ref_script());
+  const auto key = std::to_string(std::hash<std::string>{}(script + python()));
+  const auto final_dir = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key);
+  if (!std::filesystem::exists(final_dir / "qwen2" / "ref.json")) {
+    const auto staging = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key + "-" + std::to_string(::getpid()));
+    const auto r = run(python() + " " + shell_quote(ref_script()) + " make --out " + shell_quote(staging.string()));
+    if (r.exit_code != 0) throw std::runtime_error("hf_ref.py make failed:\n" + r.output);
+    std::error_code ec;
+    std::filesystem::rename(staging, final_dir, ec);  // loses harmlessly to a concurrent maker
+    std::filesystem::remove_all(staging, ec);
+  }
+  dir = final_dir;
+  return dir;
+}
+
+}  // namespace ft::test
