@@ -90,7 +90,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   // inputs: x [B, T, hidden], cos/sin [B, T, D], then the layer's trainable parameters. The mask is no autograd
   // input (an undefined tensor cannot be one), so it travels in saved_data.
   static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const AttentionMask* mask, at::Tensor x,
-                               at::Tensor cos, at::Tensor sin, variable_list params) {
+                               at::Tensor cos, at::Tensor sin, at::TensorList params) {
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);  // the model outlives its autograd graph
     ctx->saved_data["causal"] = mask->causal;
     if (mask->mask.defined()) ctx->saved_data["mask"] = mask->mask;
@@ -153,7 +153,8 @@ at::Tensor checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& x, cons
   for (auto& p : layer.parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
-  return CheckpointFunction::apply(&layer, &mask, x, cos, sin, params)[0];
+  // TensorList (not std::vector) so that autograd sees every parameter as an input.
+  return CheckpointFunction::apply(&layer, &mask, x, cos, sin, at::TensorList(params))[0];
 }
 
 }  // namespace ft::model
