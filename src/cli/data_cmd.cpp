@@ -1,8 +1,155 @@
-// Placeholder until the owning issue lands; replaced wholesale by the real command.
+// `finetune data inspect|synth`: dataset statistics with rendered, loss-marked samples; synthetic task files.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
 #include "cli/commands.h"
+#include "config/loader.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/synth.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::cli {
+namespace {
 
-void add_data(CLI::App& /*app*/, const Globals& /*globals*/, int& /*exit_code*/) {}
+struct InspectOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t n = 3;
+  bool eval = false;
+};
+
+struct SynthOptions {
+  std::string task;
+  int64_t n = 0;
+  int64_t seed = 0;
+  std::string out;
+};
+
+// A token as text: sentencepiece's word marker becomes a space, byte pieces <0xNN> their byte.
+std::string piece_text(const data::Tokenizer& tok, int32_t id) {
+  const std::string p = tok.id_to_piece(id);
+  if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
+    return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    if (p.compare(i, 3, "\xe2\x96\x81") == 0) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += p[i++];
+    }
+  }
+  return out;
+}
+
+// The sample's text with its loss tokens wrapped in [[ ]] (or shown in green on a terminal).
+std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss,
+                          bool color) {
+  const char* open = color ? "\x1b[1;32m" : "[[";
+  const char* close = color ? "\x1b[0m" : "]]";
+  std::string out;
+  bool in = false;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (loss[i] && !in) out += open;
+    if (!loss[i] && in) out += close;
+    in = loss[i] != 0;
+    out += piece_text(tok, ids[i]);
+  }
+  if (in) out += close;
+  return out;
+}
+
+std::filesystem::path tokenizer_file(const Config& cfg) {
+  if (!cfg.tokenizer.path.empty()) return cfg.tokenizer.path;
+  if (!cfg.model.path.empty()) return std::filesystem::path(cfg.model.path) / "tokenizer.model";
+  return std::filesystem::path(cfg.run.output_dir) / "tokenizer" / "tokenizer.model";  // trained by a run
+}
+
+void inspect(const InspectOptions& o) {
+  const auto loaded = config::load_config(o.config, o.overrides);
+  const Config& cfg = loaded.config;
+  const auto tok = data::Tokenizer::load(tokenizer_file(cfg), cfg.model.path);
+  const auto options = data::DatasetOptions::from_config(cfg, o.eval);
+  const auto ds = data::TokenizedDataset::build(options, *tok);
+  const auto& st = ds->stats();
+  const auto pct = [](int64_t a, int64_t b) { return b > 0 ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  std::cout << fmt::format("dataset ({}): {} samples, {} per epoch after weights\n", o.eval ? "eval" : "train",
+                           st.samples, st.epoch_samples)
+            << fmt::format("tokens: {} ({:.1f} per sample), target tokens: {} ({:.1f}%)\n", st.tokens,
+                           st.samples ? static_cast<double>(st.tokens) / static_cast<double>(st.samples) : 0.0,
+                           st.target_tokens, pct(st.target_tokens, st.tokens))
+            << fmt::format("truncated: {}, dropped: {}, skipped bad lines: {} (seq_len {}, overlong={}, on_error={})\n",
+                           st.truncated, st.dropped, st.skipped, cfg.data.seq_len, cfg.data.overlong,
+                           cfg.data.on_error);
+  for (const auto& s : st.sources) {
+    std::cout << fmt::format("  {} [{}, weight {}]: {} samples, {} tokens, {} truncated, {} dropped, {} skipped{}{}\n",
+                             s.path, s.format, s.weight, s.samples, s.tokens, s.truncated, s.dropped, s.skipped,
+                             s.skipped_lines.empty() ? "" : fmt::format(" (lines {})", fmt::join(s.skipped_lines, ", ")),
+                             s.from_cache ? ", from cache" : "");
+  }
+  std::vector<int64_t> order(static_cast<size_t>(ds->size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const auto rows = data::pack_rows(*ds, order, cfg.data.seq_len);
+  int64_t epoch_tokens = 0;
+  for (int64_t i = 0; i < ds->size(); ++i) epoch_tokens += ds->length(i);
+  std::cout << fmt::format("packing: {} rows of {} tokens, efficiency {:.1f}% (packing is {})\n", rows.size(),
+                           cfg.data.seq_len, pct(epoch_tokens, static_cast<int64_t>(rows.size()) * cfg.data.seq_len),
+                           cfg.data.packing ? "on" : "off");
+  std::cout << fmt::format("special ids: bos {}, eos {}, pad {}; vocabulary {}\n", tok->bos_id(), tok->eos_id(),
+                           tok->pad_id(), tok->vocab_size());
+  const bool color = ::isatty(STDOUT_FILENO) != 0;
+  std::cout << "loss tokens are shown " << (color ? "in green" : "inside [[ ]]") << "\n";
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> loss;
+  for (int64_t i = 0; i < std::min<int64_t>(o.n, ds->size()); ++i) {
+    ds->get(i, ids, loss);
+    int64_t targets = 0;
+    for (auto l : loss) targets += l;
+    std::cout << fmt::format("--- sample {} ({} tokens, {} targets) ---\n", i, ids.size(), targets)
+              << render_sample(*tok, ids, loss, color) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
+  auto* data = app.add_subcommand("data", "Inspect datasets and generate synthetic tasks");
+  data->require_subcommand(1);
+  data->footer("Example:\n  finetune data inspect --config configs/demo.yaml --n 2\n"
+               "  finetune data synth --task add --n 1000 --seed 1 --out data/add.jsonl");
+
+  auto io = std::make_shared<InspectOptions>();
+  auto* inspect_cmd = data->add_subcommand(
+      "inspect", "Dataset statistics and a few samples rendered with the loss tokens marked (check a template)");
+  inspect_cmd->footer("Example:\n  finetune data inspect --config configs/demo.yaml --n 3 data.template=chatml");
+  inspect_cmd->add_option("--config,-c", io->config, "YAML config file")->required();
+  inspect_cmd->add_option("--n", io->n, "Samples to render")->check(CLI::NonNegativeNumber);
+  inspect_cmd->add_flag("--eval", io->eval, "Inspect data.eval instead of data.train");
+  inspect_cmd->add_option("overrides", io->overrides, "Config overrides key=value");
+  inspect_cmd->callback([io, &exit_code] {
+    inspect(*io);
+    exit_code = 0;
+  });
+
+  auto so = std::make_shared<SynthOptions>();
+  auto* synth = data->add_subcommand("synth", "Write a synthetic task (exactly checkable answers) as JSON Lines");
+  synth->footer("Example:\n  finetune data synth --task add --n 1000 --seed 1 --out data/add.jsonl\n"
+                "Tasks: add, reverse, sort, copy, upper (prompt_completion format).");
+  synth->add_option("--task", so->task, "add | reverse | sort | copy | upper")->required();
+  synth->add_option("--n", so->n, "Number of samples")->required()->check(CLI::NonNegativeNumber);
+  synth->add_option("--seed", so->seed, "Generator seed");
+  synth->add_option("--out,-o", so->out, "Output .jsonl file")->required();
+  synth->callback([so, &exit_code] {
+    data::write_synthetic(so->task, so->n, static_cast<uint64_t>(so->seed), so->out);
+    std::cout << "wrote " << so->n << " '" << so->task << "' samples to " << so->out << "\n";
+    exit_code = 0;
+  });
+}
 
 }  // namespace ft::cli

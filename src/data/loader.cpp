@@ -181,6 +181,7 @@ void DataLoader::stop_worker() {
 }
 
 std::optional<Batch> DataLoader::next() {
+  if (failed_) std::rethrow_exception(failed_);  // the worker stopped at its error; it stays the answer
   Item item;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -189,7 +190,10 @@ std::optional<Batch> DataLoader::next() {
     queue_.pop_front();
   }
   cv_.notify_all();
-  if (item.error) std::rethrow_exception(item.error);
+  if (item.error) {
+    failed_ = item.error;
+    std::rethrow_exception(item.error);
+  }
   if (!item.batch) {
     ++epoch_;
     batch_ = 0;
@@ -215,6 +219,7 @@ void DataLoader::restore(const nlohmann::json& s) {
       }
     }
     stop_worker();
+    failed_ = nullptr;
     epoch_ = s.at("epoch").get<int64_t>();
     batch_ = s.at("batch").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {

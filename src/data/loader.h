@@ -100,6 +100,7 @@ class DataLoader {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   bool stop_ = false;
+  std::exception_ptr failed_;  // the worker's error, rethrown by every later next()
 };
 
 }  // namespace ft::data
