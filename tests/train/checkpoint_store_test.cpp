@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -191,6 +192,8 @@ TEST(CheckpointStore, FileSizeLimitIsAnErrorAndPreviousIntact) {
       save(store, 2, std::nullopt, 1 << 20);
     } catch (const Error& e) {
       const std::string msg = e.what();
+      std::fprintf(stderr, "child: %s (%s)\n", e.what(), e.hint().c_str());
+      store.abort();  // what the training loop's unwinding does (the destructor too)
       const bool tmp_gone = !has_hidden_leftovers(run.path());
       ::_exit(msg.find("File too large") != std::string::npos && !e.hint().empty() && tmp_gone ? 42 : 1);
     }

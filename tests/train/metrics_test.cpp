@@ -65,7 +65,9 @@ TEST(Mfu, PeakTableAndConfiguredOverride) {
   EXPECT_EQ(train::peak_tflops("NVIDIA L40S"), 362.0);
   EXPECT_EQ(train::peak_tflops("cpu"), 0.0);
   EXPECT_EQ(train::peak_tflops("NVIDIA H200", 500.0), 500.0);
-  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 1), 1e-3);
+  // 1000 tokens/s at 989 GFLOP per token is exactly one H200's 989 TFLOP/s; on two GPUs it is half.
+  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 1), 1.0);
+  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 2), 0.5);
   EXPECT_EQ(train::mfu(1000.0, 1e9, 0.0), 0.0);
 }
 

@@ -44,7 +44,7 @@ def scaler(cfg):
         scale = sc.get_scale()
         out["scale_before"].append(scale)
         for i, (p, g) in enumerate(zip(params, tensors(grads))):
-            g = g * scale
+            g = sc.scale(g)  # as if backward ran on scaler.scale(loss)
             flat = g.view(-1)
             for j in range(flat.numel()):
                 if (step, i, j) in inject:
@@ -67,7 +67,7 @@ def clip(cfg):
     for case in cfg["cases"]:
         grads = tensors(case["grads"])
         for j in case.get("nonfinite", []):
-            grads[j[0]].view(-1)[j[1]] = float(j[2])
+            grads[int(j[0])].view(-1)[int(j[1])] = float(j[2])
         params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
         for p, g in zip(params, grads):
             p.grad = g
