@@ -29,6 +29,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 constexpr int kMonitorEvery = 5;  // heartbeats between checks of the peers' heartbeats
+constexpr std::chrono::seconds kExitWait{30};  // longest rank 0 waits for the others at shutdown
 
 std::string first_line(const std::exception& e) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
@@ -122,6 +123,20 @@ C10dCommunicator::~C10dCommunicator() {
   }
   hb_cv_.notify_all();
   if (hb_thread_.joinable()) hb_thread_.join();
+  // When rank 0 hosts the store, it keeps it up until every rank has left, so that no peer sees the store
+  // vanish under it at a normal exit. Bounded: a lost peer must not keep rank 0 alive.
+  try {
+    store_->add("exit", 1);
+    if (!env_.use_agent_store && env_.rank == 0 && !failed_) {
+      const auto deadline = std::chrono::steady_clock::now() + std::min<std::chrono::seconds>(timeout_, kExitWait);
+      while (store_->add("exit", 0) < env_.world_size && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  } catch (const std::exception& e) {
+    // A destructor cannot throw; the store host is gone, so there is nobody left to wait for.
+    FT_LOG_DEBUG("distributed shutdown: {}", first_line(e));
+  }
 }
 
 void C10dCommunicator::heartbeat_loop() {
@@ -130,8 +145,7 @@ void C10dCommunicator::heartbeat_loop() {
   // translate() reports when a collective fails.
   std::vector<int64_t> last(static_cast<size_t>(env_.world_size), -1);
   std::vector<int> silent(static_cast<size_t>(env_.world_size), 0);
-  std::unique_lock<std::mutex> lock(hb_mutex_);
-  for (int tick = 1; !hb_stop_; ++tick) {
+  for (int tick = 1;; ++tick) {
     try {
       hb_store_->add(hb_key(env_.rank), 1);
       if (tick % kMonitorEvery == 0) {
@@ -151,7 +165,9 @@ void C10dCommunicator::heartbeat_loop() {
       FT_LOG_DEBUG("heartbeat stopped: {}", first_line(e));
       return;
     }
-    hb_cv_.wait_for(lock, kHeartbeatInterval, [this] { return hb_stop_; });
+    // Store calls happen unlocked: a slow store must not block the destructor's stop request.
+    std::unique_lock<std::mutex> lock(hb_mutex_);
+    if (hb_cv_.wait_for(lock, kHeartbeatInterval, [this] { return hb_stop_; })) return;
   }
 }
 
@@ -176,6 +192,7 @@ std::string C10dCommunicator::diagnose_lost_ranks() const {
 }
 
 Error C10dCommunicator::translate(const std::exception& e, const std::string& what) const {
+  failed_ = true;
   const std::string lost = diagnose_lost_ranks();
   return Error(fmt::format("rank {}: {} failed{}: {}", env_.rank, what, lost.empty() ? "" : " (" + lost + ")",
                            first_line(e)),

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -53,6 +54,8 @@ class C10dCommunicator final : public Communicator {
   c10::intrusive_ptr<c10d::Store> store_;       // PrefixStore over it, per restart attempt
   c10::intrusive_ptr<c10d::Store> hb_store_;    // the heartbeat thread's own connection
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+
+  mutable std::atomic<bool> failed_{false};  // a collective failed: do not wait for peers at shutdown
 
   std::mutex hb_mutex_;
   std::condition_variable hb_cv_;

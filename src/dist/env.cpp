@@ -56,7 +56,7 @@ DistEnv read_env(const GetEnv& getenv_fn) {
   auto world = env.integer("WORLD_SIZE", 1);
   const bool torchrun = env.str("TORCHELASTIC_RUN_ID").has_value();
   if (rank || world) {
-    out.source = torchrun ? "torchrun" : "env";
+    out.source = env.str("FT_LAUNCHER") ? "launcher" : torchrun ? "torchrun" : "env";
   } else if (env.str("SLURM_PROCID") && env.str("SLURM_NTASKS")) {
     rank = env.integer("SLURM_PROCID", 0);
     world = env.integer("SLURM_NTASKS", 1);

@@ -20,7 +20,7 @@ struct DistEnv {
   std::string run_id;        // TORCHELASTIC_RUN_ID (or SLURM_JOB_ID); empty when unknown
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: keeps store keys of a restarted attempt apart
   int max_restarts = 0;      // TORCHELASTIC_MAX_RESTARTS
-  std::string source = "none";  // where the values came from: none | torchrun | env | slurm
+  std::string source = "none";  // where the values came from: none | launcher | torchrun | env | slurm
 
   bool distributed() const { return world_size > 1; }
 };

@@ -156,7 +156,8 @@ std::vector<std::string> worker_environment(int rank, int nproc, const std::stri
       {"GROUP_RANK", "0"},                     {"ROLE_RANK", std::to_string(rank)},
       {"MASTER_ADDR", addr},                   {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_RUN_ID", run_id},         {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},      {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"FT_LAUNCHER", "1"}};
   std::vector<std::string> env;
   bool has_omp = false;
   for (char** e = environ; *e != nullptr; ++e) {
