@@ -1,8 +1,62 @@
-// Placeholder until the owning issue lands; replaced wholesale by the real command.
+// `finetune export`: merge a LoRA adapter into its base model and write a Hugging Face model directory.
+#include <iostream>
+#include <unistd.h>
+
 #include "cli/commands.h"
+#include "model/checkpoint_io.h"
+#include "model/lora.h"
+#include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::cli {
+namespace {
 
-void add_export(CLI::App& /*app*/, const Globals& /*globals*/, int& /*exit_code*/) {}
+struct ExportArgs {
+  std::string model, adapter, out, dtype;
+  int64_t shard_size_mb = 5000;
+};
+
+void run_export(const ExportArgs& a) {
+  const std::filesystem::path model_dir(a.model), out(a.out);
+  if (std::filesystem::exists(out) && !std::filesystem::is_empty(out)) {
+    throw ConfigError("--out " + out.string() + " exists and is not empty", "choose a new directory or remove it");
+  }
+  const model::ModelArgs base_args = model::load_hf_config(model_dir);
+  const at::ScalarType save_dtype = model::dtype_from_name(a.dtype.empty() ? base_args.torch_dtype : a.dtype);
+  // Merge in F32 on the CPU so W + (alpha/r) B A is rounded once, into the saved dtype.
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  const auto lora = model::load_adapter(*model, a.adapter);
+  model::merge_lora(*model);
+  model->to(save_dtype);
+  const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  std::filesystem::create_directories(parent);
+  const auto tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  model::save_pretrained(*model, tmp, a.shard_size_mb * 1000 * 1000);
+  auto copied = model::copy_tokenizer_files(model_dir, tmp);
+  for (const auto& name : model::copy_tokenizer_files(a.adapter, tmp)) copied.push_back(name + " (from adapter)");
+  std::filesystem::remove(out);  // an empty directory, if any
+  std::filesystem::rename(tmp, out);
+  FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}); copied {}", lora.rank, lora.alpha,
+              fmt::join(lora.targets, ","), out.string(), model::dtype_name(save_dtype),
+              copied.empty() ? std::string("no tokenizer files") : fmt::format("{}", fmt::join(copied, ", ")));
+}
+
+}  // namespace
+
+void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
+  auto* sub = app.add_subcommand("export", "Merge a LoRA adapter into its base model and save a Hugging Face model");
+  sub->footer("Example:\n  finetune export --model models/llama --adapter runs/demo/adapter --out runs/demo/merged");
+  auto a = std::make_shared<ExportArgs>();
+  sub->add_option("--model", a->model, "Base Hugging Face model directory")->required();
+  sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();
+  sub->add_option("--out", a->out, "Output directory (must not exist or be empty)")->required();
+  sub->add_option("--dtype", a->dtype, "Saved dtype: fp32 | bf16 (default: the base model's)");
+  sub->add_option("--shard-size-mb", a->shard_size_mb, "Shard the weights above this size")->default_val(5000);
+  sub->callback([a, &exit_code] {
+    run_export(*a);
+    exit_code = 0;
+  });
+}
 
 }  // namespace ft::cli
