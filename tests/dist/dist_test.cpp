@@ -123,6 +123,8 @@ std::string torchrun() { return python() + " -m torch.distributed.run"; }
 TEST(DistLauncher, RunsCollectivesWithRankPrefixedOutput) {
   const Result r = run(worker() + " launch 2 collectives");
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] rank 1/2 (local 1/2, node 0), store 127.0.0.1:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(agent) [launcher]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] collectives ok on rank 0 of 2 (gloo)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 1] collectives ok on rank 1 of 2 (gloo)"), std::string::npos) << r.output;
 }
@@ -176,6 +178,19 @@ TEST(DistTorchrun, TwoNodesOnOneHostDdp) {
                        worker() + " ddp 2 sum; a=$?; wait $!; b=$?; exit $((a + b))");
   expect_ddp_matches(r, 2);
   EXPECT_NE(r.output.find("rank 1/2 (local 0/1, node 1)"), std::string::npos) << r.output;
+}
+
+// Slurm/Kubernetes style: plain RANK/WORLD_SIZE/MASTER_*, rank 0 hosts the store; a normal exit is quiet (the
+// store outlives the other ranks' last use of it).
+TEST(DistPlainEnv, HandStartedRanksRunCollectivesAndExitCleanly) {
+  const std::string common = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " ";
+  const Result r = run("(RANK=1 " + common + worker() + " collectives) & RANK=0 " + common + worker() +
+                       " collectives; a=$?; wait $!; b=$?; exit $((a + b))");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1/2 (local 1/2, node 0), store 127.0.0.1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("collectives ok on rank 0 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("collectives ok on rank 1 of 2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("TCPStore"), std::string::npos) << r.output;
 }
 
 TEST(DistLauncher, WorkerExitCodeStopsTheRunNamingTheRank) {
