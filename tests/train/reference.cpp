@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "scratch_dir.h"
 #include "support/test_support.h"
 
@@ -29,8 +31,13 @@ nlohmann::json nest(const float* data, at::IntArrayRef sizes, size_t dim, int64_
 nlohmann::json run_reference(const std::string& mode, const nlohmann::json& input) {
   ScratchDir dir("ft-train-ref");
   write_file(dir / "in.json", input.dump());
-  const auto script = source_dir() / "tests" / "train" / "ref" / "train_ref.py";
-  const auto result = run(shell_quote(python()) + " " + shell_quote(script.string()) + " " + mode + " " +
+  // The environment from ctest wins; the configure-time paths cover runs without it (and the current
+  // gtest_discover_tests ENVIRONMENT list, which passes only its first entry).
+  const std::string script = std::getenv("FT_SOURCE_DIR")
+                                 ? (source_dir() / "tests" / "train" / "ref" / "train_ref.py").string()
+                                 : std::string(FT_TRAIN_REF_SCRIPT);
+  const std::string py = std::getenv("FT_PYTHON") ? python() : std::string(FT_TRAIN_PYTHON);
+  const auto result = run(shell_quote(py) + " " + shell_quote(script) + " " + mode + " " +
                           shell_quote((dir / "in.json").string()) + " " + shell_quote((dir / "out.json").string()));
   if (result.exit_code != 0) {
     ADD_FAILURE() << "reference " << mode << " failed: " << result.output;
