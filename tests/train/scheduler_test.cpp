@@ -37,9 +37,12 @@ TEST(LrSchedule, EveryStepMatchesTransformers) {
     o.decay_ratio = c.decay_ratio;
     schedules.emplace_back(o);
     const auto& s = schedules.back();
-    if (c.warmup_ratio > 0)  // transformers' TrainingArguments.get_warmup_steps
+    if (c.warmup_ratio > 0) {  // transformers' TrainingArguments.get_warmup_steps
       EXPECT_EQ(s.warmup_steps(), static_cast<int64_t>(std::ceil(c.total * c.warmup_ratio)));
-    if (o.type == ScheduleType::kWsd) EXPECT_EQ(s.decay_steps(), std::llround(c.total * c.decay_ratio));
+    }
+    if (o.type == ScheduleType::kWsd) {
+      EXPECT_EQ(s.decay_steps(), std::llround(c.total * c.decay_ratio));
+    }
     in["cases"].push_back({{"type", c.type}, {"total", c.total}, {"warmup", s.warmup_steps()},
                            {"min_lr_ratio", c.min_lr_ratio}, {"peak_lr", 3e-4}, {"decay", s.decay_steps()},
                            {"steps", c.total + 3}});
