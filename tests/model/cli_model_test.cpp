@@ -1,0 +1,87 @@
+// `finetune generate` and `finetune export` end to end on a transformers-made model.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/checkpoint_io.h"
+#include "model/lora.h"
+#include "model/reference.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+std::string q(const std::filesystem::path& p) { return shell_quote(p.string()); }
+
+TEST(CliModel, HelpShowsExamples) {
+  for (const char* sub : {"generate", "export"}) {
+    const auto r = run_finetune(std::string(sub) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Example"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CliModel, GenerateJsonMatchesTransformersGreedy) {
+  const auto dir = reference_dir() / "llama";
+  const auto ref = nlohmann::json::parse(read_file(dir / "ref.json"));
+  std::string ids;
+  for (const auto& id : ref["prompt"]) ids += std::to_string(id.get<int64_t>()) + " ";
+  const auto r = run_finetune("generate --model " + q(dir / "model") + " --prompt-ids " + shell_quote(ids) +
+                              " --max-new-tokens 32 --device cpu --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  // config.json declares eos_token_id 2: generation stops right after it (transformers' reference ran without EOS).
+  std::vector<int64_t> expected;
+  for (const auto& id : ref["generated"]) {
+    expected.push_back(id.get<int64_t>());
+    if (expected.back() == 2) break;
+  }
+  EXPECT_EQ(out["generated_ids"].get<std::vector<int64_t>>(), expected);
+  EXPECT_EQ(out["prompt_ids"], ref["prompt"]);
+  EXPECT_EQ(out["text"], "");  // no tokenizer.model in this directory
+}
+
+TEST(CliModel, PromptTextWithoutTokenizerIsAUsageError) {
+  const auto r = run_finetune("generate --model " + q(reference_dir() / "llama" / "model") + " --prompt hi --device cpu");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("tokenizer.model"), std::string::npos) << r.output;
+}
+
+TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
+  TempDir tmp("ft-export");
+  const auto base = tmp / "base";
+  std::filesystem::copy(reference_dir() / "qwen2" / "model", base);
+  write_file(base / "tokenizer_config.json", R"({"model_max_length": 256})");
+  auto model = model::load_pretrained(base, at::kCPU, at::kFloat);
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "v_proj", "gate_proj"};
+  model::apply_lora(*model, lora, 1);
+  at::Tensor ids = at::arange(3, 19, at::kLong).view({2, 8});
+  at::Tensor ours;
+  {
+    at::NoGradGuard g;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    for (auto& [name, t] : model::adapter_tensors(*model)) t.normal_(0, 0.3, gen);
+    ours = model->forward(ids);
+  }
+  model::save_adapter(*model, lora, tmp / "adapter", base.string());
+  const auto r = run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
+                              q(tmp / "merged"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "merged" / "tokenizer_config.json"));
+  io::write_safetensors(tmp / "ids.safetensors", {{"input_ids", ids}});
+  nlohmann::json jobs = {{{"model", (tmp / "merged").string()}, {"ids", (tmp / "ids.safetensors").string()},
+                          {"out", (tmp / "logits.safetensors").string()}}};
+  const auto py = run(python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  const at::Tensor theirs = io::read_safetensors(tmp / "logits.safetensors").at("logits");
+  EXPECT_LT((theirs - ours).abs().max().item<double>(), 1e-4);
+  // A second export into the now non-empty directory is refused.
+  EXPECT_EQ(run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
+                         q(tmp / "merged")).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ft::test
