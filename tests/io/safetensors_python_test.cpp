@@ -1,6 +1,8 @@
 // Interoperability with the reference Python safetensors library, both directions.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "io/safetensors.h"
 #include "support/test_support.h"
 
@@ -32,7 +34,9 @@ save_file({"z": torch.arange(7.).to(torch.bfloat16), "y": torch.arange(3, dtype=
 print("ok")
 )PY";
   write_file(dir / "check.py", script);
-  const auto r = run(python() + " " + shell_quote((dir / "check.py").string()) + " " + shell_quote(dir.path().string()));
+  const char* py = std::getenv("FT_PYTHON");  // CTest may pass only the first ENVIRONMENT entry
+  const std::string python_exe = py != nullptr && *py != '\0' ? std::string(py) : std::string(FT_IO_TEST_PYTHON);
+  const auto r = run(python_exe + " " + shell_quote((dir / "check.py").string()) + " " + shell_quote(dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto theirs = io::read_safetensors(dir / "theirs.safetensors");
   EXPECT_TRUE(at::equal(theirs.at("z"), at::arange(7, at::kFloat).to(at::kBFloat16)));

@@ -74,7 +74,7 @@ TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
   io::write_safetensors(tmp / "ids.safetensors", {{"input_ids", ids}});
   nlohmann::json jobs = {{{"model", (tmp / "merged").string()}, {"ids", (tmp / "ids.safetensors").string()},
                           {"out", (tmp / "logits.safetensors").string()}}};
-  const auto py = run(python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  const auto py = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
   ASSERT_EQ(py.exit_code, 0) << py.output;
   const at::Tensor theirs = io::read_safetensors(tmp / "logits.safetensors").at("logits");
   EXPECT_LT((theirs - ours).abs().max().item<double>(), 1e-4);

@@ -104,7 +104,7 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
                   {"ids", (out / "ids.safetensors").string()}, {"out", (out / "peft.safetensors").string()}});
   jobs.push_back({{"model", (out / "merged").string()}, {"ids", (out / "ids.safetensors").string()},
                   {"out", (out / "merged.safetensors").string()}});
-  const auto res = run(python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
   ASSERT_EQ(res.exit_code, 0) << res.output;
   EXPECT_LT(max_diff(io::read_safetensors(out / "saved.safetensors").at("logits"), r.at("logits")), kTol);
   EXPECT_LT(max_diff(io::read_safetensors(out / "peft.safetensors").at("logits"), ours_adapter), kTol);

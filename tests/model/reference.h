@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -12,7 +13,18 @@
 
 namespace ft::test {
 
-inline std::string ref_script() { return (source_dir() / "tests/model/ref/hf_ref.py").string(); }
+// $FT_PYTHON / $FT_SOURCE_DIR, else the paths baked in at configure time (CTest may pass only the first
+// ENVIRONMENT entry of a discovered test).
+inline std::string ref_python() {
+  const char* v = std::getenv("FT_PYTHON");
+  return v != nullptr && *v != '\0' ? std::string(v) : std::string(FT_MODEL_TEST_PYTHON);
+}
+inline std::filesystem::path ref_source_dir() {
+  const char* v = std::getenv("FT_SOURCE_DIR");
+  return v != nullptr && *v != '\0' ? std::filesystem::path(v) : std::filesystem::path(FT_MODEL_TEST_SOURCE_DIR);
+}
+
+inline std::string ref_script() { return (ref_source_dir() / "tests/model/ref/hf_ref.py").string(); }
 
 // Reference models and outputs from tests/model/ref/hf_ref.py. CTest runs every case in its own process, so they
 // are made once into a temp directory keyed by the script's contents and published by an atomic rename.
@@ -20,11 +32,11 @@ inline std::filesystem::path reference_dir() {
   static std::filesystem::path dir;
   if (!dir.empty()) return dir;
   const std::string script = read_file(ref_script());
-  const auto key = std::to_string(std::hash<std::string>{}(script + python()));
+  const auto key = std::to_string(std::hash<std::string>{}(script + ref_python()));
   const auto final_dir = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key);
   if (!std::filesystem::exists(final_dir / "qwen2" / "ref.json")) {
     const auto staging = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key + "-" + std::to_string(::getpid()));
-    const auto r = run(python() + " " + shell_quote(ref_script()) + " make --out " + shell_quote(staging.string()));
+    const auto r = run(ref_python() + " " + shell_quote(ref_script()) + " make --out " + shell_quote(staging.string()));
     if (r.exit_code != 0) throw std::runtime_error("hf_ref.py make failed:\n" + r.output);
     std::error_code ec;
     std::filesystem::rename(staging, final_dir, ec);  // loses harmlessly to a concurrent maker
