@@ -10,7 +10,7 @@
 namespace ft::data {
 
 // Bump when the cache layout or the tokenization rules change.
-inline constexpr int kCacheFormatVersion = 1;
+inline constexpr int kCacheFormatVersion = 2;
 
 struct CachedSource {
   std::unique_ptr<MappedFile> tokens;   // I32 [total tokens]

@@ -182,9 +182,15 @@ TokenizedSample tokenize_segments(const Tokenizer& tokenizer, const std::vector<
   };
   std::string pending;
   bool pending_loss = false;
+  bool first_text = true;
   auto flush = [&] {
     if (pending.empty()) return;
-    for (int64_t id : tokenizer.encode(pending)) push(id, pending_loss);
+    // Each run is encoded on its own, so sentencepiece adds its word marker again; a run that continues the
+    // text and starts with a space lets that marker stand for the space, as encoding the whole string would.
+    std::string_view text = pending;
+    if (!first_text && tokenizer.adds_dummy_prefix() && text.size() > 1 && text[0] == ' ') text.remove_prefix(1);
+    for (int64_t id : tokenizer.encode(text)) push(id, pending_loss);
+    first_text = false;
     pending.clear();
   };
   for (const auto& seg : segments) {

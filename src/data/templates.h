@@ -49,7 +49,9 @@ struct TokenizedSample {
   std::vector<uint8_t> loss;    // per token: 1 when the token is a training target (predicted from its prefix)
 };
 
-// Encodes segments to ids and a per-token loss mask.
+// Encodes segments to ids and a per-token loss mask. Text runs are encoded one by one; a run after the first that
+// starts with a space drops that space when the tokenizer adds a dummy prefix (the prefix stands for it), so
+// "Answer:" + " 567" gives the pieces of "▁567" rather than "▁▁567".
 TokenizedSample tokenize_segments(const Tokenizer& tokenizer, const std::vector<Segment>& segments);
 
 }  // namespace ft::data

@@ -113,6 +113,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& model_fi
   // Padding must not be EOS: models learn to emit EOS, so it must stay a real target.
   if (tok->pad_ < 0 || tok->pad_ == tok->eos_) tok->pad_ = tok->sp_->unk_id();
   if (tok->pad_ < 0 || tok->pad_ == tok->eos_) tok->pad_ = tok->eos_ == 0 ? 1 : 0;
+  const auto probe = tok->encode("a");
+  tok->dummy_prefix_ = !probe.empty() && tok->id_to_piece(probe[0]).rfind("\xe2\x96\x81", 0) == 0;
   tok->fingerprint_ = hash_file(model_file);
   for (int64_t id : {tok->bos_, tok->eos_, tok->pad_}) tok->fingerprint_ = hash_bytes(&id, sizeof(id), tok->fingerprint_);
   return tok;
@@ -219,7 +221,8 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it);
   if (!status.ok()) {
     throw Error("sentencepiece training failed: " + status.ToString(),
-                "a small corpus needs a smaller --vocab-size, or use --model-type bpe");
+                "byte fallback needs at least 260 pieces plus one per distinct character; a small corpus needs a "
+                "smaller vocabulary for unigram (or use bpe)");
   }
   FT_LOG_INFO("trained a {} tokenizer of {} pieces on {} sentences: {}", model_type, vocab_size, sentences.size(),
               (out_dir / "tokenizer.model").string());

@@ -35,6 +35,8 @@ class Tokenizer {
   // A real id different from EOS, used only for padding (labels mask it): the model's pad, else unk.
   int64_t pad_id() const { return pad_; }
   int64_t vocab_size() const;
+  // True when sentencepiece prepends a word marker to every encode() (add_dummy_prefix, as Llama's models do).
+  bool adds_dummy_prefix() const { return dummy_prefix_; }
   int64_t piece_to_id(std::string_view piece) const;  // -1 if `piece` is not in the vocabulary
   std::string id_to_piece(int64_t id) const;
   // A hash of the model file's bytes and the special ids, for cache keys.
@@ -47,6 +49,7 @@ class Tokenizer {
   std::filesystem::path model_file_;
   int64_t bos_ = -1, eos_ = -1, pad_ = -1;
   uint64_t fingerprint_ = 0;
+  bool dummy_prefix_ = false;
 };
 
 struct TokenizerTrainOptions {

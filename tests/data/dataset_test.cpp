@@ -1,0 +1,251 @@
+// Tokenized datasets: every format's tokens and loss mask, overlong policy, weights, cache hits and invalidation,
+// concurrent builders, and every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "data/dataset.h"
+#include "data_test_util.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+using data::DatasetOptions;
+using data::TokenizedDataset;
+
+struct Fixture {
+  TempDir dir{"ft-ds"};
+  std::unique_ptr<data::Tokenizer> tok = load_test_tokenizer();
+  DatasetOptions options(const std::string& file, const std::string& format, const std::string& text) {
+    write_file(dir / file, text);
+    DatasetOptions o;
+    o.sources = {{(dir / file).string(), format, 1.0}};
+    o.cache_dir = dir / "cache";
+    o.seq_len = 64;
+    return o;
+  }
+};
+
+std::vector<int64_t> ids(const std::vector<int32_t>& v) { return {v.begin(), v.end()}; }
+
+TEST(Dataset, PromptCompletionMasksThePromptAndTrainsEos) {
+  Fixture f;
+  const auto ds = TokenizedDataset::build(
+      f.options("pc.jsonl", "prompt_completion", R"({"prompt": "Add: 472 + 95\nAnswer:", "completion": " 567"})" "\n"),
+      *f.tok);
+  ASSERT_EQ(ds->size(), 1);
+  const auto ref = run_python(R"(
+import json, sys, sentencepiece as spm
+a = json.load(open(sys.argv[1]))
+sp = spm.SentencePieceProcessor(model_file=a["model"])
+p, c = sp.encode("Add: 472 + 95\nAnswer:"), sp.encode("567")  # the dummy prefix stands for the completion's space
+print(json.dumps({"ids": [sp.bos_id()] + p + c + [sp.eos_id()], "loss": [0] * (1 + len(p)) + [1] * (len(c) + 1)}))
+)",
+                              {{"model", test_tokenizer_model().string()}});
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  ds->get(0, t, l);
+  EXPECT_EQ(ids(t), ref["ids"].get<std::vector<int64_t>>());
+  EXPECT_EQ(l, ref["loss"].get<std::vector<uint8_t>>());
+  EXPECT_EQ(ds->stats().target_tokens, static_cast<int64_t>(std::count(l.begin(), l.end(), 1)));
+}
+
+TEST(Dataset, TextTrainsEveryTokenAfterBos) {
+  Fixture f;
+  const auto ds = TokenizedDataset::build(f.options("t.jsonl", "text", R"({"text": "hello there"})" "\n"), *f.tok);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  ds->get(0, t, l);
+  auto expect = f.tok->encode("hello there");
+  expect.insert(expect.begin(), f.tok->bos_id());
+  expect.push_back(f.tok->eos_id());
+  EXPECT_EQ(ids(t), expect);
+  std::vector<uint8_t> loss(expect.size(), 1);
+  loss[0] = 0;
+  EXPECT_EQ(l, loss);
+}
+
+TEST(Dataset, AlpacaRendersInstructionInputAndResponse) {
+  Fixture f;
+  auto o = f.options("a.jsonl", "alpaca", R"({"instruction": "Sort", "input": "3 1", "output": " 1 3"})" "\n"
+                                          R"({"instruction": "Say hi", "output": " hi"})" "\n");
+  o.fields.prompt = "instruction";
+  o.fields.completion = "output";
+  o.add_bos = false;
+  o.add_eos = false;
+  const auto ds = TokenizedDataset::build(o, *f.tok);
+  ASSERT_EQ(ds->size(), 2);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  ds->get(0, t, l);
+  auto expect = f.tok->encode("### Instruction:\nSort\n\n### Input:\n3 1\n\n### Response:\n");
+  const size_t prompt_len = expect.size();
+  const auto c = f.tok->encode("1 3");  // the dummy prefix stands for the leading space
+  expect.insert(expect.end(), c.begin(), c.end());
+  EXPECT_EQ(ids(t), expect);
+  for (size_t i = 0; i < l.size(); ++i) EXPECT_EQ(l[i], i >= prompt_len ? 1 : 0) << i;
+  ds->get(1, t, l);
+  EXPECT_EQ(f.tok->decode(ids(t)), "### Instruction:\nSay hi\n\n### Response:\n hi");
+}
+
+TEST(Dataset, ChatLossOnlyOnAssistantTurns) {
+  Fixture f;
+  auto o = f.options("c.jsonl", "chat",
+                     R"({"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]})"
+                     "\n");
+  o.template_name = "chatml";
+  const auto ds = TokenizedDataset::build(o, *f.tok);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  ds->get(0, t, l);
+  std::vector<int64_t> loss_ids;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (l[i]) loss_ids.push_back(t[i]);
+  }
+  auto expect = f.tok->encode("hi");
+  expect.push_back(f.tok->piece_to_id("<|im_end|>"));
+  EXPECT_EQ(loss_ids, expect);
+}
+
+TEST(Dataset, PretokenizedUint16IsSplitIntoRows) {
+  Fixture f;
+  std::vector<uint16_t> tokens = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  write_file(f.dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
+  DatasetOptions o;
+  o.sources = {{(f.dir / "p.bin").string(), "pretokenized", 1.0}};
+  o.seq_len = 4;
+  const auto ds = TokenizedDataset::build(o, *f.tok);
+  ASSERT_EQ(ds->size(), 2);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  ds->get(1, t, l);
+  EXPECT_EQ(t, (std::vector<int32_t>{9, 10, 11, 12}));
+  EXPECT_EQ(l, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(ds->stats().dropped, 1);  // the 2-token tail
+}
+
+TEST(Dataset, OverlongSamplesAreTruncatedOrDroppedAndCounted) {
+  Fixture f;
+  const std::string lines = R"({"text": "short"})" "\n" R"({"text": "a much longer text that cannot fit in eight tokens at all"})" "\n";
+  auto o = f.options("o.jsonl", "text", lines);
+  o.seq_len = 8;
+  auto ds = TokenizedDataset::build(o, *f.tok);
+  EXPECT_EQ(ds->size(), 2);
+  EXPECT_EQ(ds->stats().truncated, 1);
+  EXPECT_EQ(ds->length(1), 8);
+  o.overlong = "drop";
+  ds = TokenizedDataset::build(o, *f.tok);
+  EXPECT_EQ(ds->size(), 1);
+  EXPECT_EQ(ds->stats().dropped, 1);
+}
+
+TEST(Dataset, WeightsRepeatAndSubsampleSources) {
+  Fixture f;
+  std::string lines;
+  for (int i = 0; i < 10; ++i) lines += nlohmann::json{{"text", "sample " + std::to_string(i)}}.dump() + "\n";
+  auto o = f.options("w.jsonl", "text", lines);
+  o.sources.push_back(o.sources[0]);
+  o.sources[0].weight = 2.0;
+  o.sources[1].weight = 0.5;
+  const auto ds = TokenizedDataset::build(o, *f.tok);
+  EXPECT_EQ(ds->size(), 25);
+  EXPECT_EQ(ds->stats().epoch_samples, 25);
+}
+
+TEST(Dataset, SecondBuildHitsTheCacheAndAChangedFileInvalidatesIt) {
+  Fixture f;
+  auto o = f.options("c.jsonl", "text", R"({"text": "one"})" "\n");
+  EXPECT_FALSE(TokenizedDataset::build(o, *f.tok)->stats().sources[0].from_cache);
+  const auto again = TokenizedDataset::build(o, *f.tok);
+  EXPECT_TRUE(again->stats().sources[0].from_cache);
+  EXPECT_EQ(again->stats().tokens, TokenizedDataset::build(o, *f.tok)->stats().tokens);
+  write_file(f.dir / "c.jsonl", R"({"text": "two words"})" "\n");
+  const auto changed = TokenizedDataset::build(o, *f.tok);
+  EXPECT_FALSE(changed->stats().sources[0].from_cache);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> l;
+  changed->get(0, t, l);
+  EXPECT_EQ(f.tok->decode(ids(t)), "two words");
+  o.seq_len = 32;  // a different seq_len is a different entry
+  EXPECT_FALSE(TokenizedDataset::build(o, *f.tok)->stats().sources[0].from_cache);
+}
+
+TEST(Dataset, ConcurrentBuildersProduceOneCacheEntry) {
+  Fixture f;
+  std::string lines;
+  for (int i = 0; i < 300; ++i) lines += nlohmann::json{{"text", "concurrent sample " + std::to_string(i)}}.dump() + "\n";
+  const auto o = f.options("cc.jsonl", "text", lines);
+  std::vector<std::shared_ptr<const TokenizedDataset>> built(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < built.size(); ++i) {
+    threads.emplace_back([&, i] { built[i] = TokenizedDataset::build(o, *f.tok); });
+  }
+  for (auto& t : threads) t.join();
+  int tokenized = 0;
+  for (const auto& b : built) {
+    tokenized += b->stats().sources[0].from_cache ? 0 : 1;
+    EXPECT_EQ(b->stats().tokens, built[0]->stats().tokens);
+  }
+  EXPECT_EQ(tokenized, 1);
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(f.dir / "cache")) entries += e.is_directory() ? 1 : 0;
+  EXPECT_EQ(entries, 1);
+}
+
+// Each bad input: the error names file:line and the field; skip mode counts it and keeps the good lines.
+TEST(Dataset, BadInputsNameFileLineAndField) {
+  struct Case {
+    std::string format, bad_line, field;
+  };
+  const std::vector<Case> cases = {
+      {"text", "{not json", "invalid JSON"},
+      {"prompt_completion", R"({"prompt": "p"})", "completion"},
+      {"prompt_completion", R"({"prompt": 3, "completion": "c"})", "prompt"},
+      {"chat", R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {"chat", R"({"messages": "nope"})", "messages"},
+      {"text", "{\"text\": \"bad \xff\xfe utf8\"}", "invalid UTF-8"},
+  };
+  for (const auto& c : cases) {
+    Fixture f;
+    const std::string good = c.format == "chat"
+                                 ? R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})"
+                                 : c.format == "text" ? R"({"text": "ok"})" : R"({"prompt": "p", "completion": "c"})";
+    auto o = f.options("bad.jsonl", c.format, good + "\n\n" + c.bad_line + "\n" + good + "\n");
+    const std::string where = (f.dir / "bad.jsonl").string() + ":3";
+    try {
+      TokenizedDataset::build(o, *f.tok);
+      ADD_FAILURE() << "no error for " << c.bad_line;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what();
+    }
+    o.on_error = "skip";
+    const auto ds = TokenizedDataset::build(o, *f.tok);
+    EXPECT_EQ(ds->size(), 2) << c.bad_line;
+    EXPECT_EQ(ds->stats().skipped, 1);
+    EXPECT_EQ(ds->stats().sources[0].skipped_lines, std::vector<int64_t>{3});
+  }
+}
+
+TEST(Dataset, EmptyAndMissingFilesAreErrors) {
+  Fixture f;
+  auto o = f.options("empty.jsonl", "text", "\n  \n");
+  try {
+    TokenizedDataset::build(o, *f.tok);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("empty.jsonl:1: the file is empty"), std::string::npos) << e.what();
+  }
+  o.sources[0].path = (f.dir / "missing.jsonl").string();
+  try {
+    TokenizedDataset::build(o, *f.tok);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.jsonl"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ft::test

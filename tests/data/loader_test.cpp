@@ -1,0 +1,182 @@
+// Batches: packing layout (rows, positions, segments, labels) exact, padding, sampler sharding, determinism,
+// reshuffle, and resume giving the same following batches.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "data/loader.h"
+#include "data_test_util.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+using data::TokenizedDataset;
+
+// A pretokenized-free dataset of known samples: "text" records whose tokens we read back.
+struct Samples {
+  TempDir dir{"ft-ld"};
+  std::unique_ptr<data::Tokenizer> tok = load_test_tokenizer();
+  std::shared_ptr<const TokenizedDataset> ds;
+  explicit Samples(int n, int64_t seq_len = 32) {
+    std::string lines;
+    for (int i = 0; i < n; ++i) {
+      lines += nlohmann::json{{"prompt", "p" + std::to_string(i)}, {"completion", std::string(1 + i % 3, 'x')}}.dump() +
+               "\n";
+    }
+    write_file(dir / "d.jsonl", lines);
+    data::DatasetOptions o;
+    o.sources = {{(dir / "d.jsonl").string(), "prompt_completion", 1.0}};
+    o.cache_dir = dir / "cache";
+    o.seq_len = seq_len;
+    ds = TokenizedDataset::build(o, *tok);
+  }
+  std::pair<std::vector<int32_t>, std::vector<uint8_t>> get(int64_t i) const {
+    std::pair<std::vector<int32_t>, std::vector<uint8_t>> s;
+    ds->get(i, s.first, s.second);
+    return s;
+  }
+};
+
+std::vector<int64_t> row(const at::Tensor& t, int64_t b) {
+  auto r = t[b].to(at::kLong).contiguous();
+  return {r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel()};
+}
+
+TEST(Loader, PackedRowsKeepSamplesApart) {
+  Samples s(3);
+  const auto a = s.get(0), b = s.get(1);
+  const auto la = static_cast<int64_t>(a.first.size()), lb = static_cast<int64_t>(b.first.size());
+  const int64_t T = la + lb + 3;
+  const auto batch = data::collate(*s.ds, {{0, 1}, {2}}, T, /*packing=*/true, s.tok->pad_id());
+  ASSERT_EQ(batch.input_ids.size(0), 2);
+  ASSERT_EQ(batch.input_ids.size(1), T);
+  std::vector<int64_t> ids, pos, seg, labels;
+  for (int64_t t = 0; t < la; ++t) {
+    ids.push_back(a.first[static_cast<size_t>(t)]);
+    pos.push_back(t);
+    seg.push_back(0);
+    labels.push_back(t + 1 < la && a.second[static_cast<size_t>(t + 1)] ? a.first[static_cast<size_t>(t + 1)] : -100);
+  }
+  for (int64_t t = 0; t < lb; ++t) {
+    ids.push_back(b.first[static_cast<size_t>(t)]);
+    pos.push_back(t);
+    seg.push_back(1);
+    labels.push_back(t + 1 < lb && b.second[static_cast<size_t>(t + 1)] ? b.first[static_cast<size_t>(t + 1)] : -100);
+  }
+  for (int64_t t = 0; t < 3; ++t) {
+    ids.push_back(s.tok->pad_id());
+    pos.push_back(t);
+    seg.push_back(2);
+    labels.push_back(-100);
+  }
+  EXPECT_EQ(row(batch.input_ids, 0), ids);
+  EXPECT_EQ(row(batch.position_ids, 0), pos);
+  EXPECT_EQ(row(batch.segment_ids, 0), seg);
+  EXPECT_EQ(row(batch.labels, 0), labels);
+  EXPECT_EQ(labels[static_cast<size_t>(la - 1)], -100);  // the last token of A does not predict B's BOS
+  EXPECT_EQ(batch.segment_ids.scalar_type(), at::kInt);
+  EXPECT_EQ(batch.num_samples, 3);
+  EXPECT_EQ(batch.num_target_tokens, (batch.labels != -100).sum().item<int64_t>());
+}
+
+TEST(Loader, UnpackedBatchesArePaddedToTheLongest) {
+  Samples s(3);
+  const auto batch = data::collate(*s.ds, {{0}, {2}}, 32, /*packing=*/false, s.tok->pad_id());
+  const auto l0 = s.get(0).first.size(), l2 = s.get(2).first.size();
+  ASSERT_EQ(batch.input_ids.size(1), static_cast<int64_t>(std::max(l0, l2)));
+  EXPECT_FALSE(batch.segment_ids.defined());
+  const auto r0 = row(batch.input_ids, 0), lab0 = row(batch.labels, 0);
+  for (size_t t = l0; t < r0.size(); ++t) {
+    EXPECT_EQ(r0[t], s.tok->pad_id());
+    EXPECT_EQ(lab0[t], -100);
+  }
+  EXPECT_NE(s.tok->pad_id(), s.tok->eos_id());
+}
+
+TEST(Sampler, ShardsCoverEverySampleOnceAndReshuffle) {
+  const int64_t n = 10, world = 3;
+  std::multiset<int64_t> seen;
+  for (int64_t r = 0; r < world; ++r) {
+    data::DistributedSampler s(n, 7, r, world);
+    const auto idx = s.indices(0);
+    EXPECT_EQ(static_cast<int64_t>(idx.size()), 4);
+    EXPECT_EQ(idx, data::DistributedSampler(n, 7, r, world).indices(0));  // deterministic
+    seen.insert(idx.begin(), idx.end());
+  }
+  for (int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << i;
+  EXPECT_EQ(seen.size(), 12u);  // 2 wrap-around repeats keep the ranks in step
+  data::DistributedSampler s(100, 7, 0, 1);
+  EXPECT_NE(s.indices(0), s.indices(1));
+  EXPECT_NE(s.indices(0), data::DistributedSampler(100, 8, 0, 1).indices(0));
+  data::DistributedSampler plain(5, 7, 0, 1, /*shuffle=*/false);
+  EXPECT_EQ(plain.indices(3), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+std::vector<std::vector<int64_t>> drain(data::DataLoader& l, int64_t batches) {
+  std::vector<std::vector<int64_t>> out;
+  while (static_cast<int64_t>(out.size()) < batches) {
+    auto b = l.next();
+    if (!b) {
+      out.push_back({-1});  // epoch boundary marker
+      continue;
+    }
+    auto flat = b->input_ids.flatten().contiguous();
+    out.emplace_back(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+  }
+  return out;
+}
+
+TEST(Loader, RestoredStateContinuesWithTheSameBatches) {
+  Samples s(23);
+  for (bool packing : {false, true}) {
+    data::LoaderOptions o;
+    o.micro_batch_size = 3;
+    o.seq_len = 32;
+    o.packing = packing;
+    o.pad_id = s.tok->pad_id();
+    o.seed = 11;
+    o.rank = 1;
+    o.world_size = 2;
+    o.prefetch = 2;
+    data::DataLoader full(s.ds, o);
+    const auto reference = drain(full, 3 * full.batches_per_epoch());
+    data::DataLoader first(s.ds, o);
+    const int64_t k = full.batches_per_epoch() + 2;  // mid second epoch
+    const auto head = drain(first, k);
+    EXPECT_EQ(head, std::vector<std::vector<int64_t>>(reference.begin(), reference.begin() + k));
+    const auto state = first.state();
+    data::DataLoader resumed(s.ds, o);
+    resumed.restore(state);
+    const auto tail = drain(resumed, static_cast<int64_t>(reference.size()) - k);
+    EXPECT_EQ(tail, std::vector<std::vector<int64_t>>(reference.begin() + k, reference.end())) << packing;
+    // Epochs differ (reshuffled) and ranks shard: rank 0 sees other rows than rank 1.
+    o.rank = 0;
+    data::DataLoader other(s.ds, o);
+    EXPECT_NE(drain(other, 2), std::vector<std::vector<int64_t>>(reference.begin(), reference.begin() + 2));
+  }
+}
+
+TEST(Loader, WorkerErrorsSurfaceInNext) {
+  TempDir dir("ft-ld-err");
+  const std::vector<uint16_t> tokens = {1, 2, 60000, 3};  // 60000 is outside the vocabulary
+  write_file(dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
+  const auto tok = load_test_tokenizer();
+  data::DatasetOptions o;
+  o.sources = {{(dir / "p.bin").string(), "pretokenized", 1.0}};
+  o.seq_len = 4;
+  auto ds = TokenizedDataset::build(o, *tok);
+  data::LoaderOptions lo;
+  lo.micro_batch_size = 1;
+  lo.seq_len = 4;
+  data::DataLoader loader(ds, lo);
+  try {
+    loader.next();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.bin"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ft::test

@@ -1,0 +1,92 @@
+// Synthetic tasks (answers checked by independent arithmetic) and the data/tokenizer subcommands end to end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "data/synth.h"
+#include "data_test_util.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+std::vector<long> numbers(const std::string& s) {
+  std::vector<long> v;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) {
+    if (!w.empty() && std::isdigit(static_cast<unsigned char>(w[0]))) v.push_back(std::stol(w));
+  }
+  return v;
+}
+
+TEST(Synth, AnswersAreCorrectAndGenerationIsDeterministic) {
+  for (const auto& s : data::synth_generate("add", 200, 3)) {
+    const auto v = numbers(s.prompt);
+    ASSERT_EQ(v.size(), 2u) << s.prompt;
+    EXPECT_EQ(std::stol(s.completion), v[0] + v[1]);
+  }
+  for (const auto& s : data::synth_generate("sort", 50, 3)) {
+    auto v = numbers(s.prompt);
+    std::sort(v.begin(), v.end());
+    EXPECT_EQ(numbers(s.completion), v);
+  }
+  for (const auto& s : data::synth_generate("reverse", 50, 3)) {
+    auto v = numbers(s.prompt);
+    std::reverse(v.begin(), v.end());
+    EXPECT_EQ(numbers(s.completion), v);
+  }
+  const auto a = data::synth_generate("add", 20, 5), b = data::synth_generate("add", 20, 5),
+             c = data::synth_generate("add", 20, 6);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].prompt, b[i].prompt);
+  EXPECT_NE(a[0].prompt + a[1].prompt, c[0].prompt + c[1].prompt);
+  EXPECT_THROW(data::synth_generate("nope", 1, 0), ConfigError);
+  EXPECT_TRUE(data::exact_match("  567\n", " 567"));
+  EXPECT_FALSE(data::exact_match("5670", "567"));
+}
+
+TEST(DataCli, SynthWritesPromptCompletionJsonLines) {
+  TempDir dir("ft-synth");
+  const auto r = run_finetune("data synth --task reverse --n 5 --seed 2 --out " + shell_quote((dir / "r.jsonl").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream in(read_file(dir / "r.jsonl"));
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["prompt"].get<std::string>(), data::synth_generate("reverse", 5, 2)[static_cast<size_t>(n)].prompt);
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
+  EXPECT_EQ(run_finetune("data synth --task nope --n 1 --out x.jsonl").exit_code, 2);
+}
+
+TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
+  TempDir dir("ft-inspect");
+  ASSERT_EQ(run_finetune("data synth --task add --n 40 --seed 1 --out " + shell_quote((dir / "add.jsonl").string()))
+                .exit_code,
+            0);
+  auto r = run_finetune("tokenizer train --input " + shell_quote((dir / "add.jsonl").string()) +
+                        " --vocab-size 300 --out " + shell_quote((dir / "tok").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  write_file(dir / "cfg.yaml", "run:\n  output_dir: " + (dir / "run").string() + "\ntokenizer:\n  path: " +
+                                   (dir / "tok" / "tokenizer.model").string() + "\ndata:\n  seq_len: 64\n  cache_dir: " +
+                                   (dir / "cache").string() + "\n  train:\n    - path: " + (dir / "add.jsonl").string() +
+                                   "\n      format: prompt_completion\n");
+  r = run_finetune("data inspect --config " + shell_quote((dir / "cfg.yaml").string()) + " --n 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("40 samples"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("packing:"), std::string::npos) << r.output;
+  const auto first = data::synth_generate("add", 1, 1)[0];
+  // The completion and EOS are the loss tokens: "[[ 123</s>]]".
+  EXPECT_NE(r.output.find("[[" + first.completion + "</s>]]"), std::string::npos) << r.output;
+  for (const char* sub : {"data inspect", "data synth", "tokenizer train"}) {
+    const auto h = run_finetune(std::string(sub) + " --help");
+    EXPECT_EQ(h.exit_code, 0);
+    EXPECT_NE(h.output.find("Example"), std::string::npos) << sub;
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
