@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
-#include "support/test_support.h"
+#include "config_test_util.h"
 
 namespace ft::test {
 namespace {
@@ -22,7 +22,7 @@ class ConfigCli : public ::testing::Test {
   std::string at(const std::string& name, int line, int col) const {
     return (dir_ / name).string() + ":" + std::to_string(line) + ":" + std::to_string(col) + ": ";
   }
-  TempDir dir_{"ft-config-cli"};
+  ScratchDir dir_{"ft-config-cli"};
 };
 
 TEST_F(ConfigCli, ValidatePrintsOkForAGoodConfig) {
