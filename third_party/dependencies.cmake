@@ -59,6 +59,9 @@ find_path(NCCL_INCLUDE_DIR nccl.h
 add_library(ft_torch INTERFACE)
 target_link_libraries(ft_torch INTERFACE ${TORCH_LIBRARIES})
 target_compile_definitions(ft_torch INTERFACE FMT_HEADER_ONLY=1)
+# libtorch.so exports its own (newer) copy of std::filesystem; an executable that lists libtorch before libstdc++
+# binds std::filesystem::remove_all & co. to it and crashes. Naming libstdc++ first makes the system copy win.
+target_link_options(ft_torch INTERFACE "LINKER:--no-as-needed" "-lstdc++")
 if(FT_WITH_CUDA)
   target_compile_definitions(ft_torch INTERFACE FT_WITH_CUDA=1)
   target_link_libraries(ft_torch INTERFACE CUDA::cudart)

@@ -148,7 +148,9 @@ void check_sources(const std::string& key, const std::vector<DataSource>& source
     k.one_of(at + ".format", s.format, {"text", "prompt_completion", "alpaca", "chat", "pretokenized"});
     k.positive(at + ".weight", s.weight);
     if (s.path.empty()) {
-      k.fail(at + ".path", "empty (expected a data file)");
+      // With a synthetic task the first source may leave its path empty: the trainer generates it into the run
+      // directory (<output_dir>/data/<task>-train.jsonl or -eval.jsonl).
+      if (!(synth && i == 0)) k.fail(at + ".path", "empty (expected a data file)");
     } else if (!synth) {
       k.file_exists(at + ".path", s.path, " (or set data.synth.task to generate it)");
     }

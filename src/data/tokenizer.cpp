@@ -215,6 +215,7 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       {"num_threads", "1"},
       {"shuffle_input_sentence", "false"},
       {"input_sentence_size", "0"},
+      {"minloglevel", "1"},  // warnings and errors only: the INFO log is hundreds of lines
   };
   if (!symbols.empty()) args["user_defined_symbols"] = symbols;
   VectorIterator it(sentences);

@@ -70,24 +70,6 @@ std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std:
   return out;
 }
 
-// Copies every parameter of `model` from the HF checkpoint in `dir` (names and shapes must match exactly).
-void load_model_weights(model::Transformer& model, const std::filesystem::path& dir) {
-  const io::CheckpointReader reader(dir);
-  at::NoGradGuard no_grad;
-  for (auto& item : model.named_parameters()) {
-    if (!reader.contains(item.key())) {
-      throw Error("checkpoint " + dir.string() + " has no tensor '" + item.key() + "'",
-                  "the checkpoint does not belong to this model; set checkpoint.resume=never or another output_dir");
-    }
-    const auto source = reader.tensor(item.key());
-    if (source.sizes() != item.value().sizes()) {
-      throw Error("checkpoint tensor '" + item.key() + "' in " + reader.file_of(item.key()) + " has shape " +
-                  c10::str(source.sizes()) + ", the model expects " + c10::str(item.value().sizes()));
-    }
-    item.value().copy_(source);
-  }
-}
-
 // The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
 // chat template the run trained with, so the exported model chats the way it learned to.
 void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const std::string& base_model_dir,
@@ -96,11 +78,7 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
   namespace fs = std::filesystem;
   nlohmann::json tokenizer_config = nlohmann::json::object();
   if (!base_model_dir.empty()) {
-    for (const char* name : {"tokenizer.json", "special_tokens_map.json", "generation_config.json",
-                             "tokenizer_config.json"}) {
-      const fs::path source = fs::path(base_model_dir) / name;
-      if (fs::exists(source)) fs::copy_file(source, dir / name, fs::copy_options::overwrite_existing);
-    }
+    model::copy_tokenizer_files(base_model_dir, dir);
     if (fs::exists(dir / "tokenizer_config.json")) {
       tokenizer_config = nlohmann::json::parse(read_text(dir / "tokenizer_config.json"));
     }
@@ -220,7 +198,7 @@ bool Trainer::try_resume() {
   if (cfg_.lora.enabled) {
     model::load_adapter(*model_, *dir / "adapter");
   } else {
-    load_model_weights(*model_, *dir / "model");
+    model::load_weights(*model_, *dir / "model");
   }
   optimizer_->load_state_dict(io::read_safetensors(*dir / "optimizer.safetensors"));
   scaler_->load_state(state.at("scaler"));

@@ -100,14 +100,17 @@ void Trainer::setup_tokenizer() {
     if (rank_ == 0 && !std::filesystem::exists(file)) {
       std::vector<std::filesystem::path> inputs;
       for (const auto& source : cfg_.data.train) inputs.emplace_back(source.path);
-      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type, file.parent_path());
+      data::TokenizerTrainOptions options;
+      options.fields = cfg_.data.fields;
+      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type, file.parent_path(),
+                            options);
       FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", cfg_.tokenizer.train_vocab_size,
                   cfg_.tokenizer.train_model_type, file.string());
     }
     comm_->barrier();
   }
   tokenizer_file_ = file;
-  tokenizer_ = data::Tokenizer::load(file, cfg_.model.path.empty() ? std::filesystem::path() : cfg_.model.path);
+  tokenizer_ = data::Tokenizer::load(file, std::filesystem::path(cfg_.model.path));
 }
 
 void Trainer::setup_model() {

@@ -64,9 +64,9 @@ Trainer::~Trainer() = default;
 
 double Trainer::all_reduce_sum(double value) const {
   if (world_size_ == 1) return value;
-  auto t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(comm_->device()));
-  comm_->all_reduce_sum_(t);
-  return t.item<double>();
+  std::vector<at::Tensor> t{at::full({1}, value, at::TensorOptions().dtype(at::kDouble))};
+  comm_->all_reduce_(t, dist::ReduceOp::kSum);
+  return t[0].item<double>();
 }
 
 bool Trainer::any_rank(bool flag) const { return all_reduce_sum(flag ? 1.0 : 0.0) > 0.0; }

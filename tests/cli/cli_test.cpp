@@ -2,6 +2,9 @@
 #include <torch/cuda.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "support/test_support.h"
 
@@ -44,6 +47,23 @@ TEST(Cli, EverySubcommandHasHelpWithExample) {
     EXPECT_EQ(result.exit_code, 0) << sub;
     EXPECT_NE(result.output.find("Example"), std::string::npos) << sub << ": " << result.output;
   }
+}
+
+}  // namespace
+}  // namespace ft::test
+
+namespace ft::test {
+namespace {
+
+// libtorch.so exports its own std::filesystem; executables must bind to the system libstdc++ (see
+// third_party/dependencies.cmake), or remove_all of a non-empty directory crashes.
+TEST(Build, FilesystemRemoveAllWorksInTorchLinkedBinaries) {
+  const auto root = std::filesystem::temp_directory_path() / ("ft-fs-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "a" / "b");
+  write_file(root / "a" / "b" / "file.txt", "x");
+  write_file(root / "top.txt", "y");
+  EXPECT_EQ(std::filesystem::remove_all(root), 5u);
+  EXPECT_FALSE(std::filesystem::exists(root));
 }
 
 }  // namespace

@@ -16,19 +16,17 @@
 namespace ft::test {
 namespace {
 
-std::string env_or_throw(const char* name) {
+// The environment variable `name` when set, else the path CMake compiled in.
+std::string env_or(const char* name, const char* built_in) {
   const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') {
-    throw std::runtime_error(std::string("environment variable ") + name + " is not set; run the tests through ctest");
-  }
-  return value;
+  return (value != nullptr && *value != '\0') ? value : built_in;
 }
 
 }  // namespace
 
-std::string binary() { return env_or_throw("FT_BINARY"); }
-std::filesystem::path source_dir() { return env_or_throw("FT_SOURCE_DIR"); }
-std::string python() { return env_or_throw("FT_PYTHON"); }
+std::string binary() { return env_or("FT_BINARY", FT_TEST_BINARY); }
+std::filesystem::path source_dir() { return env_or("FT_SOURCE_DIR", FT_TEST_SOURCE_DIR); }
+std::string python() { return env_or("FT_PYTHON", FT_TEST_PYTHON); }
 
 TempDir::TempDir(const std::string& prefix) {
   std::random_device rd;
