@@ -1,0 +1,35 @@
+"""Writes a Hugging Face model directory with random bf16 weights of a named shape (for throughput and memory
+measurements on the GPU host, where no real checkpoint is available), plus the given tokenizer.model."""
+import argparse
+import shutil
+
+import torch
+import transformers
+
+SHAPES = {
+    "llama3-8b": dict(cls="LlamaConfig", vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
+                      max_position_embeddings=8192),
+    "llama2-7b": dict(cls="LlamaConfig", vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                      max_position_embeddings=4096),
+    "mistral-7b": dict(cls="MistralConfig", vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                       num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, rope_theta=1000000.0,
+                       max_position_embeddings=32768, sliding_window=None),
+    "qwen2.5-7b": dict(cls="Qwen2Config", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
+                       num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, rope_theta=1000000.0,
+                       max_position_embeddings=32768, tie_word_embeddings=False),
+}
+
+p = argparse.ArgumentParser()
+p.add_argument("shape", choices=sorted(SHAPES))
+p.add_argument("out")
+p.add_argument("--tokenizer", required=True)
+a = p.parse_args()
+spec = dict(SHAPES[a.shape])
+cfg = getattr(transformers, spec.pop("cls"))(**spec, bos_token_id=1, eos_token_id=2)
+with torch.device("cuda"):
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+model.save_pretrained(a.out, safe_serialization=True, max_shard_size="5GB")
+shutil.copy(a.tokenizer, f"{a.out}/tokenizer.model")
+print(f"{a.shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters -> {a.out}")

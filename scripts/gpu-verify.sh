@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# gpu-verify.sh OUT STAGE: the GPU checks behind README "Verified on GPUs" and docs/benchmarks.md, run on the offline
+# H200 host (see scripts/gpu-host-build.sh). Needs .deps/ (scripts/fetch-debs.sh) and .gpu/tokenizer.model (any
+# sentencepiece model, e.g. the demo's). Stages: build | tests | bench | train | ddp | runtime. Logs go to OUT.
+set -uo pipefail
+out=${1:?usage: gpu-verify.sh OUT STAGE...}
+shift
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+bin=build-gpu/bin/finetune
+work=/tmp/ft-gpu
+mkdir -p "$work" "$out"
+[[ -d .deps/prefix ]] && eval "$(scripts/deps-prefix.sh .deps .deps/prefix)"
+
+measure() {  # name, then finetune train arguments: prints the last train metrics line
+  local name=$1; shift
+  local t0=$SECONDS
+  "$bin" train "$@" run.output_dir="$work/$name" logging.progress=off >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc, $((SECONDS - t0)) s"
+  grep '"event":"train"' "$work/$name/metrics.jsonl" | tail -1 | cut -c1-400
+  tail -3 "$out/$name.log"
+}
+
+for stage in "$@"; do
+  case $stage in
+  build)
+    nvidia-smi -L
+    JOBS=16 BUILD_TYPE=Release scripts/gpu-host-build.sh .deps >"$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+    eval "$(scripts/deps-prefix.sh .deps .deps/prefix)"
+    "$bin" info | tee "$out/info.txt"
+    ;;
+  tests)
+    ctest --test-dir build-gpu -L gpu --output-on-failure -j4 >"$out/ctest-gpu.log" 2>&1
+    tail -15 "$out/ctest-gpu.log"
+    ;;
+  bench)
+    for args in "--batch 1 --seq 2048" "--batch 1 --seq 2048 --lora" "--batch 4 --seq 2048 --checkpointing"; do
+      echo "== bench_model $args"; build-gpu/bench/bench_model $args --steps 4 2>&1 | tail -4
+    done | tee "$out/bench_model.txt"
+    ;;
+  train)
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    data="data.train=[{path: $work/add.jsonl, format: prompt_completion}]"
+    for shape in llama3-8b qwen2.5-7b; do
+      rm -rf "$work/model"
+      python3 bench/make_random_hf_model.py "$shape" "$work/model" --tokenizer .gpu/tokenizer.model
+      cfg=configs/${shape}-lora.yaml
+      measure "$shape-lora" --config "$cfg" model.path="$work/model" "$data" data.template=plain train.max_steps=8 \
+        logging.every_steps=4 checkpoint.every_steps=0 data.cache_dir="$work/cache"
+      if [[ $shape == llama3-8b ]]; then
+        measure "$shape-full" --config configs/llama3-8b-full.yaml model.path="$work/model" "$data" \
+          data.template=plain train.max_steps=8 logging.every_steps=4 checkpoint.every_steps=0 data.cache_dir="$work/cache"
+      fi
+    done
+    ;;
+  ddp)
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    common=(--config configs/demo.yaml "data.train=[{path: $work/add.jsonl}]" "data.eval=[]" eval.exact_match_samples=0
+            eval.prompts=[] data.seq_len=1024 data.packing=true model.hidden_size=2048 model.intermediate_size=5632
+            model.num_layers=16 model.num_heads=16 model.num_kv_heads=8 model.max_position_embeddings=1024
+            train.precision=bf16 tokenizer.path="$root/.gpu/tokenizer.model" tokenizer.train_vocab_size=0
+            checkpoint.every_steps=0 logging.every_steps=10 scheduler.warmup_steps=5 optimizer.lr=3e-4)
+    measure ddp-1gpu "${common[@]}" train.max_steps=30 train.micro_batch_size=8 run.device=cuda:0
+    measure ddp-2gpu "${common[@]}" train.max_steps=30 train.micro_batch_size=8 --nproc-per-node 2
+    # Same global batch: 1 GPU x 16 rows against 2 GPUs x 8 rows; losses should agree within bf16 noise.
+    measure eq-1gpu "${common[@]}" train.max_steps=10 train.micro_batch_size=16 logging.every_steps=1 run.device=cuda:0
+    measure eq-2gpu "${common[@]}" train.max_steps=10 train.micro_batch_size=8 logging.every_steps=1 --nproc-per-node 2
+    python3 - "$work" <<'PY' | tee "$out/ddp-equivalence.txt"
+import json, sys
+def losses(run):
+    return [json.loads(l)["loss"] for l in open(f"{sys.argv[1]}/{run}/metrics.jsonl") if '"event":"train"' in l]
+a, b = losses("eq-1gpu"), losses("eq-2gpu")
+print("1 GPU x16:", [round(x, 4) for x in a]); print("2 GPU x8 :", [round(x, 4) for x in b])
+print("max relative difference:", max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+PY
+    ;;
+  runtime)
+    scripts/assemble-runtime.sh build-gpu "$work/runtime" >"$out/assemble.log" 2>&1 || tail -20 "$out/assemble.log"
+    printf 'run: {device: cuda}\n' >/dev/null
+    VERIFY_OUT="$work/verify" scripts/verify-runtime-gpu.sh "$work/runtime" configs/demo.yaml train.max_steps=20 \
+      eval.every_steps=0 checkpoint.every_steps=0 >"$out/runtime.log" 2>&1
+    echo "runtime rc=$?"; tail -8 "$out/runtime.log"
+    ;;
+  esac
+done
