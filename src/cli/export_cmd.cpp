@@ -2,6 +2,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "util/fs.h"
 #include "cli/commands.h"
 #include "model/checkpoint_io.h"
 #include "model/lora.h"
@@ -31,7 +32,7 @@ void run_export(const ExportArgs& a) {
   const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
   std::filesystem::create_directories(parent);
   const auto tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
   model::save_pretrained(*model, tmp, a.shard_size_mb * 1000 * 1000);
   auto copied = model::copy_tokenizer_files(model_dir, tmp);
   for (const auto& name : model::copy_tokenizer_files(a.adapter, tmp)) copied.push_back(name + " (from adapter)");

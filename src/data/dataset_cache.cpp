@@ -1,3 +1,4 @@
+#include "util/fs.h"
 #include "data/dataset_cache.h"
 
 #include <sys/stat.h>
@@ -177,17 +178,20 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
   std::ostringstream tid;
   tid << std::this_thread::get_id();
   const auto tmp = o.cache_dir / (key + ".tmp." + std::to_string(::getpid()) + "." + tid.str());
-  std::filesystem::remove_all(tmp);
+  remove_tree(tmp);
   std::filesystem::create_directories(tmp);
   FT_LOG_INFO("tokenizing {} into the data cache {}", path.string(), dir.string());
   try {
     tokenize_source(path, source, o, tokenizer, tmp);
   } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove_all(tmp, ec);
+    // The tokenizing error is the one to report; a failed clean-up only leaves a stale temporary directory.
+    try {
+      remove_tree(tmp);
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch)
+    }
     throw;
   }
-  std::filesystem::remove_all(dir);  // a stale partial entry without meta.json
+  remove_tree(dir);  // a stale partial entry without meta.json
   std::filesystem::rename(tmp, dir);
   return open_entry(dir);
 }

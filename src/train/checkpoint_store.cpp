@@ -1,4 +1,5 @@
 #include "train/checkpoint_store.h"
+#include "util/fs.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -75,10 +76,6 @@ std::optional<int64_t> parse_step_name(const std::string& name) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-int remove_entry(const char* path, const struct stat* /*st*/, int /*type*/, struct FTW* /*ftw*/) {
-  return (::remove(path) == 0 || errno == ENOENT) ? 0 : -1;
-}
-
 // Removes `path` by renaming it to a hidden trash name first, so a crash half-way through the removal never
 // leaves a partial step-* directory that looks like a corrupt checkpoint.
 void remove_via_trash(const fs::path& path) {
@@ -120,13 +117,6 @@ void write_file_synced(const fs::path& path, std::string_view bytes) {
 }
 
 void fsync_dir(const fs::path& dir) { fsync_path(dir, /*directory=*/true); }
-
-void remove_tree(const fs::path& path) {
-  // nftw instead of std::filesystem::remove_all: libtorch.so exports its own remove_all, which crashes when
-  // it binds ahead of libstdc++'s.
-  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-    throw_errno("cannot remove", path, errno);
-}
 
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
     : dir_(std::move(run_dir) / "checkpoints"), opts_(opts) {

@@ -74,8 +74,5 @@ class CheckpointStore {
 void write_file_synced(const std::filesystem::path& path, std::string_view bytes);
 // fsync of a directory (so a rename or a new entry is durable). Throws ft::Error on failure.
 void fsync_dir(const std::filesystem::path& dir);
-// Deletes a file or directory tree (no error when absent); ft::Error on failure. Use it instead of
-// std::filesystem::remove_all, whose copy exported by libtorch.so crashes (see PLATFORMS.md traps).
-void remove_tree(const std::filesystem::path& path);
 
 }  // namespace ft::train

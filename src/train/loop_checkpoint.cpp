@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "util/fs.h"
 #include "data/loader.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
@@ -226,13 +227,13 @@ void Trainer::save_final_model() {
     // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
     const auto final_dir = run_dir_ / (cfg_.lora.enabled ? "adapter" : "model");
     const auto tmp = run_dir_ / (final_dir.filename().string() + ".tmp");
-    std::filesystem::remove_all(tmp);
+    remove_tree(tmp);
     write_model_dir(tmp);
     const auto old = run_dir_ / (final_dir.filename().string() + ".old");
-    std::filesystem::remove_all(old);
+    remove_tree(old);
     if (std::filesystem::exists(final_dir)) std::filesystem::rename(final_dir, old);
     std::filesystem::rename(tmp, final_dir);
-    std::filesystem::remove_all(old);
+    remove_tree(old);
     FT_LOG_INFO("final {} written to {}", cfg_.lora.enabled ? "adapter" : "model", final_dir.string());
   }
   comm_->barrier();

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "support/test_support.h"
+#include "util/fs.h"
 
 namespace ft::test {
 namespace {
@@ -55,15 +56,18 @@ TEST(Cli, EverySubcommandHasHelpWithExample) {
 namespace ft::test {
 namespace {
 
-// libtorch.so exports its own std::filesystem; executables must bind to the system libstdc++ (see
-// third_party/dependencies.cmake), or remove_all of a non-empty directory crashes.
-TEST(Build, FilesystemRemoveAllWorksInTorchLinkedBinaries) {
+// libtorch.so exports its own std::filesystem::remove_all, which crashes when it binds first; the project removes
+// trees with ft::remove_tree instead (util/fs.h).
+TEST(Build, RemoveTreeRemovesNestedDirectoriesAndIgnoresMissingOnes) {
   const auto root = std::filesystem::temp_directory_path() / ("ft-fs-" + std::to_string(::getpid()));
   std::filesystem::create_directories(root / "a" / "b");
   write_file(root / "a" / "b" / "file.txt", "x");
   write_file(root / "top.txt", "y");
-  EXPECT_EQ(std::filesystem::remove_all(root), 5u);
+  std::filesystem::create_symlink("/etc", root / "link");
+  remove_tree(root);
   EXPECT_FALSE(std::filesystem::exists(root));
+  EXPECT_TRUE(std::filesystem::exists("/etc/passwd"));
+  EXPECT_NO_THROW(remove_tree(root));
 }
 
 }  // namespace

@@ -4,9 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <ftw.h>
-#include <stdlib.h>
-
 #include <string>
 #include <vector>
 
@@ -16,27 +13,7 @@
 
 namespace ft::test {
 
-// A fresh temp directory, removed with POSIX calls. Not TempDir: libtorch.so exports its own
-// std::filesystem::remove_all, which the dynamic linker binds for the whole process, and it segfaults (torch 2.11).
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& prefix) {
-    std::string templ = (std::filesystem::path(P_tmpdir) / (prefix + "-XXXXXX")).string();
-    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + templ);
-    path_ = templ;
-  }
-  ~ScratchDir() {
-    ::nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-           FTW_DEPTH | FTW_PHYS);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+using ScratchDir = TempDir;
 
 // A config that passes validation: one existing text source, a tokenizer trained at start.
 inline const char* kMinimalConfig =

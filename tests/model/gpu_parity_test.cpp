@@ -1,6 +1,7 @@
 // bf16 parity on a CUDA GPU against the transformers F32 references (skips without CUDA).
-// Tolerance: bf16 keeps 8 mantissa bits, so the logits of these 2-layer models are compared relative to their
-// range: max |ours - ref| <= 3% of max |ref| (F32 on the same GPU must stay within 1e-3 absolute).
+// Tolerance: bf16 keeps 8 mantissa bits, so bf16 logits are compared with the F32 reference relative to its
+// range, and that error must stay within 2x of what transformers itself gets in bf16 (its bf16 logits are in the
+// reference file) plus 0.5% of the range. F32 on the same GPU must stay within 1e-3 absolute.
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
@@ -34,8 +35,10 @@ TEST_P(GpuParity, Bf16ParametersMatchTransformers) {
   const at::Tensor logits = model->forward(r.at("input_ids").to(at::kCUDA));
   EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
   const double err = rel_err(logits, r.at("logits"));
-  std::cout << GetParam() << " bf16 params: max abs err / max |logit| = " << err << "\n";
-  EXPECT_LT(err, 0.03);
+  const double hf_err = rel_err(r.at("logits_bf16"), r.at("logits"));
+  std::cout << GetParam() << " bf16 params: max abs err / max |logit| = " << err << " (transformers bf16: " << hf_err
+            << ")\n";
+  EXPECT_LT(err, 2.0 * hf_err + 0.005);
 }
 
 TEST_P(GpuParity, Bf16AutocastMatchesTransformers) {
@@ -50,8 +53,10 @@ TEST_P(GpuParity, Bf16AutocastMatchesTransformers) {
   at::autocast::set_autocast_enabled(at::kCUDA, false);
   at::autocast::clear_cache();
   const double err = rel_err(logits, r.at("logits"));
-  std::cout << GetParam() << " bf16 autocast: max abs err / max |logit| = " << err << "\n";
-  EXPECT_LT(err, 0.03);
+  const double hf_err = rel_err(r.at("logits_bf16"), r.at("logits"));
+  std::cout << GetParam() << " bf16 autocast: max abs err / max |logit| = " << err << " (transformers bf16 weights: "
+            << hf_err << ")\n";
+  EXPECT_LT(err, 2.0 * hf_err + 0.005);
 }
 
 TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/fs.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -40,7 +41,7 @@ inline std::filesystem::path reference_dir() {
     if (r.exit_code != 0) throw std::runtime_error("hf_ref.py make failed:\n" + r.output);
     std::error_code ec;
     std::filesystem::rename(staging, final_dir, ec);  // loses harmlessly to a concurrent maker
-    std::filesystem::remove_all(staging, ec);
+    ft::remove_tree(staging);
   }
   dir = final_dir;
   return dir;

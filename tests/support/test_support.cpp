@@ -1,9 +1,12 @@
+#include "util/error.h"
+#include "util/fs.h"
 #include "support/test_support.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/Context.h>
+#include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
@@ -42,8 +45,11 @@ TempDir::TempDir(const std::string& prefix) {
 }
 
 TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  try {
+    remove_tree(path_);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "temporary directory left behind: " << e.what();
+  }
 }
 
 CommandResult run(const std::string& command) {

@@ -7,6 +7,7 @@ logits --jobs JSON : for each job {"model", "adapter" (optional), "ids", "out"},
 One process serves several jobs because importing transformers takes seconds.
 """
 import argparse
+import copy
 import json
 import os
 
@@ -54,8 +55,11 @@ def make(family, out):
         prompt = input_ids[:1, :8]
         gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=32,
                              min_new_tokens=0, eos_token_id=None, pad_token_id=0)
+        # transformers' own bf16 logits: the yardstick for our bf16 error (bf16 weights, bf16 compute).
+        logits_bf16 = copy.deepcopy(model).to(torch.bfloat16)(input_ids=input_ids).logits.float()
     save_file({"input_ids": input_ids, "logits": logits.contiguous(), "a_ids": a, "b_ids": b,
-               "a_logits": logits_a.contiguous(), "b_logits": logits_b.contiguous()},
+               "a_logits": logits_a.contiguous(), "b_logits": logits_b.contiguous(),
+               "logits_bf16": logits_bf16.contiguous()},
               os.path.join(out, "ref.safetensors"))
     with open(os.path.join(out, "ref.json"), "w") as f:
         json.dump({"prompt": prompt[0].tolist(), "generated": gen[0, prompt.shape[1]:].tolist()}, f)

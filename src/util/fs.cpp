@@ -1,0 +1,28 @@
+#include "util/fs.h"
+
+#include <ftw.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "util/error.h"
+
+namespace ft {
+namespace {
+
+int remove_entry(const char* path, const struct stat* /*st*/, int /*type*/, struct FTW* /*ftw*/) {
+  return (std::remove(path) == 0 || errno == ENOENT) ? 0 : -1;
+}
+
+}  // namespace
+
+void remove_tree(const std::filesystem::path& path) {
+  if (::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
+    throw Error("cannot remove '" + path.string() + "': " + std::strerror(errno),
+                "check permissions of the directory and that no other process holds files in it");
+  }
+}
+
+}  // namespace ft

@@ -1,0 +1,13 @@
+// File-system helpers that avoid std::filesystem::remove_all: libtorch.so exports its own copy of it, which
+// crashes when the dynamic linker binds it ahead of libstdc++'s (seen with GCC 12 and 13 builds).
+#pragma once
+
+#include <filesystem>
+
+namespace ft {
+
+// Removes `path` and everything below it (no-op when it does not exist). Symbolic links are removed, never
+// followed. Throws ft::Error with the OS reason on failure.
+void remove_tree(const std::filesystem::path& path);
+
+}  // namespace ft
