@@ -105,6 +105,7 @@ Trainer::StepOutput Trainer::train_step() {
   for (int64_t i = 0; i < cfg_.train.grad_accum_steps; ++i) {
     batches.push_back(next_batch(out.data_wait_s));
     out.local_tokens += batches.back().num_target_tokens;
+    out.local_positions += batches.back().input_ids.numel();
   }
   // The loss is normalised by the target tokens of the whole optimizer step on all ranks, so accumulation and data
   // parallelism give the same update as one big batch.
@@ -163,7 +164,8 @@ ExitCode Trainer::run() {
               cfg_.train.precision);
 
   const auto run_start = Clock::now();
-  int64_t tokens_since_log = 0;
+  int64_t tokens_since_log = 0;     // target tokens (loss positions), all ranks
+  int64_t positions_since_log = 0;  // token positions processed (rows x seq, padding included), all ranks
   int64_t steps_since_log = 0;
   double time_since_log = 0.0;
   double wait_since_log = 0.0;
@@ -185,6 +187,7 @@ ExitCode Trainer::run() {
     const double step_tokens = all_reduce_sum(static_cast<double>(out.local_tokens));
     tokens_seen_ += static_cast<int64_t>(step_tokens);
     tokens_since_log += static_cast<int64_t>(step_tokens);
+    positions_since_log += out.local_positions * world_size_;
     loss_since_log += out.loss_sum;
     wait_since_log += out.data_wait_s;
     time_since_log += seconds_since(step_start);
@@ -193,13 +196,16 @@ ExitCode Trainer::run() {
     if (step_ % cfg_.logging.every_steps == 0 || last) {
       check_non_finite();  // host sync: once per log interval
       const double loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
-      const double tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
+      // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
+      const double tokens_per_s = static_cast<double>(positions_since_log) / std::max(1e-9, time_since_log);
+      const double target_tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
       nlohmann::json m;
       m["loss"] = loss;
       m["lr"] = lr;
       m["grad_norm"] = out.grad_norm.item<double>();
       m["loss_scale"] = scaler_->get_scale();
       m["tokens_per_s"] = tokens_per_s;
+      m["target_tokens_per_s"] = target_tokens_per_s;
       m["step_time_s"] = time_since_log / static_cast<double>(std::max<int64_t>(1, steps_since_log));
       m["data_wait_s"] = wait_since_log;
       m["tokens_seen"] = tokens_seen_;
@@ -212,6 +218,7 @@ ExitCode Trainer::run() {
         metrics_->progress(step_, m);
       }
       steps_since_log = 0;
+      positions_since_log = 0;
       tokens_since_log = 0;
       time_since_log = 0.0;
       wait_since_log = 0.0;

@@ -72,7 +72,8 @@ class Trainer {
   struct StepOutput {
     at::Tensor loss_sum;     // F32 [] this rank's summed token losses (device)
     at::Tensor grad_norm;    // F32 [] global gradient norm before clipping (device)
-    int64_t local_tokens = 0;  // this rank's target tokens in the step
+    int64_t local_tokens = 0;     // this rank's target tokens in the step
+    int64_t local_positions = 0;  // this rank's token positions (rows x length) in the step
     double data_wait_s = 0.0;  // time spent waiting for batches
   };
   StepOutput train_step();
