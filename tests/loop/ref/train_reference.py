@@ -38,8 +38,10 @@ def make(model_dir, data_file, vocab, seed):
     model = transformers.LlamaForCausalLM(cfg).to(torch.float32)
     model.save_pretrained(model_dir, safe_serialization=True)
     # Some structure so that the loss actually falls: a noisy repeating pattern.
-    base = np.tile(np.arange(3, vocab, dtype=np.uint16), 200)
-    noise = rng.integers(3, vocab, size=base.shape, dtype=np.uint16)
+    pieces = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model")).get_piece_size()
+    top = min(vocab, pieces)  # every id must be a piece of the tokenizer the trainer loads
+    base = np.tile(np.arange(3, top, dtype=np.uint16), 200)
+    noise = rng.integers(3, top, size=base.shape, dtype=np.uint16)
     tokens = np.where(rng.random(base.shape) < 0.2, noise, base).astype(np.uint16)
     tokens.tofile(data_file)
 
