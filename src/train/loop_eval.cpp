@@ -31,6 +31,11 @@ class EvalModeGuard {
   torch::nn::Module& module_;
 };
 
+std::string one_line(std::string text) {
+  for (size_t i = text.find('\n'); i != std::string::npos; i = text.find('\n', i + 2)) text.replace(i, 1, "\\n");
+  return text;
+}
+
 }  // namespace
 
 EvalResult Trainer::evaluate() {
@@ -39,18 +44,7 @@ EvalResult Trainer::evaluate() {
   EvalModeGuard eval_mode(*model_);
   at::NoGradGuard no_grad;
 
-  data::LoaderOptions options;
-  options.micro_batch_size = cfg_.train.micro_batch_size;
-  options.seq_len = cfg_.data.seq_len;
-  options.packing = cfg_.data.packing;
-  options.pad_id = tokenizer_->pad_id();
-  options.seed = static_cast<uint64_t>(cfg_.run.seed);
-  options.rank = rank_;
-  options.world_size = world_size_;
-  options.prefetch = cfg_.data.prefetch;
-  options.shuffle = false;
-  options.pin_memory = device_.is_cuda();
-  data::DataLoader loader(eval_set_, options);
+  data::DataLoader loader(eval_set_, loader_options(/*shuffle=*/false));
 
   auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
   int64_t tokens = 0;
@@ -97,8 +91,9 @@ EvalResult Trainer::evaluate() {
     metrics_->log("eval", step_, m);
     FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", step_, result.loss, m["perplexity"].get<double>(),
                 result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "");
-    for (const auto& sample : samples) {
-      FT_LOG_INFO("  {} -> {}", sample["prompt"].get<std::string>(), sample["completion"].get<std::string>());
+    for (const auto& sample : samples) {  // one line each: newlines shown as \n
+      FT_LOG_INFO("  {} -> {}", one_line(sample["prompt"].get<std::string>()),
+                  one_line(sample["completion"].get<std::string>()));
     }
   }
   last_eval_loss_ = result.loss;

@@ -162,18 +162,7 @@ void Trainer::setup_data() {
     eval_set_ = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg_, /*eval=*/true), *tokenizer_);
     log_dataset_stats("eval", eval_set_->stats());
   }
-  data::LoaderOptions loader;
-  loader.micro_batch_size = cfg_.train.micro_batch_size;
-  loader.seq_len = cfg_.data.seq_len;
-  loader.packing = cfg_.data.packing;
-  loader.pad_id = tokenizer_->pad_id();
-  loader.seed = static_cast<uint64_t>(cfg_.run.seed);
-  loader.rank = rank_;
-  loader.world_size = world_size_;
-  loader.prefetch = cfg_.data.prefetch;
-  loader.shuffle = cfg_.data.shuffle;
-  loader.pin_memory = device_.is_cuda();
-  train_loader_ = std::make_unique<data::DataLoader>(train_set_, loader);
+  train_loader_ = std::make_unique<data::DataLoader>(train_set_, loader_options(cfg_.data.shuffle));
 
   const int64_t per_epoch = train_loader_->batches_per_epoch() / cfg_.train.grad_accum_steps;
   FT_CHECK(per_epoch > 0 || cfg_.train.max_steps > 0,
@@ -187,6 +176,21 @@ void Trainer::setup_data() {
     metrics.total_steps = total_steps_;
     metrics_ = std::make_unique<MetricsLogger>(run_dir_, metrics);
   }
+}
+
+data::LoaderOptions Trainer::loader_options(bool shuffle) const {
+  data::LoaderOptions loader;
+  loader.micro_batch_size = cfg_.train.micro_batch_size;
+  loader.seq_len = cfg_.data.seq_len;
+  loader.packing = cfg_.data.packing;
+  loader.pad_id = tokenizer_->pad_id();
+  loader.seed = static_cast<uint64_t>(cfg_.run.seed);
+  loader.rank = rank_;
+  loader.world_size = world_size_;
+  loader.prefetch = cfg_.data.prefetch;
+  loader.shuffle = shuffle;
+  loader.pin_memory = device_.is_cuda();
+  return loader;
 }
 
 void Trainer::setup_optimizer() {

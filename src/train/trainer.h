@@ -24,6 +24,7 @@ class Tokenizer;
 class DataLoader;
 class TokenizedDataset;
 struct Batch;
+struct LoaderOptions;
 }  // namespace ft::data
 namespace ft::model {
 class Transformer;
@@ -67,6 +68,7 @@ class Trainer {
   void setup_model();
   void setup_data();
   void setup_optimizer();
+  data::LoaderOptions loader_options(bool shuffle) const;  // the run's batch layout, for train and eval loaders
 
   // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
   struct StepOutput {

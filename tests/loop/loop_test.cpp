@@ -140,9 +140,9 @@ TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
 
 TEST_F(TrainLoop, BadConfigExitsWithUsageCodeBeforeTraining) {
   const auto config = write_config("bad");
-  const auto result = run(train_cmd(config, "optimizer.learning_rate=1"));
+  const auto result = run(train_cmd(config, "optimizer.weight_decy=0.1"));
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.output.find("did you mean optimizer.lr"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("did you mean optimizer.weight_decay"), std::string::npos) << result.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "bad" / "metrics.jsonl"));
 }
 
