@@ -194,6 +194,12 @@ data::LoaderOptions Trainer::loader_options(bool shuffle) const {
 }
 
 void Trainer::setup_optimizer() {
+  if (cfg_.distributed.zero != 0) {
+    throw ConfigError("distributed.zero=1 is not wired into the training loop yet (the sharding collectives exist in "
+                          "dist/zero.h, tested on the CPU)",
+                      "use distributed.zero=0; for a 7B full fine-tune use train.precision=bf16-pure with "
+                      "model.activation_checkpointing=true, or LoRA");
+  }
   AdamWOptions opts;
   opts.lr = cfg_.optimizer.lr;
   opts.beta1 = cfg_.optimizer.betas.at(0);

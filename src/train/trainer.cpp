@@ -250,6 +250,11 @@ ExitCode Trainer::run() {
 }
 
 void Trainer::check_non_finite() {
+  // Under fp16 the loss scaler owns overflow handling and counts its own skipped steps: those are normal.
+  if (scaler_->enabled()) {
+    pending_skips_.clear();
+    return;
+  }
   std::optional<int64_t> first_bad;
   for (const auto& [step, flag] : pending_skips_) {
     if (flag.item<float>() == 0.0f) continue;
@@ -258,8 +263,7 @@ void Trainer::check_non_finite() {
     FT_LOG_WARN("step {}: non-finite loss or gradient norm; the update was skipped", step);
   }
   pending_skips_.clear();
-  // Under fp16 the loss scaler owns overflow handling: its skipped steps are normal.
-  if (first_bad && cfg_.train.precision != "fp16" && nan_skips_ > cfg_.train.max_nan_skips) {
+  if (first_bad && nan_skips_ > cfg_.train.max_nan_skips) {
     throw Error(fmt::format("non-finite loss at step {} ({} step(s) skipped so far, train.max_nan_skips={}); the "
                             "weights were not updated by those steps and no checkpoint was written after them",
                             *first_bad, nan_skips_, cfg_.train.max_nan_skips),

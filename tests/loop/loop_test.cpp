@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -136,6 +137,29 @@ TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("non-finite loss at step 1"), std::string::npos) << result.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "nan" / "checkpoints" / "step-000001"));
+}
+
+TEST_F(TrainLoop, Fp16TrainsWithDynamicLossScaling) {
+  const auto config = write_config("fp16", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
+  const auto result = run(train_cmd(config, "train.precision=fp16 train.max_steps=30"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream in(dir_ / "fp16" / "metrics.jsonl");
+  std::string line;
+  std::vector<nlohmann::json> steps;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.at("event") == "train") steps.push_back(j);
+  }
+  ASSERT_EQ(steps.size(), 30u);
+  for (const auto& s : steps) {
+    const double scale = s.at("loss_scale").get<double>();
+    EXPECT_GT(scale, 0.0);
+    EXPECT_LE(scale, 65536.0);
+    EXPECT_EQ(std::exp2(std::round(std::log2(scale))), scale) << "a power of two";
+    // Every skip halves the scale and nothing grows it within 2000 clean steps.
+    EXPECT_EQ(s.at("skipped_steps").get<int64_t>(), 16 - static_cast<int64_t>(std::log2(scale)));
+  }
+  EXPECT_LT(steps.back().at("loss").get<double>(), steps.front().at("loss").get<double>());
 }
 
 TEST_F(TrainLoop, BadConfigExitsWithUsageCodeBeforeTraining) {
