@@ -62,12 +62,15 @@ Trainer::Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& 
 
 Trainer::~Trainer() = default;
 
-double Trainer::all_reduce_sum(double value) const {
-  if (world_size_ == 1) return value;
-  std::vector<at::Tensor> t{at::full({1}, value, at::TensorOptions().dtype(at::kDouble))};
+std::vector<double> Trainer::all_reduce_sum(std::vector<double> values) const {
+  if (world_size_ == 1) return values;
+  std::vector<at::Tensor> t{at::tensor(values, at::TensorOptions().dtype(at::kDouble))};
   comm_->all_reduce_(t, dist::ReduceOp::kSum);
-  return t[0].item<double>();
+  const auto summed = t[0].cpu();
+  return std::vector<double>(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
 }
+
+double Trainer::all_reduce_sum(double value) const { return all_reduce_sum(std::vector<double>{value})[0]; }
 
 bool Trainer::any_rank(bool flag) const { return all_reduce_sum(flag ? 1.0 : 0.0) > 0.0; }
 
@@ -109,7 +112,11 @@ Trainer::StepOutput Trainer::train_step() {
   }
   // The loss is normalised by the target tokens of the whole optimizer step on all ranks, so accumulation and data
   // parallelism give the same update as one big batch.
-  const double global_tokens = std::max(1.0, all_reduce_sum(static_cast<double>(out.local_tokens)));
+  // One collective for both counts of the step over all ranks.
+  const auto global = all_reduce_sum({static_cast<double>(out.local_tokens), static_cast<double>(out.local_positions)});
+  out.global_tokens = static_cast<int64_t>(global[0]);
+  out.global_positions = static_cast<int64_t>(global[1]);
+  const double global_tokens = std::max<double>(1.0, global[0]);
   // DDP sums gradients over ranks (GradReduction::kSum), which with this normalisation is the single-process gradient.
   const double loss_factor = 1.0 / global_tokens;
 
@@ -184,10 +191,9 @@ ExitCode Trainer::run() {
     }
     ++step_;
     ++steps_since_log;
-    const double step_tokens = all_reduce_sum(static_cast<double>(out.local_tokens));
-    tokens_seen_ += static_cast<int64_t>(step_tokens);
-    tokens_since_log += static_cast<int64_t>(step_tokens);
-    positions_since_log += out.local_positions * world_size_;
+    tokens_seen_ += out.global_tokens;
+    tokens_since_log += out.global_tokens;
+    positions_since_log += out.global_positions;
     loss_since_log += out.loss_sum;
     wait_since_log += out.data_wait_s;
     time_since_log += seconds_since(step_start);

@@ -76,6 +76,8 @@ class Trainer {
     at::Tensor grad_norm;    // F32 [] global gradient norm before clipping (device)
     int64_t local_tokens = 0;     // this rank's target tokens in the step
     int64_t local_positions = 0;  // this rank's token positions (rows x length) in the step
+    int64_t global_tokens = 0;    // target tokens of the step on all ranks
+    int64_t global_positions = 0; // token positions of the step on all ranks
     double data_wait_s = 0.0;  // time spent waiting for batches
   };
   StepOutput train_step();
@@ -99,6 +101,7 @@ class Trainer {
 
   // Distributed helpers.
   double all_reduce_sum(double value) const;   // host value summed over ranks
+  std::vector<double> all_reduce_sum(std::vector<double> values) const;  // element-wise, one collective
   bool any_rank(bool flag) const;               // true if any rank has flag set
 
   Config cfg_;
