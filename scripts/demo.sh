@@ -5,5 +5,5 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-./scripts/build.sh default
+./scripts/build.sh default finetune
 exec ./build/default/bin/finetune train --config configs/demo.yaml "$@"
