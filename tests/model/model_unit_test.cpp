@@ -35,6 +35,11 @@ std::shared_ptr<model::Transformer> tiny_model(const std::string& type = "llama"
   return m;
 }
 
+// max |a - b| relative to the largest |b| (at least 1): float32 results whose rounding order may differ.
+double scaled_max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1.0, b.abs().max().item<double>());
+}
+
 at::Tensor sample_ids() { return at::tensor({3, 7, 11, 5, 9, 2, 40, 33, 1, 17}, at::kLong).view({2, 5}); }
 
 template <class F>
@@ -186,7 +191,8 @@ TEST(ModelLora, MergedWeightsComputeTheAdapterOutput) {
   const at::Tensor with_adapter = m->forward(sample_ids());
   model::merge_lora(*m);
   EXPECT_TRUE(at::allclose(q->weight, expected, 1e-6, 1e-6));
-  EXPECT_LT((m->forward(sample_ids()) - with_adapter).abs().max().item<double>(), 1e-5);
+  // Merging changes the rounding order (x(W + sBA)^T vs xW^T + s(xA^T)B^T), and SIMD widths differ by CPU.
+  EXPECT_LT(scaled_max_diff(m->forward(sample_ids()), with_adapter), 2e-5);
   EXPECT_TRUE(model::adapter_tensors(*m).empty());
 }
 
@@ -244,7 +250,7 @@ TEST(ModelKVCache, IncrementalDecodingEqualsFullForward) {
     const at::Tensor first = m.forward(ids.narrow(1, 0, 3), {}, {}, &cache);
     const at::Tensor second = m.forward(ids.narrow(1, 3, 1), {}, {}, &cache);
     const at::Tensor third = m.forward(ids.narrow(1, 4, 1), {}, {}, &cache);
-    EXPECT_LT((at::cat({first, second, third}, 1) - full).abs().max().item<double>(), 1e-5) << type;
+    EXPECT_LT(scaled_max_diff(at::cat({first, second, third}, 1), full), 1e-5) << type;
   }
 }
 
