@@ -284,12 +284,14 @@ struct DistributedConfig {
   std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | nccl | gloo
   int64_t timeout_s = 600;       // collective and rendezvous timeout
   double bucket_cap_mb = 25.0;   // DDP gradient bucket size
+  std::string reduce_dtype = "fp32";  // gradient all-reduce precision: fp32 | bf16 (half the bytes, rounded sums)
   int64_t zero = 0;              // 0 = replicated optimizer state; 1 = sharded across ranks (ZeRO-1)
 
   template <class V> void visit(V& v) {
     v("backend", backend);
     v("timeout_s", timeout_s);
     v("bucket_cap_mb", bucket_cap_mb);
+    v("reduce_dtype", reduce_dtype);
     v("zero", zero);
   }
 };

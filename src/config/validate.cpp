@@ -246,6 +246,7 @@ void check_rest(const Config& c, Checker& k) {
   k.one_of("distributed.backend", d.backend, {"auto", "nccl", "gloo"});
   k.at_least<int64_t>("distributed.timeout_s", d.timeout_s, 1);
   k.positive("distributed.bucket_cap_mb", d.bucket_cap_mb);
+  k.one_of("distributed.reduce_dtype", d.reduce_dtype, {"fp32", "bf16"});
   if (d.zero != 0 && d.zero != 1) {
     k.fail("distributed.zero", "invalid value " + std::to_string(d.zero) + " (expected one of: 0, 1)");
   }

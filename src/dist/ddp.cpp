@@ -22,6 +22,34 @@ class SumCommHook final : public c10d::CppCommHookInterface<c10::intrusive_ptr<c
   }
 };
 
+// All-reduce of a bucket cast to `dtype` and cast back into the bucket; divides by world size for kMean.
+class CastCommHook final : public c10d::CommHookInterface {
+ public:
+  CastCommHook(c10::intrusive_ptr<c10d::ProcessGroup> pg, at::ScalarType dtype, bool mean)
+      : pg_(std::move(pg)), dtype_(dtype), mean_(mean) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    at::Tensor buffer = bucket.getBufferRef();  // the bucket's flat gradient buffer, its own dtype [numel]
+    at::Tensor wire = buffer.to(dtype_);        // dtype_ [numel]
+    if (mean_) wire.div_(pg_->getSize());
+    std::vector<at::Tensor> tensors{wire};
+    auto reduced = pg_->allreduce(tensors)->getFuture();
+    return reduced->then(
+        [buffer](c10::ivalue::Future& done) {
+          buffer.copy_(done.value().toTensorVector().at(0));
+          return c10::IValue(buffer);
+        },
+        reduced->elementType());
+  }
+
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  at::ScalarType dtype_;
+  bool mean_;
+};
+
 C10dCommunicator& as_c10d(Communicator& comm) {
   auto* c10d_comm = dynamic_cast<C10dCommunicator*>(&comm);
   FT_CHECK(c10d_comm != nullptr, "DistributedDataParallel over " + comm.backend() + " needs a C10dCommunicator");
@@ -89,9 +117,16 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
 #else
 #error "c10d::Reducer's constructor was verified on torch 2.11 only; check reducer.hpp of this version"
 #endif
-  if (options.reduction == GradReduction::kSum) reducer_->register_comm_hook(std::make_unique<SumCommHook>(pg));
-  FT_LOG_DEBUG("DDP: {} trainable tensors in {} buckets of <= {} MB, gradients {}", params_.size(), num_buckets_,
-               options.bucket_cap_mb, options.reduction == GradReduction::kSum ? "summed" : "averaged");
+  const bool cast = options.reduce_dtype != params_[0].scalar_type();
+  if (cast) {
+    reducer_->register_comm_hook(
+        std::make_unique<CastCommHook>(pg, options.reduce_dtype, options.reduction == GradReduction::kMean));
+  } else if (options.reduction == GradReduction::kSum) {
+    reducer_->register_comm_hook(std::make_unique<SumCommHook>(pg));
+  }
+  FT_LOG_DEBUG("DDP: {} trainable tensors in {} buckets of <= {} MB, gradients {} in {}", params_.size(),
+               num_buckets_, options.bucket_cap_mb, options.reduction == GradReduction::kSum ? "summed" : "averaged",
+               c10::toString(options.reduce_dtype));
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

@@ -9,6 +9,7 @@
 // already normalised by the global token count of the optimizer step (a sum over ranks then equals the
 // single-process gradient). It registers a plain all-reduce comm hook, which makes the Reducer skip its
 // division by world size. GradReduction::kMean keeps PyTorch's default (gradients averaged over ranks).
+// DdpOptions::reduce_dtype = bf16 halves the bytes sent (the hook then also applies kMean's division itself).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -29,6 +30,9 @@ enum class GradReduction { kSum, kMean };
 struct DdpOptions {
   double bucket_cap_mb = 25.0;               // distributed.bucket_cap_mb
   GradReduction reduction = GradReduction::kSum;
+  // kBFloat16: buckets are cast to bf16 for the all-reduce and back (PyTorch's bf16_compress_hook): half the
+  // bytes on the wire, at the cost of one bf16 rounding per sum. kFloat: buckets travel in their own dtype.
+  at::ScalarType reduce_dtype = at::kFloat;
   bool broadcast_from_rank0 = true;          // copy rank 0's parameter values to every rank at construction
 };
 

@@ -235,6 +235,7 @@ void Trainer::setup_optimizer() {
     dist::DdpOptions ddp;
     ddp.bucket_cap_mb = cfg_.distributed.bucket_cap_mb;
     ddp.reduction = dist::GradReduction::kSum;
+    ddp.reduce_dtype = cfg_.distributed.reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
     ddp_ = std::make_unique<dist::DistributedDataParallel>(*comm_, std::move(params), ddp);
   }
 }

@@ -258,7 +258,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.eval = {5, 6, 7, 8, {"true", "", "null", "123", "a: b", "${not-a-ref}"}};
   c.checkpoint = {3, 0, true, "never", 100};
   c.logging = {"debug", 2, true, "off", 989.5};
-  c.distributed = {"gloo", 60, 12.5, 1};
+  c.distributed = {"gloo", 60, 12.5, "bf16", 1};
   return c;
 }
 

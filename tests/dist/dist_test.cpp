@@ -137,6 +137,22 @@ TEST(DistLauncher, DdpTwoRanksMatchOneProcessWithDoubledBatchAveragedGradients) 
   expect_ddp_matches(run(worker() + " launch 2 ddp 2 mean"), 2);
 }
 
+// bf16 all-reduce (distributed.reduce_dtype: bf16): the reduced gradients are bf16 numbers within one bf16 ulp
+// of the fp32 single-process gradients, for the summed and the averaged reduction.
+TEST(DistLauncher, DdpBf16ReductionGivesBf16RoundedGradients) {
+  for (const std::string reduction : {"sum", "mean"}) {
+    const Result r = run(worker() + " launch 2 ddp 3 " + reduction + " bf16");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::regex line("bf16_values=1 grad_diff_in_ulps=([0-9.e+-]+)");
+    int seen = 0;
+    for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it, ++seen) {
+      EXPECT_GT(std::stod((*it)[1]), 0.0) << "rounded, so not exactly the fp32 sums: " << r.output;
+      EXPECT_LE(std::stod((*it)[1]), 1.0) << r.output;
+    }
+    EXPECT_EQ(seen, 2) << reduction << ": " << r.output;
+  }
+}
+
 TEST(DistLauncher, ZeroOneShardedAdamWMatchesFullAdamW) {
   const Result r = run(worker() + " launch 2 zero");
   ASSERT_EQ(r.code, 0) << r.output;

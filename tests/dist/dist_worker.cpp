@@ -1,7 +1,9 @@
 // Helper executable for tests/dist: one process of a distributed test run, started by the built-in launcher,
 // by torchrun or by the test itself. Modes (argv[1]):
 //   collectives           check every Communicator collective against closed-form values
-//   ddp <b> <sum|mean>    DDP with micro-batch b vs an in-process single-process reference on the 2b batch
+//   ddp <b> <sum|mean> [bf16]
+//                         DDP with micro-batch b vs an in-process single-process reference on the 2b batch;
+//                         bf16: gradients all-reduced in bf16 (each reduced value a bf16 number, ~1 bf16 ulp off)
 //   zero                  ZeRO-1 shards + fused AdamW vs torch::optim::AdamW on the full parameters
 //   exit3                 rank 1 fails with exit code 3, rank 0 waits in a barrier
 //   steps <n>             n all-reduces 0.2 s apart, printing "pid <pid>" and "step <i>" (for kill -9 tests)
@@ -101,7 +103,7 @@ struct Net : torch::nn::Module {
   }
 };
 
-int ddp(Communicator& comm, int64_t b, bool sum) {
+int ddp(Communicator& comm, int64_t b, bool sum, at::ScalarType reduce_dtype) {
   const int r = comm.rank();
   const int64_t w = comm.world_size();
   constexpr int kSteps = 3, kAccum = 2;
@@ -113,6 +115,8 @@ int ddp(Communicator& comm, int64_t b, bool sum) {
   ft::dist::DdpOptions opts;
   opts.bucket_cap_mb = 300.0 / (1024 * 1024);  // ~300 bytes: several buckets even for this tiny model
   opts.reduction = sum ? ft::dist::GradReduction::kSum : ft::dist::GradReduction::kMean;
+  opts.reduce_dtype = reduce_dtype;
+  const bool bf16 = reduce_dtype == at::kBFloat16;
   ft::dist::DistributedDataParallel model(comm, net.trainable(), opts);
 
   // The reference: one process, the same starting weights, micro-batch w*b (all ranks' samples).
@@ -124,6 +128,7 @@ int ddp(Communicator& comm, int64_t b, bool sum) {
   }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(42);
   double max_grad_diff = 0, max_param_diff = 0;
+  bool bf16_values = true;  // bf16 mode: every reduced gradient element is a bf16 number
   for (int step = 0; step < kSteps; ++step) {
     for (int micro = 0; micro < kAccum; ++micro) {
       const at::Tensor x = at::randn({w * b, 8}, gen);  // the global micro-batch, identical on every rank
@@ -141,7 +146,12 @@ int ddp(Communicator& comm, int64_t b, bool sum) {
     torch::NoGradGuard no_grad;
     auto mine = net.trainable(), theirs = ref.trainable();
     for (size_t i = 0; i < mine.size(); ++i) {
-      max_grad_diff = std::max(max_grad_diff, (mine[i].grad() - theirs[i].grad()).abs().max().item<double>());
+      // bf16: two roundings (each rank's part, then the sum) of at most half an ulp (2^-8) relative to the largest
+      // value; reported relative to that value.
+      const at::Tensor& g = mine[i].grad();
+      const double scale = bf16 ? theirs[i].grad().abs().max().item<double>() * std::ldexp(1.0, -7) : 1.0;
+      if (bf16) bf16_values = bf16_values && at::equal(g, g.to(at::kBFloat16).to(at::kFloat));
+      max_grad_diff = std::max(max_grad_diff, (g - theirs[i].grad()).abs().max().item<double>() / scale);
       mine[i].sub_(kLr * mine[i].grad());
       theirs[i].sub_(kLr * theirs[i].grad());
       mine[i].mutable_grad().zero_();
@@ -151,6 +161,13 @@ int ddp(Communicator& comm, int64_t b, bool sum) {
   auto a = net.parameters(), c = ref.parameters();
   for (size_t i = 0; i < a.size(); ++i) {
     max_param_diff = std::max(max_param_diff, (a[i] - c[i]).abs().max().item<double>());
+  }
+  if (bf16) {
+    // Gradients within 1 bf16 ulp of the largest value; parameters moved kSteps * kLr times that at most.
+    std::printf("ddp-bf16 rank %d/%lld bf16_values=%d grad_diff_in_ulps=%.3g max_param_diff=%.3g\n", r,
+                static_cast<long long>(w), bf16_values ? 1 : 0, max_grad_diff, max_param_diff);
+    if (!bf16_values || max_grad_diff > 1.0) throw ft::Error("bf16 DDP gradients are not the bf16-rounded sums");
+    return 0;
   }
   std::printf("ddp rank %d/%lld b=%lld reduction=%s buckets=%zu max_grad_diff=%.3g max_param_diff=%.3g\n", r,
               static_cast<long long>(w), static_cast<long long>(b), sum ? "sum" : "mean", model.num_buckets(),
@@ -229,7 +246,10 @@ int run_mode(const std::vector<std::string>& args) {
   std::printf("%s\n", ft::dist::describe(env).c_str());
   std::fflush(stdout);
   if (mode == "collectives") return collectives(*comm);
-  if (mode == "ddp") return ddp(*comm, std::stoll(args.at(1)), args.at(2) == "sum");
+  if (mode == "ddp") {
+    const bool bf16 = args.size() > 3 && args.at(3) == "bf16";
+    return ddp(*comm, std::stoll(args.at(1)), args.at(2) == "sum", bf16 ? at::kBFloat16 : at::kFloat);
+  }
   if (mode == "zero") return zero(*comm);
   if (mode == "exit3") {
     if (comm->rank() == 1) {
