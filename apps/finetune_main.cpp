@@ -14,6 +14,8 @@ namespace {
 int report(const std::string& message, const std::string& hint, ft::ExitCode code) {
   std::cerr << "finetune: error: " << message << "\n";
   if (!hint.empty()) std::cerr << "finetune: hint: " << hint << "\n";
+  // A run directory's train.log ends with the error that stopped the run, not with its last progress line.
+  ft::log::write_to_files(ft::log::Level::kError, message + (hint.empty() ? "" : " (hint: " + hint + ")"));
   return static_cast<int>(code);
 }
 
@@ -29,7 +31,8 @@ int main(int argc, char** argv) {
   CLI::App app{"finetune: fine-tune LLaMA-family language models with LibTorch (no Python at run time)"};
   app.require_subcommand(1);
   app.fallthrough();
-  app.set_version_flag("--version", std::string("finetune ") + ft::build::kVersion + " (" + ft::build::kGitDescribe + ")");
+  app.set_version_flag("--version",
+                       std::string("finetune ") + ft::build::kVersion + " (" + ft::build::kGitDescribe + ")");
   app.footer(
       "Examples:\n"
       "  finetune train --config configs/demo.yaml\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-verify.sh OUT STAGE: the GPU checks behind README "Verified on GPUs" and docs/benchmarks.md, run on the offline
 # H200 host (see scripts/gpu-host-build.sh). Needs .deps/ (scripts/fetch-debs.sh) and .gpu/tokenizer.model (any
-# sentencepiece model, e.g. the demo's). Stages: build | tests | bench | train | ddp | runtime. Logs go to OUT.
+# sentencepiece model, e.g. the demo's). Stages: build | tests | bench | train | ddp | oom | runtime. Logs go to OUT.
 set -uo pipefail
 out=${1:?usage: gpu-verify.sh OUT STAGE...}
 shift
@@ -9,6 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 bin=build-gpu/bin/finetune
+launch=()  # a launcher command in front of the binary (torchrun)
 work=/tmp/ft-gpu
 mkdir -p "$work" "$out"
 [[ -d .deps/prefix ]] && eval "$(scripts/deps-prefix.sh .deps .deps/prefix)"
@@ -16,7 +17,7 @@ mkdir -p "$work" "$out"
 measure() {  # name, then finetune train arguments: prints the last train metrics line
   local name=$1; shift
   local t0=$SECONDS
-  "$bin" train "$@" run.output_dir="$work/$name" logging.progress=off >"$out/$name.log" 2>&1 &
+  ${launch[@]+"${launch[@]}"} "$bin" train "$@" run.output_dir="$work/$name" logging.progress=off >"$out/$name.log" 2>&1 &
   local pid=$!
   # Throughput runs stop with kill -9 once MEASURE_STEPS steps are logged (resume handles that by design), so
   # the final checkpoint of a multi-GB model does not eat the time budget.
@@ -54,7 +55,7 @@ for stage in "$@"; do
     "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
     data="data.train=[{path: $work/add.jsonl, format: prompt_completion}]"
     export MEASURE_STEPS=12
-    for shape in llama3-8b; do
+    for shape in ${SHAPES:-llama3-8b}; do
       rm -rf "$work/model"
       python3 bench/make_random_hf_model.py "$shape" "$work/model" --tokenizer .gpu/tokenizer.model
       cfg=configs/${shape}-lora.yaml
@@ -75,17 +76,42 @@ for stage in "$@"; do
             checkpoint.every_steps=0 logging.every_steps=10 scheduler.warmup_steps=5 optimizer.lr=3e-4)
     measure ddp-1gpu "${common[@]}" train.max_steps=30 train.micro_batch_size=8 run.device=cuda:0
     measure ddp-2gpu "${common[@]}" train.max_steps=30 train.micro_batch_size=8 --nproc-per-node 2
+    measure ddp-2gpu-bf16 "${common[@]}" train.max_steps=30 train.micro_batch_size=8 distributed.reduce_dtype=bf16 \
+      --nproc-per-node 2
+    # The same run under torchrun (static rendezvous) instead of the built-in launcher.
+    launch=(python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port 29533 --no-python)
+    measure ddp-2gpu-torchrun "${common[@]}" train.max_steps=30 train.micro_batch_size=8
+    launch=()
     # Same global batch: 1 GPU x 16 rows against 2 GPUs x 8 rows; losses should agree within bf16 noise.
     measure eq-1gpu "${common[@]}" train.max_steps=10 train.micro_batch_size=16 logging.every_steps=1 run.device=cuda:0
     measure eq-2gpu "${common[@]}" train.max_steps=10 train.micro_batch_size=8 logging.every_steps=1 --nproc-per-node 2
-    python3 - "$work" <<'PY' | tee "$out/ddp-equivalence.txt"
+    python3 - "$work" <<'PY' | tee "$out/ddp-summary.txt"
 import json, sys
-def losses(run):
-    return [json.loads(l)["loss"] for l in open(f"{sys.argv[1]}/{run}/metrics.jsonl") if '"event":"train"' in l]
-a, b = losses("eq-1gpu"), losses("eq-2gpu")
+def events(run):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{run}/metrics.jsonl") if '"event":"train"' in l]
+a, b = [e["loss"] for e in events("eq-1gpu")], [e["loss"] for e in events("eq-2gpu")]
 print("1 GPU x16:", [round(x, 4) for x in a]); print("2 GPU x8 :", [round(x, 4) for x in b])
 print("max relative difference:", max(abs(x - y) / abs(x) for x, y in zip(a, b)))
+one = events("ddp-1gpu")[-1]
+print(f"1 GPU: {one['tokens_per_s']:.0f} tok/s, step {one['step_time_s'] * 1e3:.1f} ms")
+for run in ("ddp-2gpu", "ddp-2gpu-bf16", "ddp-2gpu-torchrun"):
+    try:
+        e = events(run)[-1]
+    except (OSError, IndexError):
+        print(run, "no metrics"); continue
+    eff = e["tokens_per_s"] / (2 * one["tokens_per_s"])
+    exposed = (e["step_time_s"] - one["step_time_s"]) * 1e3
+    print(f"{run}: {e['tokens_per_s']:.0f} tok/s, step {e['step_time_s'] * 1e3:.1f} ms, scaling {eff:.1%}, "
+          f"all-reduce time not hidden behind backward ~{exposed:.1f} ms/step")
 PY
+    ;;
+  oom)
+    # A micro-batch far beyond the GPU: the error names the batch settings and what to change.
+    "$bin" train --config configs/demo.yaml run.device=cuda:0 run.output_dir="$work/oom" data.seq_len=4096 \
+      data.packing=true train.micro_batch_size=64 eval.every_steps=0 model.max_position_embeddings=4096 model.hidden_size=2048 \
+      model.intermediate_size=5632 model.num_layers=16 model.num_heads=16 train.max_steps=2 \
+      tokenizer.path="$root/.gpu/tokenizer.model" tokenizer.train_vocab_size=0 logging.progress=off >"$out/oom.log" 2>&1
+    echo "oom rc=$?"; grep -v '^\s*$' "$out/oom.log" | tail -6
     ;;
   runtime)
     scripts/assemble-runtime.sh build-gpu "$work/runtime" >"$out/assemble.log" 2>&1 || tail -20 "$out/assemble.log"

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 
@@ -104,9 +105,7 @@ void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::p
     for (const auto& [name, _] : shards[i]) weight_map[name] = fname;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  std::ofstream out(dir / (base_name + ".safetensors.index.json"));
-  out << index.dump(2) << "\n";
-  if (!out) throw Error("failed writing " + (dir / (base_name + ".safetensors.index.json")).string());
+  write_file(dir / (base_name + ".safetensors.index.json"), index.dump(2) + "\n");
 }
 
 }  // namespace ft::io

@@ -1,5 +1,7 @@
 #include "io/safetensors.h"
 
+#include "io/file_writer.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -48,12 +50,13 @@ std::string dtype_to_safetensors(at::ScalarType type) {
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(MappedFile::open(path)) {
   const std::size_t size = file_->size();
-  if (size < 8) throw corrupt(path, "", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
+  if (size < 8)
+    throw corrupt(path, "", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
   std::uint64_t header_len = 0;
   std::memcpy(&header_len, file_->data(), 8);  // little-endian on every supported host
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
-    throw corrupt(path, "", "header length " + std::to_string(header_len) + " exceeds the file size " +
-                                std::to_string(size));
+    throw corrupt(path, "",
+                  "header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
   }
   data_start_ = 8 + static_cast<std::size_t>(header_len);
   const std::uint64_t data_size = size - data_start_;
@@ -99,13 +102,15 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
     info.end = offs[1].get<std::uint64_t>();
     if (info.end < info.begin) throw corrupt(path, name, "data_offsets end before they begin");
     if (info.end > data_size) {
-      throw corrupt(path, name, "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
-                                    ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
+      throw corrupt(path, name,
+                    "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                        ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
     }
     const std::uint64_t expected = numel * c10::elementSize(info.dtype);
     if (info.end - info.begin != expected) {
-      throw corrupt(path, name, "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
-                                    std::to_string(info.end - info.begin));
+      throw corrupt(path, name,
+                    "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
+                        std::to_string(info.end - info.begin));
     }
     by_offset.emplace_back(info.begin, name);
     infos_.emplace(name, std::move(info));
@@ -138,7 +143,8 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   if (meta.end == meta.begin) return at::empty(meta.shape, options);
   std::uint8_t* ptr = file_->mutable_data() + data_start_ + meta.begin;
   auto keep_alive = file_;  // the deleter owns a reference to the mapping
-  at::Tensor t = at::from_blob(ptr, meta.shape, [keep_alive](void*) mutable { keep_alive.reset(); }, options);
+  at::Tensor t = at::from_blob(
+      ptr, meta.shape, [keep_alive](void*) mutable { keep_alive.reset(); }, options);
   if (reinterpret_cast<std::uintptr_t>(ptr) % c10::elementSize(meta.dtype) != 0) return t.clone();
   return t;
 }
@@ -168,16 +174,12 @@ void write_safetensors(const std::filesystem::path& path, const TensorMap& tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write " + path.string(), "check that the directory exists and is writable");
+  FileWriter out(path);
   const std::uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& c : cpu) {
-    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
-  }
-  out.flush();
-  if (!out) throw Error("failed writing " + path.string(), "is the disk full?");
+  out.write(&len, 8);
+  out.write(text);
+  for (const auto& c : cpu) out.write(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
+  out.finish(/*sync=*/false);
 }
 
 }  // namespace ft::io

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/file_writer.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -16,8 +17,9 @@ struct Reader {
   const std::string& source;
 
   ConfigError missing(const std::string& key) const {
-    return ConfigError(source + ": missing required field \"" + key + "\"",
-                       "config.json must come from a transformers LlamaForCausalLM/MistralForCausalLM/Qwen2ForCausalLM");
+    return ConfigError(
+        source + ": missing required field \"" + key + "\"",
+        "config.json must come from a transformers LlamaForCausalLM/MistralForCausalLM/Qwen2ForCausalLM");
   }
   int64_t req_int(const std::string& key) const {
     if (!j.contains(key) || j[key].is_null()) throw missing(key);
@@ -48,8 +50,8 @@ struct Reader {
 void parse_rope(const Reader& r, ModelArgs& a) {
   const json& j = r.j;
   // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
-  const char* key = j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters"
-                                                                                     : "rope_scaling";
+  const char* key =
+      j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters" : "rope_scaling";
   a.rope_theta = r.num(j, "rope_theta", 10000.0);
   if (!j.contains(key) || j[key].is_null()) return;
   const json& rp = j[key];
@@ -57,8 +59,10 @@ void parse_rope(const Reader& r, ModelArgs& a) {
   const std::string prefix = std::string(key) + ".";
   a.rope_theta = r.num(rp, "rope_theta", a.rope_theta, prefix);
   std::string type = "default";
-  if (rp.contains("rope_type")) type = rp["rope_type"].get<std::string>();
-  else if (rp.contains("type")) type = rp["type"].get<std::string>();
+  if (rp.contains("rope_type"))
+    type = rp["rope_type"].get<std::string>();
+  else if (rp.contains("type"))
+    type = rp["type"].get<std::string>();
   if (type != "default" && type != "llama3") {
     throw ConfigError(r.source + ": unsupported " + prefix + "rope_type \"" + type + "\"",
                       "supported rope types: default, llama3");
@@ -86,10 +90,14 @@ at::ScalarType dtype_from_name(const std::string& name) {
 
 std::string dtype_name(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "float32";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    default: throw Error(std::string("no config.json name for dtype ") + c10::toString(type));
+    case at::kFloat:
+      return "float32";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    default:
+      throw Error(std::string("no config.json name for dtype ") + c10::toString(type));
   }
 }
 
@@ -224,9 +232,7 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   j["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
   j["torch_dtype"] = a.torch_dtype;
   j["dtype"] = a.torch_dtype;
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw Error("failed writing " + path.string());
+  io::write_file(path, j.dump(2) + "\n");
 }
 
 ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
@@ -236,15 +242,18 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
   ModelArgs a;
   a.model_type = cfg.architecture;
   a.vocab_size = cfg.vocab_size > 0 ? cfg.vocab_size : vocab_size;
-  if (a.vocab_size <= 0) throw ConfigError("model.vocab_size: unknown vocabulary size", "set model.vocab_size or a tokenizer");
+  if (a.vocab_size <= 0)
+    throw ConfigError("model.vocab_size: unknown vocabulary size", "set model.vocab_size or a tokenizer");
   a.hidden_size = cfg.hidden_size;
   a.intermediate_size = cfg.intermediate_size;
   a.num_layers = cfg.num_layers;
   a.num_heads = cfg.num_heads;
   a.num_kv_heads = cfg.num_kv_heads;
-  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 || a.hidden_size % a.num_heads != 0) {
-    throw ConfigError("model.num_heads/num_kv_heads/hidden_size: num_heads must divide hidden_size and be a multiple "
-                      "of num_kv_heads");
+  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0 ||
+      a.hidden_size % a.num_heads != 0) {
+    throw ConfigError(
+        "model.num_heads/num_kv_heads/hidden_size: num_heads must divide hidden_size and be a multiple "
+        "of num_kv_heads");
   }
   a.head_dim = a.hidden_size / a.num_heads;
   a.max_position_embeddings = cfg.max_position_embeddings;

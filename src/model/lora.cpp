@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 
@@ -42,7 +43,9 @@ double opt_number(const nlohmann::json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
 }
 
-std::string leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
+std::string leaf(const std::string& path) {
+  return path.substr(path.rfind('.') + 1);
+}
 
 void check_targets(const std::vector<std::string>& targets, const std::string& where) {
   if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of q_proj, k_proj, v_proj, ...");
@@ -125,9 +128,7 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
                       {"rank_pattern", nlohmann::json::object()},
                       {"alpha_pattern", nlohmann::json::object()},
                       {"revision", nullptr}};
-  std::ofstream out(dir / "adapter_config.json");
-  out << j.dump(2) << "\n";
-  if (!out) throw Error("failed writing " + (dir / "adapter_config.json").string());
+  io::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
 }
 
 ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {
@@ -173,7 +174,8 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   check_targets(cfg.targets, src + " target_modules");
   if (cfg.rank < 1) throw ConfigError(src + ": r must be >= 1");
   // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
-  const double alpha = opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
+  const double alpha =
+      opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
   add_adapters(model, cfg, alpha, 0);
 
   const auto file = dir / "adapter_model.safetensors";
@@ -190,8 +192,8 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   for (auto& [name, param] : wanted) {
     if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
     if (st.info(name).shape != param.sizes().vec()) {
-      throw Error("tensor '" + name + "' in " + file.string() + " has the wrong shape for r=" +
-                  std::to_string(cfg.rank) + " and this model");
+      throw Error("tensor '" + name + "' in " + file.string() +
+                  " has the wrong shape for r=" + std::to_string(cfg.rank) + " and this model");
     }
     param.copy_(st.tensor(name));
   }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 
+#include "io/file_writer.h"
 #include "train/checksum.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -26,35 +27,10 @@ constexpr const char* kFormat = "finetune-checkpoint-v1";
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kTrashPrefix = ".trash-";
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports close()'s error (NFS and some filesystems report write errors only here).
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-std::string io_hint(int err) {
-  if (err == ENOSPC || err == EFBIG || err == EDQUOT)
-    return "free disk space (or raise the quota / file size limit) where the run directory lives, or lower "
-           "checkpoint.keep_last; earlier checkpoints are untouched";
-  return "check that the run directory is writable";
-}
+using io::UniqueFd;
 
 [[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int err) {
-  throw Error(fmt::format("{} '{}': {}", what, path.string(), std::strerror(err)), io_hint(err));
+  io::throw_io_error(what, path, err);
 }
 
 void fsync_path(const fs::path& path, bool directory) {
@@ -63,7 +39,9 @@ void fsync_path(const fs::path& path, bool directory) {
   if (::fsync(fd.get()) != 0) throw_errno("fsync failed for", path, errno);
 }
 
-std::string step_name(int64_t step) { return fmt::format("step-{:06d}", step); }
+std::string step_name(int64_t step) {
+  return fmt::format("step-{:06d}", step);
+}
 
 // "step-000123" -> 123; nullopt for anything else.
 std::optional<int64_t> parse_step_name(const std::string& name) {
@@ -74,13 +52,15 @@ std::optional<int64_t> parse_step_name(const std::string& name) {
   return std::stoll(digits);
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // Removes `path` by renaming it to a hidden trash name first, so a crash half-way through the removal never
 // leaves a partial step-* directory that looks like a corrupt checkpoint.
 void remove_via_trash(const fs::path& path) {
-  const fs::path trash = path.parent_path() / (std::string(kTrashPrefix) + path.filename().string() + "-" +
-                                               std::to_string(::getpid()));
+  const fs::path trash =
+      path.parent_path() / (std::string(kTrashPrefix) + path.filename().string() + "-" + std::to_string(::getpid()));
   remove_tree(trash);
   fs::rename(path, trash);
   remove_tree(trash);
@@ -88,43 +68,20 @@ void remove_via_trash(const fs::path& path) {
 
 }  // namespace
 
-void write_file_synced(const fs::path& path, std::string_view bytes) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw_errno("cannot create", path, errno);
-  auto fail = [&](const char* what) {
-    const int err = errno;
-    fd.close();
-    ::unlink(path.c_str());
-    throw_errno(what, path, err);
-  };
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write");
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) fail("fsync failed for");
-  if (fd.close() != 0) {
-    const int err = errno;
-    ::unlink(path.c_str());
-    throw_errno("close failed for", path, err);
-  }
+void fsync_dir(const fs::path& dir) {
+  fsync_path(dir, /*directory=*/true);
 }
-
-void fsync_dir(const fs::path& dir) { fsync_path(dir, /*directory=*/true); }
 
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
     : dir_(std::move(run_dir) / "checkpoints"), opts_(opts) {
   if (opts_.keep_last < 0)
-    throw ConfigError(fmt::format("checkpoint.keep_last = {} must be >= 0", opts_.keep_last), "0 keeps every checkpoint");
+    throw ConfigError(fmt::format("checkpoint.keep_last = {} must be >= 0", opts_.keep_last),
+                      "0 keeps every checkpoint");
 }
 
-CheckpointStore::~CheckpointStore() { abort(); }
+CheckpointStore::~CheckpointStore() {
+  abort();
+}
 
 void CheckpointStore::abort() noexcept {
   if (pending_.empty()) return;
@@ -152,7 +109,7 @@ fs::path CheckpointStore::begin(int64_t step) {
   } catch (const fs::filesystem_error& e) {
     pending_.clear();
     throw Error(fmt::format("cannot prepare checkpoint directory under '{}': {}", dir_.string(), e.code().message()),
-                io_hint(e.code().value()));
+                io::write_error_hint(e.code().value()));
   }
   pending_step_ = step;
   return pending_;
@@ -193,7 +150,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
                                {"metric", metric ? nlohmann::json(*metric) : nlohmann::json(nullptr)},
                                {"files", files}};
     if (!extra.is_null()) manifest["extra"] = extra;
-    write_file_synced(pending_ / kManifest, manifest.dump(2) + "\n");
+    io::write_file(pending_ / kManifest, manifest.dump(2) + "\n", /*sync=*/true);
     for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_dir(*d);
     // A checkpoint of the same step (a resumed run saving again) is replaced: old aside, new in, old removed.
     if (fs::exists(target)) remove_via_trash(target);
@@ -202,7 +159,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
   } catch (const fs::filesystem_error& e) {
     abort();
     throw Error(fmt::format("cannot commit checkpoint '{}': {}", target.string(), e.code().message()),
-                io_hint(e.code().value()));
+                io::write_error_hint(e.code().value()));
   } catch (...) {
     abort();
     throw;
@@ -269,14 +226,15 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
     return {false, "manifest.json is unreadable or not a finetune checkpoint manifest"};
   for (const auto& [rel, meta] : manifest["files"].items()) {
     const fs::path file = checkpoint_dir / rel;
-    if (!meta.is_object() || !meta.contains("size") || !meta["size"].is_number_unsigned() ||
-        !meta.contains("sha256") || !meta["sha256"].is_string())
+    if (!meta.is_object() || !meta.contains("size") || !meta["size"].is_number_unsigned() || !meta.contains("sha256") ||
+        !meta["sha256"].is_string())
       return {false, rel + ": bad manifest entry"};
     std::error_code ec;
     const auto size = fs::file_size(file, ec);
     if (ec) return {false, rel + ": missing"};
     const auto expected_size = meta["size"].get<uint64_t>();
-    if (size != expected_size) return {false, fmt::format("{}: size {} != {} in the manifest", rel, size, expected_size)};
+    if (size != expected_size)
+      return {false, fmt::format("{}: size {} != {} in the manifest", rel, size, expected_size)};
     try {
       if (sha256_file(file) != meta["sha256"].get<std::string>()) return {false, rel + ": checksum mismatch"};
     } catch (const Error& e) {

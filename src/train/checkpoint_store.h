@@ -16,9 +16,9 @@
 namespace ft::train {
 
 struct CheckpointInfo {
-  std::filesystem::path path;   // <run_dir>/checkpoints/step-000123
+  std::filesystem::path path;  // <run_dir>/checkpoints/step-000123
   int64_t step = 0;
-  std::optional<double> metric; // from the manifest (e.g. eval loss), if any
+  std::optional<double> metric;  // from the manifest (e.g. eval loss), if any
 };
 
 struct VerifyResult {
@@ -69,9 +69,6 @@ class CheckpointStore {
   int64_t pending_step_ = -1;
 };
 
-// Writes `bytes` to `path` (created/truncated) and fsyncs it. Throws ft::Error with the OS reason (e.g.
-// "No space left on device", "File too large") and removes the partial file.
-void write_file_synced(const std::filesystem::path& path, std::string_view bytes);
 // fsync of a directory (so a rename or a new entry is durable). Throws ft::Error on failure.
 void fsync_dir(const std::filesystem::path& dir);
 

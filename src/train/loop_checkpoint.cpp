@@ -12,11 +12,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "util/fs.h"
 #include "data/loader.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
+#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "model/checkpoint_io.h"
 #include "model/lora.h"
@@ -28,16 +28,10 @@
 #include "train/trainer.h"
 #include "util/build_info.h"
 #include "util/fmt.h"
+#include "util/fs.h"
 
 namespace ft::train {
 namespace {
-
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw Error("cannot write " + path.string(), "check free disk space and permissions of the run directory");
-}
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,14 +78,15 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
       tokenizer_config = nlohmann::json::parse(read_text(dir / "tokenizer_config.json"));
     }
   }
-  if (fs::exists(tokenizer_file)) fs::copy_file(tokenizer_file, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
+  if (fs::exists(tokenizer_file))
+    fs::copy_file(tokenizer_file, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
   if (!tokenizer_config.contains("tokenizer_class")) tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
   auto piece = [&](int64_t id) { return id >= 0 ? tokenizer.id_to_piece(id) : std::string(); };
   if (!tokenizer_config.contains("bos_token")) tokenizer_config["bos_token"] = piece(tokenizer.bos_id());
   if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());
   const std::string chat_template = data::chat_template_jinja(template_name);
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
-  write_text(dir / "tokenizer_config.json", tokenizer_config.dump(2));
+  io::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
 }  // namespace
@@ -99,8 +94,8 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
 std::string Trainer::fingerprint() const {
   const auto& a = model_->args();
   nlohmann::json f;
-  f["model"] = {a.model_type, a.vocab_size, a.hidden_size, a.intermediate_size, a.num_layers, a.num_heads,
-                a.num_kv_heads, a.head_dim, a.tie_word_embeddings};
+  f["model"] = {a.model_type, a.vocab_size,   a.hidden_size, a.intermediate_size,  a.num_layers,
+                a.num_heads,  a.num_kv_heads, a.head_dim,    a.tie_word_embeddings};
   f["lora"] = cfg_.lora.enabled ? nlohmann::json{cfg_.lora.rank, cfg_.lora.targets} : nlohmann::json();
   f["data"] = {cfg_.data.seq_len, cfg_.data.packing, cfg_.data.template_name, cfg_.train.micro_batch_size,
                cfg_.train.grad_accum_steps};
@@ -128,7 +123,8 @@ void Trainer::save_checkpoint() {
   const auto rng = capture_rng_states();  // U8 tensors by generator name
   io::TensorMap rng_all;
   for (const auto& [name, state] : rng) {
-    const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()), static_cast<size_t>(state.numel()));
+    const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
+                           static_cast<size_t>(state.numel()));
     const auto blobs = all_gather_strings(*comm_, blob);
     for (size_t r = 0; r < blobs.size(); ++r) {
       auto t = at::empty({static_cast<int64_t>(blobs[r].size())}, at::kByte);
@@ -154,10 +150,25 @@ void Trainer::save_checkpoint() {
       state["fingerprint"] = fingerprint();
       if (best_eval_loss_) state["best_eval_loss"] = *best_eval_loss_;
       state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
-      write_text(tmp / "trainer_state.json", state.dump(2));
-      write_text(tmp / "config.yaml", resolved_yaml_);
+      io::write_file(tmp / "trainer_state.json", state.dump(2));
+      io::write_file(tmp / "config.yaml", resolved_yaml_);
       const auto dir = checkpoints_->commit(last_eval_loss_);
       FT_LOG_INFO("checkpoint saved: {}", dir.string());
+    } catch (const Error& e) {
+      checkpoints_->abort();
+      // The temporary directory is gone by now: name the checkpoint that was being written instead.
+      std::string message = e.what();
+      const std::string target = (tmp.parent_path() / fmt::format("step-{:06d}", step_)).string();
+      for (size_t at = message.find(tmp.string()); at != std::string::npos; at = message.find(tmp.string(), at)) {
+        message.replace(at, tmp.string().size(), target);
+        at += target.size();
+      }
+      const auto previous = CheckpointStore::find_latest_valid(run_dir_);
+      throw Error(
+          fmt::format("checkpoint of step {} not saved: {}", step_, message),
+          e.hint() + (previous ? "; " + previous->path.string() + " is intact and resume: auto continues from it"
+                               : std::string()),
+          e.code());
     } catch (...) {
       checkpoints_->abort();
       throw;

@@ -17,12 +17,18 @@ std::atomic<int> g_world{1};
 
 spdlog::level::level_enum to_spdlog(Level level) {
   switch (level) {
-    case Level::kTrace: return spdlog::level::trace;
-    case Level::kDebug: return spdlog::level::debug;
-    case Level::kInfo: return spdlog::level::info;
-    case Level::kWarn: return spdlog::level::warn;
-    case Level::kError: return spdlog::level::err;
-    case Level::kOff: return spdlog::level::off;
+    case Level::kTrace:
+      return spdlog::level::trace;
+    case Level::kDebug:
+      return spdlog::level::debug;
+    case Level::kInfo:
+      return spdlog::level::info;
+    case Level::kWarn:
+      return spdlog::level::warn;
+    case Level::kError:
+      return spdlog::level::err;
+    case Level::kOff:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -66,13 +72,29 @@ void set_level(Level level) {
   g_level = level;
 }
 
-Level level() { return g_level.load(); }
-bool enabled(Level l) { return l >= g_level.load() && l != Level::kOff; }
-int rank() { return g_rank.load(); }
+Level level() {
+  return g_level.load();
+}
+bool enabled(Level l) {
+  return l >= g_level.load() && l != Level::kOff;
+}
+int rank() {
+  return g_rank.load();
+}
 
 void write(Level l, std::string_view message) {
   if (!enabled(l)) return;
   logger()->log(to_spdlog(l), "{}", message);
+}
+
+void write_to_files(Level level, std::string_view message) {
+  auto& l = *logger();
+  if (l.sinks().size() <= 1) return;  // sink 0 is the console
+  const spdlog::details::log_msg msg(l.name(), to_spdlog(level), spdlog::string_view_t(message.data(), message.size()));
+  for (size_t i = 1; i < l.sinks().size(); ++i) {
+    l.sinks()[i]->log(msg);
+    l.sinks()[i]->flush();
+  }
 }
 
 void add_file_sink(const std::string& path) {

@@ -22,13 +22,25 @@ bool enabled(Level level);
 int rank();
 
 void write(Level level, std::string_view message);
-inline void trace(std::string_view m) { write(Level::kTrace, m); }
-inline void debug(std::string_view m) { write(Level::kDebug, m); }
-inline void info(std::string_view m) { write(Level::kInfo, m); }
-inline void warn(std::string_view m) { write(Level::kWarn, m); }
-inline void error(std::string_view m) { write(Level::kError, m); }
+inline void trace(std::string_view m) {
+  write(Level::kTrace, m);
+}
+inline void debug(std::string_view m) {
+  write(Level::kDebug, m);
+}
+inline void info(std::string_view m) {
+  write(Level::kInfo, m);
+}
+inline void warn(std::string_view m) {
+  write(Level::kWarn, m);
+}
+inline void error(std::string_view m) {
+  write(Level::kError, m);
+}
 
 // Also writes every line to `path` (appending), e.g. <run_dir>/train.log.
 void add_file_sink(const std::string& path);
+// Writes `message` to the file sinks only (the console already shows it), e.g. the final error of a run.
+void write_to_files(Level level, std::string_view message);
 
 }  // namespace ft::log

@@ -2,97 +2,18 @@
 // parallelism against one big batch, the PyTorch reference loss curve, and the non-finite loss stop.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <vector>
 
-#include "support/test_support.h"
+#include "loop/loop_support.h"
 
 namespace ft::test {
 namespace {
 
-// A tiny model trained from scratch on a synthetic task, with its tokenizer trained at start.
-std::string tiny_config(const std::filesystem::path& run_dir) {
-  return "run: {output_dir: " + run_dir.string() + ", seed: 5, device: cpu, deterministic: true}\n"
-         "data:\n"
-         "  synth: {task: reverse, train_samples: 4000, seed: 2}\n"
-         "  train: [{format: prompt_completion}]\n"
-         "  seq_len: 32\n"
-         "  cache_dir: " + (run_dir.parent_path() / "cache").string() + "\n"
-         "tokenizer: {train_vocab_size: 300}\n"
-         "model: {hidden_size: 64, intermediate_size: 128, num_layers: 2, num_heads: 4, num_kv_heads: 2,\n"
-         "        max_position_embeddings: 64}\n"
-         "train: {max_steps: 60, micro_batch_size: 8, grad_clip: 1.0}\n"
-         "optimizer: {lr: 2.0e-3, weight_decay: 0.1}\n"
-         "scheduler: {type: cosine, warmup_steps: 5, min_lr_ratio: 0.1}\n"
-         "checkpoint: {every_steps: 10, keep_last: 3}\n"
-         "logging: {every_steps: 1, progress: off}\n";
-}
-
-// step -> loss of the "train" events; a step logged twice (replayed after kill -9) keeps its last value.
-std::map<int64_t, double> losses(const std::filesystem::path& run_dir) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.at("event") == "train") out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
-  }
-  return out;
-}
-
-std::string train_cmd(const std::filesystem::path& config, const std::string& overrides = "") {
-  return shell_quote(binary()) + " train --config " + shell_quote(config.string()) + " " + overrides;
-}
-
-// Starts `command` in the background and sends `sig` once the run has logged `step`; returns the exit code.
-int run_and_signal(const std::string& command, const std::filesystem::path& run_dir, int64_t step, int sig) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + command + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (losses(run_dir).count(step) > 0) {
-      kill(pid, sig);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-void expect_same_losses(const std::map<int64_t, double>& expected, const std::map<int64_t, double>& actual,
-                        double rel_tol) {
-  ASSERT_EQ(expected.size(), actual.size());
-  for (const auto& [step, loss] : expected) {
-    ASSERT_TRUE(actual.count(step)) << "step " << step;
-    if (rel_tol == 0.0) {
-      EXPECT_EQ(loss, actual.at(step)) << "step " << step;
-    } else {
-      EXPECT_NEAR(loss, actual.at(step), rel_tol * std::abs(loss)) << "step " << step;
-    }
-  }
-}
-
-class TrainLoop : public ::testing::Test {
- protected:
-  std::filesystem::path write_config(const std::string& name, const std::string& extra = "") {
-    const auto path = dir_ / (name + ".yaml");
-    write_file(path, tiny_config(dir_ / name) + extra);
-    return path;
-  }
-  TempDir dir_{"ft-loop"};
-};
+class TrainLoop : public TinyRunTest {};
 
 TEST_F(TrainLoop, ResumeAfterSigtermAndAfterKill9GivesBitIdenticalLosses) {
   const auto reference = write_config("reference");
@@ -121,8 +42,7 @@ TEST_F(TrainLoop, GradientAccumulationAndTwoGlooRanksMatchOneBigBatch) {
   const auto big = write_config("big", fixed);
   ASSERT_EQ(run(train_cmd(big, "train.max_steps=20 train.micro_batch_size=16")).exit_code, 0);
   const auto accum = write_config("accum", fixed);
-  ASSERT_EQ(
-      run(train_cmd(accum, "train.max_steps=20 train.micro_batch_size=8 train.grad_accum_steps=2")).exit_code, 0);
+  ASSERT_EQ(run(train_cmd(accum, "train.max_steps=20 train.micro_batch_size=8 train.grad_accum_steps=2")).exit_code, 0);
   expect_same_losses(losses(dir_ / "big"), losses(dir_ / "accum"), 1e-5);
 
   const auto ranks = write_config("ranks", fixed);
@@ -180,21 +100,27 @@ TEST(TrainLoopReference, LossesMatchPyTorchOverTwentySteps) {
   const auto made = run(shell_quote(python()) + " " + shell_quote(script) + " --make --model-dir " +
                         shell_quote(model.string()) + " --data " + shell_quote(data.string()));
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  const auto ref = run(shell_quote(python()) + " " + shell_quote(script) + " --model-dir " + shell_quote(model.string()) +
-                       " --data " + shell_quote(data.string()) + " 2>/dev/null");
+  const auto ref = run(shell_quote(python()) + " " + shell_quote(script) + " --model-dir " +
+                       shell_quote(model.string()) + " --data " + shell_quote(data.string()) + " 2>/dev/null");
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   const auto expected = nlohmann::json::parse(ref.output.substr(ref.output.rfind('[')));
 
-  write_file(dir / "ref.yaml",
-             "run: {output_dir: " + (dir / "run").string() + ", device: cpu, deterministic: true}\n"
-             "model: {path: " + model.string() + "}\n"
-             "data: {train: [{path: " + data.string() + ", format: pretokenized}], seq_len: 32, shuffle: false,\n"
-             "       cache_dir: " + (dir / "cache").string() + "}\n"
-             "train: {max_steps: 20, micro_batch_size: 2, grad_accum_steps: 2, grad_clip: 0.5}\n"
-             "optimizer: {lr: 1.0e-3, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}\n"
-             "scheduler: {type: cosine, warmup_steps: 4, min_lr_ratio: 0.1}\n"
-             "checkpoint: {every_steps: 0, resume: never}\n"
-             "logging: {every_steps: 1, progress: off}\n");
+  write_file(dir / "ref.yaml", "run: {output_dir: " + (dir / "run").string() +
+                                   ", device: cpu, deterministic: true}\n"
+                                   "model: {path: " +
+                                   model.string() +
+                                   "}\n"
+                                   "data: {train: [{path: " +
+                                   data.string() +
+                                   ", format: pretokenized}], seq_len: 32, shuffle: false,\n"
+                                   "       cache_dir: " +
+                                   (dir / "cache").string() +
+                                   "}\n"
+                                   "train: {max_steps: 20, micro_batch_size: 2, grad_accum_steps: 2, grad_clip: 0.5}\n"
+                                   "optimizer: {lr: 1.0e-3, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}\n"
+                                   "scheduler: {type: cosine, warmup_steps: 4, min_lr_ratio: 0.1}\n"
+                                   "checkpoint: {every_steps: 0, resume: never}\n"
+                                   "logging: {every_steps: 1, progress: off}\n");
   const auto ours = run(train_cmd(dir / "ref.yaml"));
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
   const auto actual = losses(dir / "run");

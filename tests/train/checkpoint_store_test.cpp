@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "io/file_writer.h"
 #include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checkpoint_store.h"
@@ -26,9 +27,10 @@ using train::CheckpointStore;
 fs::path save(CheckpointStore& store, int64_t step, std::optional<double> metric = std::nullopt,
               size_t model_bytes = 1000) {
   const fs::path tmp = store.begin(step);
-  train::write_file_synced(tmp / "model.safetensors", std::string(model_bytes, static_cast<char>('a' + step % 26)));
+  io::write_file(tmp / "model.safetensors", std::string(model_bytes, static_cast<char>('a' + step % 26)),
+                 /*sync=*/true);
   fs::create_directories(tmp / "optimizer");
-  train::write_file_synced(tmp / "optimizer" / "state.json", "{\"step\": " + std::to_string(step) + "}");
+  io::write_file(tmp / "optimizer" / "state.json", "{\"step\": " + std::to_string(step) + "}", /*sync=*/true);
   return store.commit(metric, {{"note", "test"}});
 }
 
@@ -106,7 +108,7 @@ TEST(CheckpointStore, LatestValidSkipsCorruptOnes) {
     f.put('Z');
   }
   fs::resize_file(ckpt / "step-000003" / "optimizer" / "state.json", 3);  // truncated
-  fs::remove(ckpt / "step-000002" / "manifest.json");                        // never committed
+  fs::remove(ckpt / "step-000002" / "manifest.json");                     // never committed
   EXPECT_EQ(CheckpointStore::verify(ckpt / "step-000004").problem, "model.safetensors: checksum mismatch");
   EXPECT_NE(CheckpointStore::verify(ckpt / "step-000003").problem.find("size 3"), std::string::npos);
   EXPECT_EQ(CheckpointStore::verify(ckpt / "step-000002").problem, "missing manifest.json");
@@ -129,7 +131,7 @@ TEST(CheckpointStore, ExitMidWriteLeavesPreviousIntact) {
   if (pid == 0) {
     CheckpointStore store(run.path(), {2, false});
     const fs::path tmp = store.begin(2);
-    train::write_file_synced(tmp / "model.safetensors", std::string(1 << 20, 'x'));
+    io::write_file(tmp / "model.safetensors", std::string(1 << 20, 'x'), /*sync=*/true);
     ::_exit(0);  // no commit, no destructors
   }
   int status = 0;

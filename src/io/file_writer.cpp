@@ -1,0 +1,79 @@
+#include "io/file_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::io {
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int UniqueFd::close() {
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  return rc;
+}
+
+std::string write_error_hint(int err) {
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT) {
+    return "free disk space (or raise the quota or file size limit) where the output goes, or lower "
+           "checkpoint.keep_last; files written before are untouched";
+  }
+  return "check that the output directory exists and is writable";
+}
+
+void throw_io_error(const std::string& what, const std::filesystem::path& path, int err) {
+  throw Error(fmt::format("{} '{}': {}", what, path.string(), std::strerror(err)), write_error_hint(err));
+}
+
+FileWriter::FileWriter(std::filesystem::path path)
+    : path_(std::move(path)), fd_(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+  if (fd_.get() < 0) throw_io_error("cannot create", path_, errno);
+}
+
+FileWriter::~FileWriter() {
+  if (!finished_ && fd_.get() >= 0) {
+    fd_.close();
+    ::unlink(path_.c_str());
+  }
+}
+
+void FileWriter::fail(const char* what, int err) {
+  fd_.close();
+  ::unlink(path_.c_str());
+  throw_io_error(what, path_, err);
+}
+
+void FileWriter::write(const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_.get(), p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void FileWriter::finish(bool sync) {
+  if (sync && ::fsync(fd_.get()) != 0) fail("fsync failed for", errno);
+  if (fd_.close() != 0) fail("close failed for", errno);
+  finished_ = true;
+}
+
+void write_file(const std::filesystem::path& path, std::string_view bytes, bool sync) {
+  FileWriter out(path);
+  out.write(bytes);
+  out.finish(sync);
+}
+
+}  // namespace ft::io

@@ -1,0 +1,165 @@
+// `finetune train` end to end on the CPU under faults: a checkpoint that cannot be written for lack of space, and a
+// worker of a two-process run killed; both leave the previous checkpoint intact and resume to the same losses.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "loop/loop_support.h"
+#include "train/checkpoint_store.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int kFailure = static_cast<int>(ExitCode::kFailure);
+
+// The first line of `text` that contains `part`, or "" when none does.
+std::string line_with(const std::string& text, const std::string& part) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(part) != std::string::npos) return line;
+  }
+  return "";
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A live (not zombie) process with this pid exists.
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text) || text.rfind(')') == std::string::npos) return false;
+  return text.compare(text.rfind(')'), 3, ") Z") != 0;
+}
+
+// The child of `parent` started with RANK=`rank` in its environment, or -1 when there is none (yet).
+pid_t worker_pid(pid_t parent, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    if (!std::getline(stat, text) || text.rfind(')') == std::string::npos) continue;
+    std::istringstream fields(text.substr(text.rfind(')') + 1));  // " S PPID ..."
+    std::string state;
+    pid_t ppid = -1;
+    if (!(fields >> state >> ppid) || ppid != parent) continue;
+    std::ifstream env(entry.path() / "environ");
+    for (std::string var; std::getline(env, var, '\0');) {
+      if (var == "RANK=" + std::to_string(rank)) return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+class TrainLoopFaults : public TinyRunTest {};
+
+TEST_F(TrainLoopFaults, FullDiskWhileSavingKeepsThePreviousCheckpoint) {
+  // A constant schedule, so that a run stopped at step 20 is a prefix of the 40-step reference.
+  const std::string constant = "scheduler.type=constant ";
+  const auto reference = write_config("reference");
+  ASSERT_EQ(run(train_cmd(reference, constant + "train.max_steps=40")).exit_code, 0);
+
+  const auto config = write_config("full");
+  const fs::path run_dir = dir_ / "full";
+  const fs::path checkpoints = run_dir / "checkpoints";
+  const auto first = run(train_cmd(config, constant + "train.max_steps=20"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
+
+  // A file size limit too small for a checkpoint's weights but ample for the files the run appends to. With
+  // SIGXFSZ ignored, write() fails with EFBIG, as it fails with ENOSPC on a full disk.
+  const auto limit = std::min(fs::file_size(checkpoints / "step-000020" / "model" / "model.safetensors"),
+                              fs::file_size(checkpoints / "step-000020" / "optimizer.safetensors")) /
+                     2;
+  for (const char* appended : {"metrics.jsonl", "train.log"}) {
+    ASSERT_LT(4 * fs::file_size(run_dir / appended), limit) << appended;
+  }
+  const auto full = run("trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " -- " +
+                        train_cmd(config, constant + "train.max_steps=40"));
+  EXPECT_EQ(full.exit_code, kFailure) << full.output;
+  const std::string error = line_with(full.output, "finetune: error: ");
+  EXPECT_NE(error.find(checkpoints.string()), std::string::npos) << full.output;
+  EXPECT_NE(error.find("model.safetensors"), std::string::npos) << full.output;
+  EXPECT_NE(error.find("checkpoint of step 30 not saved"), std::string::npos) << full.output;
+  EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << "the OS reason: " << full.output;
+  EXPECT_NE(line_with(full.output, "finetune: hint: ").find((checkpoints / "step-000020").string() + " is intact"),
+            std::string::npos)
+      << full.output;
+  EXPECT_EQ(losses(run_dir).rbegin()->first, 30) << "the failed run stops at its first checkpoint";
+  EXPECT_NE(read_file(run_dir / "train.log").find("checkpoint of step 30 not saved"), std::string::npos)
+      << "train.log ends with the error";
+  // No step-000030 and no temporary directory: `resume: auto` finds step-000020, and it verifies.
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
+  const auto verified = train::CheckpointStore::verify(checkpoints / "step-000020");
+  EXPECT_TRUE(verified.ok) << verified.problem;
+
+  const auto resumed = run(train_cmd(config, constant + "train.max_steps=40"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + (checkpoints / "step-000020").string()), std::string::npos)
+      << resumed.output;
+  expect_same_losses(losses(dir_ / "reference"), losses(run_dir), 0.0);
+}
+
+TEST_F(TrainLoopFaults, KilledWorkerStopsTheRunAndResumeCompletes) {
+  const std::string two = "--nproc-per-node 2 train.max_steps=40 distributed.timeout_s=30";
+  const auto reference = write_config("reference");
+  const auto uninterrupted = run(train_cmd(reference, two));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+
+  const auto config = write_config("killed");
+  const fs::path run_dir = dir_ / "killed";
+  const fs::path checkpoints = run_dir / "checkpoints";
+  const fs::path output = dir_ / "killed.log";
+  BackgroundProcess launcher(train_cmd(config, two), output);
+  pid_t rank0 = -1;
+  pid_t rank1 = -1;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        rank0 = worker_pid(launcher.pid(), 0);
+        rank1 = worker_pid(launcher.pid(), 1);
+        return rank0 > 0 && rank1 > 0;
+      },
+      std::chrono::seconds(60)))
+      << read_file(output);
+  ASSERT_TRUE(wait_until([&] { return losses(run_dir).count(23) > 0; }, std::chrono::seconds(120)))
+      << read_file(output);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+  const int64_t logged_at_kill = losses(run_dir).rbegin()->first;
+
+  // Bounded by the launcher's 10 s grace before SIGKILL and distributed.timeout_s, with room to spare.
+  const auto code = launcher.wait(std::chrono::seconds(45));
+  const std::string printed = read_file(output);
+  ASSERT_TRUE(code.has_value()) << "the launcher still runs 45 s after rank 1 was killed\n" << printed;
+  EXPECT_EQ(*code, kFailure) << printed;
+  EXPECT_NE(printed.find("rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"), std::string::npos)
+      << printed;
+  EXPECT_FALSE(alive(rank0)) << "rank 0 (pid " << rank0 << ") outlived the launcher";
+  EXPECT_FALSE(alive(rank1));
+  ASSERT_LT(logged_at_kill, 30) << "killed too late to test the step-20 checkpoint";
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
+  const auto verified = train::CheckpointStore::verify(checkpoints / "step-000020");
+  EXPECT_TRUE(verified.ok) << verified.problem;
+
+  const auto resumed = run(train_cmd(config, two));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + (checkpoints / "step-000020").string()), std::string::npos)
+      << resumed.output;
+  expect_same_losses(losses(dir_ / "reference"), losses(run_dir), 0.0);
+}
+
+}  // namespace
+}  // namespace ft::test
