@@ -20,18 +20,21 @@
 #include <string>
 #include <thread>
 
+#include "support/test_support.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
+std::string worker() {
+  const char* v = std::getenv("FT_DIST_WORKER");
+  return v != nullptr && *v != '\0' ? v : FT_DIST_WORKER_PATH;
 }
 
-std::string worker() { return env_or("FT_DIST_WORKER", FT_DIST_WORKER_PATH); }
-std::string python() { return env_or("FT_PYTHON", FT_PYTHON_PATH); }
+using ft::test::free_port;
+using ft::test::python;
+using ft::test::TempDir;
 
 struct Result {
   int code = -1;
@@ -53,41 +56,12 @@ Result run(const std::string& cmd, int timeout_s = 90) {
   return r;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ft-dist-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  // Not fs::remove_all: libtorch.so exports a std::filesystem::remove_all that crashes when it binds first.
-  ~TempDir() { (void)!std::system(("rm -rf '" + path_.string() + "'").c_str()); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 // Waits until `file` contains `needle`; returns the file's text (empty on timeout).
 std::string wait_for(const fs::path& file, const std::string& needle, double timeout_s) {
@@ -118,7 +92,9 @@ void expect_ddp_matches(const Result& r, int ranks) {
   EXPECT_EQ(seen, ranks) << r.output;
 }
 
-std::string torchrun() { return python() + " -m torch.distributed.run"; }
+std::string torchrun() {
+  return python() + " -m torch.distributed.run";
+}
 
 TEST(DistLauncher, RunsCollectivesWithRankPrefixedOutput) {
   const Result r = run(worker() + " launch 2 collectives");
@@ -180,8 +156,9 @@ TEST(DistTorchrun, StaticRendezvousDdp) {
 
 TEST(DistTorchrun, C10dRendezvousCollectives) {
   const int port = free_port();
-  const Result r = run(torchrun() + " --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" +
-                       std::to_string(port) + " --no-python " + worker() + " collectives");
+  const Result r =
+      run(torchrun() + " --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:" + std::to_string(port) +
+          " --no-python " + worker() + " collectives");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("collectives ok on rank 1 of 2"), std::string::npos) << r.output;
 }
@@ -226,9 +203,9 @@ void kill_one_rank(int victim, int sig = SIGKILL, int timeout_s = 20) {
   for (int rank = 0; rank < 2; ++rank) {
     const std::string log = (dir / ("r" + std::to_string(rank) + ".log")).string();
     const std::string rc = (dir / ("rc" + std::to_string(rank))).string();
-    const std::string cmd = "(RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                            std::to_string(port) + " FT_DIST_TIMEOUT=" + std::to_string(timeout_s) +
-                            " timeout -k 5 60 " + worker() +
+    const std::string cmd = "(RANK=" + std::to_string(rank) +
+                            " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                            " FT_DIST_TIMEOUT=" + std::to_string(timeout_s) + " timeout -k 5 60 " + worker() +
                             " steps 300 > " + log + " 2>&1; echo $? > " + rc + ") &";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
@@ -249,19 +226,25 @@ void kill_one_rank(int victim, int sig = SIGKILL, int timeout_s = 20) {
   EXPECT_NE(log.find("lost rank " + std::to_string(victim)), std::string::npos) << log;
 }
 
-TEST(DistFailure, KilledRankIsNamedBySurvivor) { kill_one_rank(1); }
+TEST(DistFailure, KilledRankIsNamedBySurvivor) {
+  kill_one_rank(1);
+}
 
-TEST(DistFailure, KilledStoreHostIsNamedBySurvivor) { kill_one_rank(0); }
+TEST(DistFailure, KilledStoreHostIsNamedBySurvivor) {
+  kill_one_rank(0);
+}
 
 // A stopped (hung) rank keeps its sockets open: the survivor fails at the 5 s collective timeout instead.
-TEST(DistFailure, HungRankTimesOutAndIsNamed) { kill_one_rank(1, SIGSTOP, 5); }
+TEST(DistFailure, HungRankTimesOutAndIsNamed) {
+  kill_one_rank(1, SIGSTOP, 5);
+}
 
 TEST(DistLauncher, KilledWorkerStopsTheOthersNamingIt) {
   TempDir dir;
   const fs::path out = dir / "out.log";
   const fs::path rc = dir / "rc";
-  const std::string cmd = "(FT_DIST_TIMEOUT=20 timeout -k 5 60 " + worker() + " launch 2 steps 300 > " +
-                          out.string() + " 2>&1; echo $? > " + rc.string() + ") &";
+  const std::string cmd = "(FT_DIST_TIMEOUT=20 timeout -k 5 60 " + worker() + " launch 2 steps 300 > " + out.string() +
+                          " 2>&1; echo $? > " + rc.string() + ") &";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string text = wait_for(out, "[rank 1] step 3", 30);
   ASSERT_FALSE(text.empty()) << slurp(out);

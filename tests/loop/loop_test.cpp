@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "loop/loop_support.h"
 
 namespace ft::test {
@@ -37,6 +38,18 @@ TEST_F(TrainLoop, ResumeAfterSigtermAndAfterKill9GivesBitIdenticalLosses) {
   expect_same_losses(expected, losses(dir_ / "kill9"), 0.0);
 }
 
+// Largest |a - b| over the tensors of two saved models (the same names in both).
+double max_weight_diff(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const auto wa = io::read_safetensors(a / "model" / "model.safetensors");
+  const auto wb = io::read_safetensors(b / "model" / "model.safetensors");
+  EXPECT_EQ(wa.size(), wb.size());
+  double worst = 0.0;
+  for (const auto& [name, t] : wa) worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>());
+  return worst;
+}
+
+// One process with micro-batch 16 against accumulation 2 x 8, and against 2 ranks x 8 started by the built-in
+// launcher and by torchrun: the same losses at every step and the same final weights.
 TEST_F(TrainLoop, GradientAccumulationAndTwoGlooRanksMatchOneBigBatch) {
   const std::string fixed = "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n";
   const auto big = write_config("big", fixed);
@@ -44,11 +57,22 @@ TEST_F(TrainLoop, GradientAccumulationAndTwoGlooRanksMatchOneBigBatch) {
   const auto accum = write_config("accum", fixed);
   ASSERT_EQ(run(train_cmd(accum, "train.max_steps=20 train.micro_batch_size=8 train.grad_accum_steps=2")).exit_code, 0);
   expect_same_losses(losses(dir_ / "big"), losses(dir_ / "accum"), 1e-5);
+  EXPECT_LE(max_weight_diff(dir_ / "big", dir_ / "accum"), 1e-6);
 
   const auto ranks = write_config("ranks", fixed);
   const auto two = run(train_cmd(ranks, "--nproc-per-node 2 train.max_steps=20 train.micro_batch_size=8"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   expect_same_losses(losses(dir_ / "big"), losses(dir_ / "ranks"), 1e-5);
+  EXPECT_LE(max_weight_diff(dir_ / "big", dir_ / "ranks"), 1e-6);
+
+  const auto torchrun = write_config("torchrun", fixed);
+  const auto under_torchrun =
+      run(python() + " -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
+          std::to_string(free_port()) + " --no-python " +
+          train_cmd(torchrun, "train.max_steps=20 train.micro_batch_size=8") + " 2>&1");
+  ASSERT_EQ(under_torchrun.exit_code, 0) << under_torchrun.output;
+  expect_same_losses(losses(dir_ / "ranks"), losses(dir_ / "torchrun"), 0.0);
+  EXPECT_LE(max_weight_diff(dir_ / "ranks", dir_ / "torchrun"), 0.0) << "the same computation, launched differently";
 }
 
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {

@@ -1,7 +1,10 @@
+#include "support/test_support.h"
 #include "util/error.h"
 #include "util/fs.h"
-#include "support/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,9 +30,15 @@ std::string env_or(const char* name, const char* built_in) {
 
 }  // namespace
 
-std::string binary() { return env_or("FT_BINARY", FT_TEST_BINARY); }
-std::filesystem::path source_dir() { return env_or("FT_SOURCE_DIR", FT_TEST_SOURCE_DIR); }
-std::string python() { return env_or("FT_PYTHON", FT_TEST_PYTHON); }
+std::string binary() {
+  return env_or("FT_BINARY", FT_TEST_BINARY);
+}
+std::filesystem::path source_dir() {
+  return env_or("FT_SOURCE_DIR", FT_TEST_SOURCE_DIR);
+}
+std::string python() {
+  return env_or("FT_PYTHON", FT_TEST_PYTHON);
+}
 
 TempDir::TempDir(const std::string& prefix) {
   std::random_device rd;
@@ -69,7 +78,9 @@ CommandResult run(const std::string& command) {
   return result;
 }
 
-CommandResult run_finetune(const std::string& args) { return run(shell_quote(binary()) + " " + args); }
+CommandResult run_finetune(const std::string& args) {
+  return run(shell_quote(binary()) + " " + args);
+}
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -98,6 +109,23 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-bool has_cuda() { return at::hasCUDA(); }
+bool has_cuda() {
+  return at::hasCUDA();
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
+  return ntohs(addr.sin_port);
+}
 
 }  // namespace ft::test

@@ -42,6 +42,8 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 std::string read_file(const std::filesystem::path& path);
 // Quotes `s` for /bin/sh.
 std::string shell_quote(const std::string& s);
+// A TCP port on 127.0.0.1 that was free a moment ago (for a rendezvous store).
+int free_port();
 // True when a CUDA GPU is visible to LibTorch.
 bool has_cuda();
 
