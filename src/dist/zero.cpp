@@ -1,69 +1,78 @@
 #include "dist/zero.h"
 
+#include <algorithm>
+#include <map>
+#include <numeric>
+
 #include "util/error.h"
 #include "util/fmt.h"
 
 namespace ft::dist {
 
-ZeroShards::ZeroShards(Communicator& comm, std::vector<at::Tensor> params) : comm_(comm), params_(std::move(params)) {
-  FT_CHECK(!params_.empty(), "ZeRO-1 needs at least one trainable parameter");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    FT_CHECK(params_[i].scalar_type() == params_[0].scalar_type() && params_[i].device() == params_[0].device(),
-             fmt::format("ZeRO-1 parameter {} differs in dtype or device from parameter 0", i));
-    offsets_.push_back(total_);
-    total_ += params_[i].numel();
+std::vector<int> assign_owners(const std::vector<int64_t>& numels, int world_size) {
+  FT_CHECK(world_size >= 1, "assign_owners: world_size must be >= 1");
+  std::vector<size_t> order(numels.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numels[a] > numels[b]; });
+  std::vector<int64_t> load(static_cast<size_t>(world_size), 0);
+  std::vector<int> owners(numels.size(), 0);
+  for (const size_t i : order) {
+    const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
+    owners[i] = static_cast<int>(lightest);
+    load[static_cast<size_t>(lightest)] += numels[i];
   }
-  const int64_t w = comm_.world_size();
-  shard_ = (total_ + w - 1) / w;
+  return owners;
 }
 
-at::Tensor ZeroShards::flatten(bool grads) const {
-  std::vector<at::Tensor> parts;
-  for (const auto& p : params_) {
-    const at::Tensor& src = grads ? p.grad() : p;
-    parts.push_back(src.defined() ? src.detach().reshape({-1}) : at::zeros({p.numel()}, p.options()));
+namespace {
+
+constexpr int64_t kBucketBytes = 256LL << 20;  // parameters are broadcast in flat buffers of at most this size
+
+// Broadcasts `list` (one dtype, owned by `root`) as one flat buffer; a single tensor goes as it is.
+void broadcast_bucket(Communicator& comm, const std::vector<at::Tensor>& list, int root) {
+  if (list.size() == 1 && list[0].is_contiguous()) {
+    std::vector<at::Tensor> one{list[0].view({-1})};
+    comm.broadcast_(one, root);
+    return;
   }
-  const int64_t padding = shard_ * comm_.world_size() - total_;
-  if (padding > 0) parts.push_back(at::zeros({padding}, params_[0].options()));
-  return at::cat(parts);
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& p : list) flat_parts.push_back(p.reshape({-1}));
+  std::vector<at::Tensor> flat{at::cat(flat_parts)};
+  comm.broadcast_(flat, root);
+  if (comm.rank() == root) return;
+  int64_t offset = 0;
+  for (const auto& p : list) {
+    p.copy_(flat[0].narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
 }
 
-at::Tensor ZeroShards::param_shard() const { return flatten(false).narrow(0, shard_begin(), shard_).clone(); }
+}  // namespace
 
-at::Tensor ZeroShards::local_grad_shard() const { return flatten(true).narrow(0, shard_begin(), shard_).clone(); }
-
-at::Tensor ZeroShards::reduce_scatter_grads(ReduceOp op) const {
-  at::Tensor out = at::empty({shard_}, params_[0].options());
-  comm_.reduce_scatter(out, flatten(true), op);
-  return out;
-}
-
-void ZeroShards::all_gather_params(const at::Tensor& shard) const {
-  FT_CHECK(shard.numel() == shard_, fmt::format("ZeRO-1 shard has {} elements, expected {}", shard.numel(), shard_));
-  at::Tensor full = at::empty({shard_ * comm_.world_size()}, params_[0].options());
-  comm_.all_gather(full, shard.detach().to(params_[0].scalar_type()).contiguous());
+void broadcast_from_owners(Communicator& comm, const std::vector<at::Tensor>& params, const std::vector<int>& owners) {
+  FT_CHECK(params.size() == owners.size(), "broadcast_from_owners: one owner per parameter");
+  if (comm.world_size() == 1) return;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].copy_(full.narrow(0, offsets_[i], params_[i].numel()).view(params_[i].sizes()));
+  for (int root = 0; root < comm.world_size(); ++root) {
+    std::map<at::ScalarType, std::vector<at::Tensor>> pending;  // per dtype, below kBucketBytes
+    std::map<at::ScalarType, int64_t> pending_bytes;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (owners[i] != root) continue;
+      const at::Tensor& p = params[i];
+      const auto dtype = p.scalar_type();
+      const int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
+      if (!pending[dtype].empty() && pending_bytes[dtype] + bytes > kBucketBytes) {
+        broadcast_bucket(comm, pending[dtype], root);
+        pending[dtype].clear();
+        pending_bytes[dtype] = 0;
+      }
+      pending[dtype].push_back(p);
+      pending_bytes[dtype] += bytes;
+    }
+    for (const auto& [dtype, list] : pending) {
+      if (!list.empty()) broadcast_bucket(comm, list, root);
+    }
   }
-}
-
-std::vector<std::pair<size_t, at::Tensor>> ZeroShards::views(const at::Tensor& shard) const {
-  FT_CHECK(shard.numel() == shard_, "ZeRO-1 views: wrong shard size");
-  std::vector<std::pair<size_t, at::Tensor>> out;
-  const int64_t begin = shard_begin(), end = begin + shard_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t lo = std::max(begin, offsets_[i]);
-    const int64_t hi = std::min(end, offsets_[i] + params_[i].numel());
-    if (lo < hi) out.emplace_back(i, shard.narrow(0, lo - begin, hi - lo));
-  }
-  return out;
-}
-
-at::Tensor ZeroShards::global_norm(const at::Tensor& shard) const {
-  std::vector<at::Tensor> sq{shard.detach().to(at::kFloat).pow(2).sum().reshape({1})};
-  comm_.all_reduce_(sq, ReduceOp::kSum);
-  return sq[0].sqrt().reshape({});
 }
 
 }  // namespace ft::dist

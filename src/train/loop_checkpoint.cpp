@@ -10,7 +10,9 @@
 #include <torch/version.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "data/loader.h"
 #include "data/templates.h"
@@ -63,6 +65,32 @@ std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std:
     out.emplace_back(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(n));
   }
   return out;
+}
+
+// The optimizer state file of `rank` in a checkpoint: one file without ZeRO-1, one per rank with it.
+std::string optimizer_file(bool sharded, int rank) {
+  return sharded ? fmt::format("optimizer.rank{}.safetensors", rank) : "optimizer.safetensors";
+}
+
+// The saved optimizer state of a checkpoint (one file, or the union of the ranks' ZeRO-1 shards), restricted to the
+// parameters `optimizer` holds, so a run resumes whether or not either run sharded its optimizer.
+std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::path& dir, const AdamW& optimizer) {
+  io::TensorMap all;
+  if (std::filesystem::exists(dir / optimizer_file(false, 0))) {
+    all = io::read_safetensors(dir / optimizer_file(false, 0));
+  } else {
+    for (int r = 0; std::filesystem::exists(dir / optimizer_file(true, r)); ++r) {
+      for (auto& [key, t] : io::read_safetensors(dir / optimizer_file(true, r))) all.emplace(key, std::move(t));
+    }
+  }
+  std::set<std::string> held;
+  for (const auto& g : optimizer.groups()) held.insert(g.names.begin(), g.names.end());
+  std::map<std::string, at::Tensor> mine;
+  for (auto& [key, t] : all) {
+    const auto dot = key.rfind('.');
+    if (dot != std::string::npos && held.count(key.substr(0, dot))) mine.emplace(key, std::move(t));
+  }
+  return mine;
 }
 
 // The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
@@ -132,11 +160,34 @@ void Trainer::save_checkpoint() {
       rng_all[name + ".rank" + std::to_string(r)] = t;
     }
   }
+  const bool sharded = !zero_owners_.empty();
+  std::filesystem::path tmp;
+  if (rank_ == 0) tmp = checkpoints_->begin(step_);
+  if (sharded) {
+    // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
+    tmp = all_gather_strings(*comm_, tmp.string()).at(0);
+    std::string failure;
+    if (rank_ != 0) {
+      try {
+        io::write_safetensors(tmp / optimizer_file(true, rank_), optimizer_->state_dict());
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    }
+    const auto failures = all_gather_strings(*comm_, failure);
+    for (size_t r = 0; r < failures.size(); ++r) {
+      if (failures[r].empty()) continue;
+      if (rank_ == 0) checkpoints_->abort();
+      throw Error(fmt::format("checkpoint of step {} not saved: rank {} could not write its optimizer state: {}", step_,
+                              r, failures[r]),
+                  "with distributed.zero=1 every rank writes into the run directory: it must be one shared "
+                  "filesystem with free space");
+    }
+  }
   if (rank_ == 0) {
-    const auto tmp = checkpoints_->begin(step_);
     try {
       write_model_dir(tmp / (cfg_.lora.enabled ? "adapter" : "model"));
-      io::write_safetensors(tmp / "optimizer.safetensors", optimizer_->state_dict());
+      io::write_safetensors(tmp / optimizer_file(sharded, 0), optimizer_->state_dict());
       io::write_safetensors(tmp / "rng.safetensors", rng_all);
       nlohmann::json state;
       state["step"] = step_;
@@ -212,7 +263,7 @@ bool Trainer::try_resume() {
   } else {
     model::load_weights(*model_, *dir / "model");
   }
-  optimizer_->load_state_dict(io::read_safetensors(*dir / "optimizer.safetensors"));
+  optimizer_->load_state_dict(saved_optimizer_state(*dir, *optimizer_));
   scaler_->load_state(state.at("scaler"));
   step_ = state.at("step").get<int64_t>();
   epoch_ = state.at("epoch").get<int64_t>();

@@ -3,6 +3,7 @@
 #include <torch/utils.h>
 
 #include <fstream>
+#include <numeric>
 
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -10,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "model/checkpoint_io.h"
 #include "model/lora.h"
 #include "model/transformer.h"
@@ -102,8 +104,8 @@ void Trainer::setup_tokenizer() {
       for (const auto& source : cfg_.data.train) inputs.emplace_back(source.path);
       data::TokenizerTrainOptions options;
       options.fields = cfg_.data.fields;
-      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type, file.parent_path(),
-                            options);
+      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type,
+                            file.parent_path(), options);
       FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", cfg_.tokenizer.train_vocab_size,
                   cfg_.tokenizer.train_model_type, file.string());
     }
@@ -194,12 +196,6 @@ data::LoaderOptions Trainer::loader_options(bool shuffle) const {
 }
 
 void Trainer::setup_optimizer() {
-  if (cfg_.distributed.zero != 0) {
-    throw ConfigError("distributed.zero=1 is not wired into the training loop yet (the sharding collectives exist in "
-                          "dist/zero.h, tested on the CPU)",
-                      "use distributed.zero=0; for a 7B full fine-tune use train.precision=bf16-pure with "
-                      "model.activation_checkpointing=true, or LoRA");
-  }
   AdamWOptions opts;
   opts.lr = cfg_.optimizer.lr;
   opts.beta1 = cfg_.optimizer.betas.at(0);
@@ -207,7 +203,27 @@ void Trainer::setup_optimizer() {
   opts.eps = cfg_.optimizer.eps;
   opts.weight_decay = cfg_.optimizer.weight_decay;
   opts.decay_norms_and_biases = cfg_.optimizer.decay_norms_and_biases;
-  optimizer_ = std::make_unique<AdamW>(trainable_, opts);
+  if (cfg_.distributed.zero == 1 && world_size_ > 1) {
+    // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h).
+    std::vector<int64_t> numels;
+    for (const auto& [name, param] : trainable_) numels.push_back(param.numel());
+    zero_owners_ = dist::assign_owners(numels, world_size_);
+    std::vector<NamedParam> owned;
+    int64_t owned_numel = 0;
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      if (zero_owners_[i] != rank_) continue;
+      owned.push_back(trainable_[i]);
+      owned_numel += trainable_[i].second.numel();
+    }
+    FT_LOG_INFO(
+        "ZeRO-1: optimizer state for {} of {} trainable tensors ({:.1f}% of the elements) on this rank", owned.size(),
+        trainable_.size(),
+        100.0 * static_cast<double>(owned_numel) /
+            std::max<double>(1.0, static_cast<double>(std::accumulate(numels.begin(), numels.end(), int64_t{0}))));
+    optimizer_ = std::make_unique<AdamW>(owned, opts);
+  } else {
+    optimizer_ = std::make_unique<AdamW>(trainable_, opts);
+  }
 
   ScheduleOptions sched;
   sched.type = parse_schedule_type(cfg_.scheduler.type);

@@ -15,6 +15,7 @@
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/env.h"
+#include "dist/zero.h"
 #include "model/transformer.h"
 #include "train/autocast.h"
 #include "train/checkpoint_store.h"
@@ -42,11 +43,12 @@ double seconds_since(Clock::time_point start) {
 
 // Turns a CUDA out-of-memory error into advice in the user's own settings.
 [[noreturn]] void rethrow_oom(const Config& cfg, const std::string& what) {
-  throw Error("out of GPU memory during the training step (train.micro_batch_size=" +
-                  std::to_string(cfg.train.micro_batch_size) + ", data.seq_len=" + std::to_string(cfg.data.seq_len) +
-                  ", train.precision=" + cfg.train.precision + "): " + what.substr(0, what.find('\n')),
-              "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
-              "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
+  throw Error(
+      "out of GPU memory during the training step (train.micro_batch_size=" +
+          std::to_string(cfg.train.micro_batch_size) + ", data.seq_len=" + std::to_string(cfg.data.seq_len) +
+          ", train.precision=" + cfg.train.precision + "): " + what.substr(0, what.find('\n')),
+      "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
+      "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
 }
 
 }  // namespace
@@ -70,9 +72,13 @@ std::vector<double> Trainer::all_reduce_sum(std::vector<double> values) const {
   return std::vector<double>(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
 }
 
-double Trainer::all_reduce_sum(double value) const { return all_reduce_sum(std::vector<double>{value})[0]; }
+double Trainer::all_reduce_sum(double value) const {
+  return all_reduce_sum(std::vector<double>{value})[0];
+}
 
-bool Trainer::any_rank(bool flag) const { return all_reduce_sum(flag ? 1.0 : 0.0) > 0.0; }
+bool Trainer::any_rank(bool flag) const {
+  return all_reduce_sum(flag ? 1.0 : 0.0) > 0.0;
+}
 
 data::Batch Trainer::next_batch(double& wait_s) {
   const auto start = Clock::now();
@@ -148,8 +154,14 @@ Trainer::StepOutput Trainer::train_step() {
   const at::Tensor bad_norm = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
   found_inf = found_inf.defined() ? at::maximum(found_inf, bad_norm) : bad_norm;
   optimizer_->step(std::nullopt, found_inf);
+  if (!zero_owners_.empty()) {
+    std::vector<at::Tensor> params;
+    params.reserve(trainable_.size());
+    for (const auto& [name, param] : trainable_) params.push_back(param);
+    dist::broadcast_from_owners(*comm_, params, zero_owners_);
+  }
   if (scaler_->enabled()) scaler_->update();
-  optimizer_->zero_grad();
+  for (auto& [name, param] : trainable_) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
   pending_skips_.emplace_back(step_ + 1, bad_norm);
   return out;
 }

@@ -40,9 +40,9 @@ class LrSchedule;
 
 // What one evaluation measured.
 struct EvalResult {
-  double loss = 0.0;                 // token-weighted mean cross-entropy over the eval set
-  int64_t tokens = 0;                // target tokens evaluated
-  std::optional<double> exact_match; // fraction of prompt_completion samples generated exactly, when scored
+  double loss = 0.0;                  // token-weighted mean cross-entropy over the eval set
+  int64_t tokens = 0;                 // target tokens evaluated
+  std::optional<double> exact_match;  // fraction of prompt_completion samples generated exactly, when scored
 };
 
 // Peak memory allocated on `device` since the start, in GiB (0 on the CPU).
@@ -72,13 +72,13 @@ class Trainer {
 
   // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
   struct StepOutput {
-    at::Tensor loss_sum;     // F32 [] this rank's summed token losses (device)
-    at::Tensor grad_norm;    // F32 [] global gradient norm before clipping (device)
-    int64_t local_tokens = 0;     // this rank's target tokens in the step
-    int64_t local_positions = 0;  // this rank's token positions (rows x length) in the step
-    int64_t global_tokens = 0;    // target tokens of the step on all ranks
-    int64_t global_positions = 0; // token positions of the step on all ranks
-    double data_wait_s = 0.0;  // time spent waiting for batches
+    at::Tensor loss_sum;           // F32 [] this rank's summed token losses (device)
+    at::Tensor grad_norm;          // F32 [] global gradient norm before clipping (device)
+    int64_t local_tokens = 0;      // this rank's target tokens in the step
+    int64_t local_positions = 0;   // this rank's token positions (rows x length) in the step
+    int64_t global_tokens = 0;     // target tokens of the step on all ranks
+    int64_t global_positions = 0;  // token positions of the step on all ranks
+    double data_wait_s = 0.0;      // time spent waiting for batches
   };
   StepOutput train_step();
   data::Batch next_batch(double& wait_s);
@@ -93,16 +93,16 @@ class Trainer {
   bool try_resume();
   void save_final_model();
   void write_model_dir(const std::filesystem::path& dir) const;  // HF model or PEFT adapter + tokenizer files
-  std::string fingerprint() const;                                 // what a resumed run must share with this one
+  std::string fingerprint() const;                               // what a resumed run must share with this one
 
   // Counts the steps skipped for non-finite losses since the last call (one host sync) and stops the run when
   // train.max_nan_skips is exceeded.
   void check_non_finite();
 
   // Distributed helpers.
-  double all_reduce_sum(double value) const;   // host value summed over ranks
+  double all_reduce_sum(double value) const;                             // host value summed over ranks
   std::vector<double> all_reduce_sum(std::vector<double> values) const;  // element-wise, one collective
-  bool any_rank(bool flag) const;               // true if any rank has flag set
+  bool any_rank(bool flag) const;                                        // true if any rank has flag set
 
   Config cfg_;
   std::string resolved_yaml_;
@@ -121,25 +121,26 @@ class Trainer {
   std::shared_ptr<model::Transformer> model_;
   std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<AdamW> optimizer_;  // with ZeRO-1, over this rank's own parameters only
+  std::vector<int> zero_owners_;      // ZeRO-1: owner rank of each trainable_ entry; empty without ZeRO-1
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<MetricsLogger> metrics_;
   std::unique_ptr<CheckpointStore> checkpoints_;
 
   // Precision.
-  bool autocast_ = false;                      // bf16 / fp16 autocast around forward
+  bool autocast_ = false;  // bf16 / fp16 autocast around forward
   at::ScalarType autocast_dtype_ = at::kBFloat16;
 
   // Progress.
-  int64_t step_ = 0;            // optimizer steps done
-  int64_t total_steps_ = 0;     // optimizer steps of the whole run
-  int64_t epoch_ = 0;           // epochs started
-  int64_t tokens_seen_ = 0;     // global target tokens trained on
-  int64_t nan_skips_ = 0;       // steps skipped for a non-finite loss or gradient norm
+  int64_t step_ = 0;                                           // optimizer steps done
+  int64_t total_steps_ = 0;                                    // optimizer steps of the whole run
+  int64_t epoch_ = 0;                                          // epochs started
+  int64_t tokens_seen_ = 0;                                    // global target tokens trained on
+  int64_t nan_skips_ = 0;                                      // steps skipped for a non-finite loss or gradient norm
   std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
-  double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
-  double peak_tflops_ = 0;      // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
+  double flops_per_token_ = 0;                                 // training FLOPs per token (6N + attention), for MFU
+  double peak_tflops_ = 0;  // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::optional<double> best_eval_loss_;
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
 };

@@ -129,16 +129,11 @@ TEST(DistLauncher, DdpBf16ReductionGivesBf16RoundedGradients) {
   }
 }
 
-TEST(DistLauncher, ZeroOneShardedAdamWMatchesFullAdamW) {
+TEST(DistLauncher, ZeroOneBroadcastGivesEveryRankTheOwnersParameters) {
   const Result r = run(worker() + " launch 2 zero");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::regex line("shard=(\\d+) of 25 max_param_diff=([0-9.e+-]+)");
-  int seen = 0;
-  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it, ++seen) {
-    EXPECT_EQ(std::stoi((*it)[1]), 13);
-    EXPECT_LE(std::stod((*it)[2]), 1e-6) << r.output;
-  }
-  EXPECT_EQ(seen, 2) << r.output;
+  EXPECT_NE(r.output.find("zero broadcast ok on rank 0 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("zero broadcast ok on rank 1 of 2"), std::string::npos) << r.output;
 }
 
 TEST(DistSingleProcess, DdpWithoutEnvironmentIsPlainTraining) {

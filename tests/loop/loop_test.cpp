@@ -75,6 +75,47 @@ TEST_F(TrainLoop, GradientAccumulationAndTwoGlooRanksMatchOneBigBatch) {
   EXPECT_LE(max_weight_diff(dir_ / "ranks", dir_ / "torchrun"), 0.0) << "the same computation, launched differently";
 }
 
+// distributed.zero=1 on 2 Gloo ranks: each rank keeps the optimizer state of its own parameters only, and training
+// is bit-identical to replicated DDP, also when stopped by SIGTERM and resumed, and when a sharded checkpoint is
+// resumed without ZeRO-1. A constant schedule makes a 20-step run the prefix of a 30-step one.
+TEST_F(TrainLoop, ZeroOneShardsOptimizerStateAndTrainsBitIdenticallyToDdp) {
+  const std::string two = "--nproc-per-node 2 scheduler.type=constant train.max_steps=30 ";
+  const auto replicated = write_config("replicated");
+  ASSERT_EQ(run(train_cmd(replicated, two)).exit_code, 0);
+  const auto expected = losses(dir_ / "replicated");
+  ASSERT_EQ(expected.size(), 30u);
+
+  const auto zero = write_config("zero");
+  EXPECT_EQ(run_and_signal(train_cmd(zero, two + "distributed.zero=1"), dir_ / "zero", 13, SIGTERM), 130);
+  const auto resumed = run(train_cmd(zero, two + "distributed.zero=1"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("ZeRO-1: optimizer state for"), std::string::npos) << resumed.output;
+  expect_same_losses(expected, losses(dir_ / "zero"), 0.0);
+  EXPECT_EQ(max_weight_diff(dir_ / "replicated", dir_ / "zero"), 0.0);
+
+  // Each rank saved the state of its own parameters: together as large as the replicated file, each about half.
+  const auto sharded = dir_ / "zero" / "checkpoints" / "step-000030";
+  const auto full =
+      std::filesystem::file_size(dir_ / "replicated" / "checkpoints" / "step-000030" / "optimizer.safetensors");
+  EXPECT_FALSE(std::filesystem::exists(sharded / "optimizer.safetensors"));
+  const auto rank0 = std::filesystem::file_size(sharded / "optimizer.rank0.safetensors");
+  const auto rank1 = std::filesystem::file_size(sharded / "optimizer.rank1.safetensors");
+  EXPECT_LT(rank0, full * 3 / 4);
+  EXPECT_LT(rank1, full * 3 / 4);
+  EXPECT_GT(rank0 + rank1, full * 9 / 10);
+
+  // A sharded checkpoint of step 20 resumed by a replicated run.
+  const auto mixed = write_config("mixed");
+  ASSERT_EQ(run(train_cmd(mixed, "--nproc-per-node 2 scheduler.type=constant train.max_steps=20 distributed.zero=1"))
+                .exit_code,
+            0);
+  const auto continued = run(train_cmd(mixed, two));
+  ASSERT_EQ(continued.exit_code, 0) << continued.output;
+  EXPECT_NE(continued.output.find("resumed from"), std::string::npos) << continued.output;
+  expect_same_losses(expected, losses(dir_ / "mixed"), 0.0);
+}
+
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
   const auto config = write_config("nan", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   const auto result = run(train_cmd(config, "model.init_std=1.0e30"));
