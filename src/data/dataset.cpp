@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "data/dataset_cache.h"
-#include "data/mapped_file.h"
 #include "data/tokenizer.h"
+#include "data/util.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -14,13 +14,13 @@ namespace ft::data {
 
 // One source: a cache entry (JSON Lines) or a pretokenized file split into seq_len rows.
 struct TokenizedDataset::Part {
-  CachedSource cached;                     // JSON Lines sources
-  std::unique_ptr<MappedFile> raw;         // pretokenized: U16 or U32 tokens, mapped in place
-  int64_t raw_width = 0;                   // bytes per pretokenized token
-  int64_t vocab_size = 0;                  // pretokenized ids are checked against it
+  CachedSource cached;                  // JSON Lines sources
+  std::shared_ptr<io::MappedFile> raw;  // pretokenized: U16 or U32 tokens, mapped in place
+  int64_t raw_width = 0;                // bytes per pretokenized token
+  int64_t vocab_size = 0;               // pretokenized ids are checked against it
   int64_t seq_len = 0;
-  int64_t n = 0;                           // samples in the source
-  int64_t weighted = 0;                    // samples per epoch: round(weight * n)
+  int64_t n = 0;         // samples in the source
+  int64_t weighted = 0;  // samples per epoch: round(weight * n)
 
   const int64_t* offsets() const { return reinterpret_cast<const int64_t*>(cached.offsets->data()); }
   int64_t local_index(int64_t j) const {  // weighted index -> sample (full copies, then an even stride)
@@ -34,22 +34,27 @@ struct TokenizedDataset::Part {
 
 namespace {
 
-int64_t round_weighted(double weight, int64_t n) { return static_cast<int64_t>(std::llround(weight * static_cast<double>(n))); }
+int64_t round_weighted(double weight, int64_t n) {
+  return static_cast<int64_t>(std::llround(weight * static_cast<double>(n)));
+}
 
 std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
                                                           const DatasetOptions& o, const Tokenizer& tok,
                                                           SourceStats& st) {
   auto part = std::make_unique<TokenizedDataset::Part>();
-  if (o.pretokenized_dtype == "uint16") part->raw_width = 2;
-  else if (o.pretokenized_dtype == "uint32") part->raw_width = 4;
-  else throw ConfigError("unknown data.pretokenized_dtype '" + o.pretokenized_dtype + "'", "use uint16 or uint32");
-  part->raw = std::make_unique<MappedFile>(path);
+  if (o.pretokenized_dtype == "uint16")
+    part->raw_width = 2;
+  else if (o.pretokenized_dtype == "uint32")
+    part->raw_width = 4;
+  else
+    throw ConfigError("unknown data.pretokenized_dtype '" + o.pretokenized_dtype + "'", "use uint16 or uint32");
+  part->raw = io::MappedFile::open(path);
   const auto bytes = static_cast<int64_t>(part->raw->size());
   if (bytes == 0) throw Error(path.string() + ": the file is empty (no tokens)", "check the data path");
   if (bytes % part->raw_width != 0) {
-    throw Error(fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), bytes,
-                            o.pretokenized_dtype),
-                "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
+    throw Error(
+        fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), bytes, o.pretokenized_dtype),
+        "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
   }
   const int64_t n_tokens = bytes / part->raw_width;
   part->seq_len = o.seq_len;
@@ -112,8 +117,9 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
     std::filesystem::path path = src.path;
     if (path.is_relative() && !o.base_dir.empty()) path = o.base_dir / path;
     if (!std::filesystem::is_regular_file(path)) {
-      throw Error("data file not found: " + path.string(), "check data.train/data.eval paths (relative paths are "
-                                                           "relative to the config file)");
+      throw Error("data file not found: " + path.string(),
+                  "check data.train/data.eval paths (relative paths are "
+                  "relative to the config file)");
     }
     std::unique_ptr<Part> part;
     SourceStats st;
@@ -140,9 +146,9 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
   }
   ds->stats_.epoch_samples = ds->size_;
   if (ds->size_ == 0) {
-    throw Error(fmt::format("the dataset has no samples ({} dropped, {} skipped)", ds->stats_.dropped,
-                            ds->stats_.skipped),
-                "check the data files, data.seq_len (samples whose prompt fills seq_len are dropped) and weights");
+    throw Error(
+        fmt::format("the dataset has no samples ({} dropped, {} skipped)", ds->stats_.dropped, ds->stats_.skipped),
+        "check the data files, data.seq_len (samples whose prompt fills seq_len are dropped) and weights");
   }
   return ds;
 }
@@ -166,7 +172,7 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
   tokens.resize(static_cast<size_t>(len));
   loss.assign(static_cast<size_t>(len), 1);
   if (part->raw) {
-    const std::byte* base = part->raw->data() + s * part->seq_len * part->raw_width;
+    const std::uint8_t* base = part->raw->data() + s * part->seq_len * part->raw_width;
     for (int64_t t = 0; t < len; ++t) {
       uint32_t v = 0;
       if (part->raw_width == 2) {
@@ -192,9 +198,11 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
 }
 
 nlohmann::json SourceStats::to_json() const {
-  return {{"path", path},       {"format", format},   {"weight", weight},   {"samples", samples},
-          {"tokens", tokens},   {"target_tokens", target_tokens},          {"truncated", truncated},
-          {"dropped", dropped}, {"skipped", skipped}, {"skipped_lines", skipped_lines}};
+  return {{"path", path},           {"format", format},
+          {"weight", weight},       {"samples", samples},
+          {"tokens", tokens},       {"target_tokens", target_tokens},
+          {"truncated", truncated}, {"dropped", dropped},
+          {"skipped", skipped},     {"skipped_lines", skipped_lines}};
 }
 
 SourceStats SourceStats::from_json(const nlohmann::json& j) {
@@ -213,9 +221,9 @@ SourceStats SourceStats::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json DatasetStats::to_json() const {
-  nlohmann::json j = {{"samples", samples},   {"tokens", tokens},   {"target_tokens", target_tokens},
-                      {"truncated", truncated}, {"dropped", dropped}, {"skipped", skipped},
-                      {"epoch_samples", epoch_samples}};
+  nlohmann::json j = {
+      {"samples", samples}, {"tokens", tokens},   {"target_tokens", target_tokens}, {"truncated", truncated},
+      {"dropped", dropped}, {"skipped", skipped}, {"epoch_samples", epoch_samples}};
   j["sources"] = nlohmann::json::array();
   for (const auto& s : sources) {
     auto sj = s.to_json();

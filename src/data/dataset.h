@@ -22,23 +22,26 @@
 #include "config/config.h"
 #include "data/records.h"
 
+namespace ft::io {
+class MappedFile;
+}
+
 namespace ft::data {
 
 class Tokenizer;
-class MappedFile;
 
 struct DatasetOptions {
-  std::vector<DataSource> sources;      // files with format and weight
-  DataFields fields;                    // JSON field names
-  std::string template_name = "plain";  // chat template
-  int64_t seq_len = 512;                // the longest sample kept (tokens); pretokenized row length
-  std::string overlong = "truncate";    // truncate | drop
-  std::string on_error = "fail";        // fail | skip
+  std::vector<DataSource> sources;            // files with format and weight
+  DataFields fields;                          // JSON field names
+  std::string template_name = "plain";        // chat template
+  int64_t seq_len = 512;                      // the longest sample kept (tokens); pretokenized row length
+  std::string overlong = "truncate";          // truncate | drop
+  std::string on_error = "fail";              // fail | skip
   std::string pretokenized_dtype = "uint16";  // uint16 | uint32
   bool add_bos = true;
   bool add_eos = true;
-  std::filesystem::path cache_dir;      // required for JSON Lines sources
-  std::filesystem::path base_dir;       // relative source paths are resolved against it (the config's folder)
+  std::filesystem::path cache_dir;  // required for JSON Lines sources
+  std::filesystem::path base_dir;   // relative source paths are resolved against it (the config's folder)
 
   // data.train (eval = false) or data.eval of a config; cache_dir falls back to <output_dir>/../.cache/data.
   static DatasetOptions from_config(const Config& config, bool eval, const std::filesystem::path& base_dir = {});
@@ -48,14 +51,14 @@ struct SourceStats {
   std::string path;
   std::string format;
   double weight = 1.0;
-  int64_t samples = 0;         // kept samples (before weighting)
-  int64_t tokens = 0;          // tokens of the kept samples
-  int64_t target_tokens = 0;   // tokens carrying loss
-  int64_t truncated = 0;       // samples cut to seq_len
-  int64_t dropped = 0;         // samples dropped: overlong with overlong=drop, or no target token left
-  int64_t skipped = 0;         // bad lines skipped (on_error=skip)
+  int64_t samples = 0;                 // kept samples (before weighting)
+  int64_t tokens = 0;                  // tokens of the kept samples
+  int64_t target_tokens = 0;           // tokens carrying loss
+  int64_t truncated = 0;               // samples cut to seq_len
+  int64_t dropped = 0;                 // samples dropped: overlong with overlong=drop, or no target token left
+  int64_t skipped = 0;                 // bad lines skipped (on_error=skip)
   std::vector<int64_t> skipped_lines;  // the first few skipped line numbers
-  bool from_cache = false;     // loaded from an existing cache entry (not tokenized in this call)
+  bool from_cache = false;             // loaded from an existing cache entry (not tokenized in this call)
   nlohmann::json to_json() const;
   static SourceStats from_json(const nlohmann::json& j);
 };
@@ -100,7 +103,7 @@ class TokenizedDataset {
 
 // A prompt and its reference completion, for exact-match evaluation.
 struct PromptCompletion {
-  std::string prompt;      // as the model sees it (alpaca: rendered with the alpaca layout)
+  std::string prompt;  // as the model sees it (alpaca: rendered with the alpaca layout)
   std::string completion;
 };
 

@@ -1,5 +1,5 @@
-#include "util/fs.h"
 #include "data/dataset_cache.h"
+#include "util/fs.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,7 +24,8 @@ struct Writer {
   std::ofstream tokens, loss, offsets;
   int64_t total = 0;
   explicit Writer(const std::filesystem::path& dir)
-      : tokens(dir / "tokens.bin", std::ios::binary), loss(dir / "loss.bin", std::ios::binary),
+      : tokens(dir / "tokens.bin", std::ios::binary),
+        loss(dir / "loss.bin", std::ios::binary),
         offsets(dir / "offsets.bin", std::ios::binary) {
     write_offset();
   }
@@ -124,9 +125,9 @@ CachedSource open_entry(const std::filesystem::path& dir) {
   CachedSource c;
   std::ifstream in(dir / "meta.json");
   c.stats = SourceStats::from_json(nlohmann::json::parse(in));
-  c.tokens = std::make_unique<MappedFile>(dir / "tokens.bin");
-  c.loss = std::make_unique<MappedFile>(dir / "loss.bin");
-  c.offsets = std::make_unique<MappedFile>(dir / "offsets.bin");
+  c.tokens = io::MappedFile::open(dir / "tokens.bin");
+  c.loss = io::MappedFile::open(dir / "loss.bin");
+  c.offsets = io::MappedFile::open(dir / "offsets.bin");
   const size_t n_tokens = c.tokens->size() / sizeof(int32_t);
   FT_CHECK(c.loss->size() == n_tokens && c.offsets->size() == (static_cast<size_t>(c.stats.samples) + 1) * 8,
            "corrupt data cache entry " + dir.string() + "; delete it to rebuild");
@@ -135,8 +136,8 @@ CachedSource open_entry(const std::filesystem::path& dir) {
 
 }  // namespace
 
-std::string source_cache_key(const std::filesystem::path& path, const std::string& format,
-                             const DatasetOptions& o, const Tokenizer& tokenizer) {
+std::string source_cache_key(const std::filesystem::path& path, const std::string& format, const DatasetOptions& o,
+                             const Tokenizer& tokenizer) {
   nlohmann::json k;
   k["version"] = kCacheFormatVersion;
   k["path"] = std::filesystem::absolute(path).lexically_normal().string();
@@ -162,8 +163,8 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
   return hex64(hash_string(k.dump()));
 }
 
-CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source,
-                                  const DatasetOptions& o, const Tokenizer& tokenizer) {
+CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
+                                  const Tokenizer& tokenizer) {
   if (o.cache_dir.empty()) throw ConfigError("no data cache directory", "set data.cache_dir");
   std::filesystem::create_directories(o.cache_dir);
   const std::string key = source_cache_key(path, source.format, o, tokenizer);

@@ -5,7 +5,8 @@
 #include <memory>
 
 #include "data/dataset.h"
-#include "data/mapped_file.h"
+#include "data/util.h"
+#include "io/mapped_file.h"
 
 namespace ft::data {
 
@@ -13,9 +14,9 @@ namespace ft::data {
 inline constexpr int kCacheFormatVersion = 2;
 
 struct CachedSource {
-  std::unique_ptr<MappedFile> tokens;   // I32 [total tokens]
-  std::unique_ptr<MappedFile> loss;     // U8 [total tokens]
-  std::unique_ptr<MappedFile> offsets;  // I64 [samples + 1]
+  std::shared_ptr<io::MappedFile> tokens;   // I32 [total tokens]
+  std::shared_ptr<io::MappedFile> loss;     // U8 [total tokens]
+  std::shared_ptr<io::MappedFile> offsets;  // I64 [samples + 1]
   SourceStats stats;
 };
 

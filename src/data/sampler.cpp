@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string>
 
-#include "data/mapped_file.h"
+#include "data/util.h"
 #include "util/error.h"
 
 namespace ft::data {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/mapped_file.h"
+#include "data/util.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -87,7 +87,8 @@ std::vector<SynthSample> synth_generate(const std::string& task, int64_t n, uint
 
 void write_synth_jsonl(const std::vector<SynthSample>& samples, const std::filesystem::path& path) {
   std::string text;
-  for (const auto& s : samples) text += nlohmann::json{{"prompt", s.prompt}, {"completion", s.completion}}.dump() + "\n";
+  for (const auto& s : samples)
+    text += nlohmann::json{{"prompt", s.prompt}, {"completion", s.completion}}.dump() + "\n";
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   write_file_atomic(path, text);
 }

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "data/mapped_file.h"
+#include "data/util.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -29,9 +29,12 @@ int64_t token_field(const nlohmann::json& j, const char* key, const Tokenizer& t
   if (!j.contains(key)) return -1;
   const auto& v = j[key];
   std::string piece;
-  if (v.is_string()) piece = v.get<std::string>();
-  else if (v.is_object() && v.contains("content") && v["content"].is_string()) piece = v["content"].get<std::string>();
-  else return -1;
+  if (v.is_string())
+    piece = v.get<std::string>();
+  else if (v.is_object() && v.contains("content") && v["content"].is_string())
+    piece = v["content"].get<std::string>();
+  else
+    return -1;
   return tok.piece_to_id(piece);
 }
 
@@ -90,16 +93,16 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& model_fi
   if (!model_dir.empty()) {
     // Later files win: config.json ids, then the token strings of the tokenizer configs.
     if (auto cfg = read_json_if_present(model_dir / "config.json")) {
-      for (auto [key, dst] : {std::pair{"bos_token_id", &tok->bos_}, {"eos_token_id", &tok->eos_},
-                              {"pad_token_id", &tok->pad_}}) {
+      for (auto [key, dst] :
+           {std::pair{"bos_token_id", &tok->bos_}, {"eos_token_id", &tok->eos_}, {"pad_token_id", &tok->pad_}}) {
         const int64_t id = id_field(*cfg, key);
         if (id >= 0 && id < tok->vocab_size()) *dst = id;
       }
     }
     for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
       if (auto cfg = read_json_if_present(model_dir / name)) {
-        for (auto [key, dst] : {std::pair{"bos_token", &tok->bos_}, {"eos_token", &tok->eos_},
-                                {"pad_token", &tok->pad_}}) {
+        for (auto [key, dst] :
+             {std::pair{"bos_token", &tok->bos_}, {"eos_token", &tok->eos_}, {"pad_token", &tok->pad_}}) {
           const int64_t id = token_field(*cfg, key, *tok);
           if (id >= 0) *dst = id;
         }
@@ -116,7 +119,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& model_fi
   const auto probe = tok->encode("a");
   tok->dummy_prefix_ = !probe.empty() && tok->id_to_piece(probe[0]).rfind("\xe2\x96\x81", 0) == 0;
   tok->fingerprint_ = hash_file(model_file);
-  for (int64_t id : {tok->bos_, tok->eos_, tok->pad_}) tok->fingerprint_ = hash_bytes(&id, sizeof(id), tok->fingerprint_);
+  for (int64_t id : {tok->bos_, tok->eos_, tok->pad_})
+    tok->fingerprint_ = hash_bytes(&id, sizeof(id), tok->fingerprint_);
   return tok;
 }
 
@@ -141,7 +145,9 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
-int64_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int64_t Tokenizer::vocab_size() const {
+  return sp_->GetPieceSize();
+}
 
 int64_t Tokenizer::piece_to_id(std::string_view piece) const {
   const int id = sp_->PieceToId(piece);
@@ -211,7 +217,10 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       {"remove_extra_whitespaces", "false"},
       {"allow_whitespace_only_pieces", "true"},
       {"hard_vocab_limit", "false"},
-      {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "3"},
+      {"unk_id", "0"},
+      {"bos_id", "1"},
+      {"eos_id", "2"},
+      {"pad_id", "3"},
       {"num_threads", "1"},
       {"shuffle_input_sentence", "false"},
       {"input_sentence_size", "0"},

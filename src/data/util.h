@@ -1,4 +1,4 @@
-// Read-only memory maps, file hashing and a portable seeded RNG: the small system pieces of the data pipeline.
+// File locks, hashing, atomic writes and a portable seeded RNG: the small system pieces of the data pipeline.
 #pragma once
 
 #include <cstddef>
@@ -8,24 +8,6 @@
 #include <string_view>
 
 namespace ft::data {
-
-// A whole file mapped read-only; unmapped and closed in the destructor. An empty file maps to size 0.
-class MappedFile {
- public:
-  explicit MappedFile(const std::filesystem::path& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const std::byte* data() const { return data_; }
-  size_t size() const { return size_; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-  std::byte* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // An exclusive advisory lock (flock) on `path`, created if missing; blocks until granted, released on destruction.
 // Separate objects lock independently, also within one process (each opens its own descriptor).

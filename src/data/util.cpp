@@ -1,9 +1,7 @@
-#include "data/mapped_file.h"
+#include "data/util.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,37 +9,10 @@
 #include <fstream>
 #include <vector>
 
+#include "io/file_writer.h"
 #include "util/error.h"
 
 namespace ft::data {
-
-MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw Error("cannot open " + path.string() + ": " + std::strerror(errno), "check that the file exists and is readable");
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error("cannot stat " + path.string() + ": " + std::strerror(err));
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw Error("cannot mmap " + path.string() + ": " + std::strerror(err));
-    }
-    data_ = static_cast<std::byte*>(p);
-  }
-  ::close(fd);  // the mapping keeps the file alive
-}
-
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(data_, size_);
-}
 
 FileLock::FileLock(const std::filesystem::path& path) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -99,12 +70,7 @@ uint64_t SplitMix64::below(uint64_t bound) {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   const auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp, "check free disk space and permissions");
-  }
+  io::write_file(tmp, bytes);
   std::filesystem::rename(tmp, path);
 }
 
