@@ -124,6 +124,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
                   "write the checkpoint's own files under other names");
     nlohmann::json files = nlohmann::json::object();
     std::vector<fs::path> dirs{pending_};
+    std::vector<fs::path> paths;
     for (auto it = fs::recursive_directory_iterator(pending_); it != fs::recursive_directory_iterator(); ++it) {
       const bool link = it->is_symlink();
       if (!link && it->is_directory()) {
@@ -132,12 +133,14 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
       }
       if (link || !it->is_regular_file())
         throw Error(fmt::format("checkpoint entry '{}' is not a regular file", it->path().string()));
-      uint64_t size = 0;
-      const std::string sha = sha256_file(it->path(), &size);
-      fsync_path(it->path(), /*directory=*/false);
+      paths.push_back(it->path());
+    }
+    const auto digests = sha256_files(paths);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      fsync_path(paths[i], /*directory=*/false);
       // The path below the checkpoint directory (not fs::relative: see remove_tree about libtorch's exports).
-      const std::string rel = it->path().generic_string().substr(pending_.generic_string().size() + 1);
-      files[rel] = {{"size", size}, {"sha256", sha}};
+      const std::string rel = paths[i].generic_string().substr(pending_.generic_string().size() + 1);
+      files[rel] = {{"size", digests[i].size}, {"sha256", digests[i].sha256}};
     }
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char created[32];
@@ -224,6 +227,9 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
   if (!manifest.is_object() || format == manifest.end() || *format != kFormat || !manifest.contains("files") ||
       !manifest["files"].is_object())
     return {false, "manifest.json is unreadable or not a finetune checkpoint manifest"};
+  // Sizes first (cheap: a truncated or missing file fails here), then every checksum, several files at a time.
+  std::vector<std::string> rels;
+  std::vector<fs::path> paths;
   for (const auto& [rel, meta] : manifest["files"].items()) {
     const fs::path file = checkpoint_dir / rel;
     if (!meta.is_object() || !meta.contains("size") || !meta["size"].is_number_unsigned() || !meta.contains("sha256") ||
@@ -235,11 +241,18 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
     const auto expected_size = meta["size"].get<uint64_t>();
     if (size != expected_size)
       return {false, fmt::format("{}: size {} != {} in the manifest", rel, size, expected_size)};
-    try {
-      if (sha256_file(file) != meta["sha256"].get<std::string>()) return {false, rel + ": checksum mismatch"};
-    } catch (const Error& e) {
-      return {false, e.what()};
-    }
+    rels.push_back(rel);
+    paths.push_back(file);
+  }
+  std::vector<FileDigest> digests;
+  try {
+    digests = sha256_files(paths);
+  } catch (const Error& e) {
+    return {false, e.what()};
+  }
+  for (size_t i = 0; i < rels.size(); ++i) {
+    if (digests[i].sha256 != manifest["files"][rels[i]]["sha256"].get<std::string>())
+      return {false, rels[i] + ": checksum mismatch"};
   }
   return {true, {}};
 }

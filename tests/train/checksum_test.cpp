@@ -6,23 +6,32 @@
 #include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checksum.h"
+#include "util/error.h"
 
 namespace ft::test {
 namespace {
 
-std::string sha(const std::string& s) {
-  train::Sha256 h;
+std::string sha(const std::string& s, bool allow_hardware = true) {
+  train::Sha256 h(allow_hardware);
   h.update(s);
   return h.hex_digest();
 }
 
-TEST(Checksum, Sha256MatchesFipsVectors) {
-  EXPECT_EQ(sha(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+// Both block functions (the SHA-NI one only where the CPU has it) against FIPS 180-4's examples.
+class Sha256Paths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam() && !train::Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
+  }
+};
+
+TEST_P(Sha256Paths, MatchesFipsVectors) {
+  EXPECT_EQ(sha("", GetParam()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha("abc", GetParam()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", GetParam()),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  // One million 'a', fed in uneven pieces to exercise the buffering.
-  train::Sha256 h;
+  // One million 'a', fed in uneven pieces to exercise the buffering and multi-block calls.
+  train::Sha256 h(GetParam());
   const std::string chunk(997, 'a');
   size_t left = 1000000;
   while (left > 0) {
@@ -33,6 +42,18 @@ TEST(Checksum, Sha256MatchesFipsVectors) {
   EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+TEST(Checksum, Sha256ExtensionsAgreeWithThePortablePathOnEveryLength) {
+  if (!train::Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
+  std::string text;
+  for (int i = 0; i < 4096 + 65; ++i) text += static_cast<char>((i * 131 + 7) % 256);
+  for (size_t n = 0; n <= text.size(); n += (n < 300 ? 1 : 61)) {
+    ASSERT_EQ(sha(text.substr(0, n), true), sha(text.substr(0, n), false)) << n << " bytes";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockFunction, Sha256Paths, ::testing::Values(false, true),
+                         [](const auto& param_info) { return param_info.param ? "ShaExtensions" : "Portable"; });
+
 TEST(Checksum, Sha256OfFileMatchesSha256OfBytes) {
   ScratchDir dir;
   std::string text;
@@ -41,6 +62,23 @@ TEST(Checksum, Sha256OfFileMatchesSha256OfBytes) {
   uint64_t size = 0;
   EXPECT_EQ(train::sha256_file(dir / "f.bin", &size), sha(text));
   EXPECT_EQ(size, text.size());
+}
+
+TEST(Checksum, Sha256OfManyFilesInParallelKeepsTheirOrderAndReportsAMissingOne) {
+  ScratchDir dir;
+  std::vector<std::filesystem::path> paths;
+  for (int i = 0; i < 11; ++i) {
+    paths.push_back(dir / ("f" + std::to_string(i)));
+    write_file(paths.back(), std::string(static_cast<size_t>(1000 * i + 1), static_cast<char>('a' + i)));
+  }
+  const auto digests = train::sha256_files(paths, 4);
+  ASSERT_EQ(digests.size(), paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    EXPECT_EQ(digests[i].sha256, sha(read_file(paths[i]))) << i;
+    EXPECT_EQ(digests[i].size, 1000 * i + 1) << i;
+  }
+  paths.push_back(dir / "missing");
+  EXPECT_THROW(train::sha256_files(paths, 4), Error);
 }
 
 TEST(Checksum, CrcAndAdlerMatchCheckValues) {
