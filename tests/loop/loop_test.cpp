@@ -116,6 +116,17 @@ TEST_F(TrainLoop, ZeroOneShardsOptimizerStateAndTrainsBitIdenticallyToDdp) {
   expect_same_losses(expected, losses(dir_ / "mixed"), 0.0);
 }
 
+// The model directory a run exports loads in transformers, whose AutoTokenizer encodes like our sentencepiece model.
+TEST_F(TrainLoop, ExportedTokenizerLoadsInTransformersWithTheSameIds) {
+  const auto config = write_config("export", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=3 scheduler.warmup_steps=1")).exit_code, 0);
+  const auto checked = run(python() + " " + shell_quote((source_dir() / "tests/loop/ref/check_tokenizer.py").string()) +
+                           " " + shell_quote((dir_ / "export" / "model").string()) +
+                           " 'reverse: 3 1 4 1 5 ->' '9 8 7' 'Hello, world: tabs\there, digits 0123' 'ünïcödé'");
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_NE(checked.output.find("bos 1 eos 2"), std::string::npos) << checked.output;
+}
+
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
   const auto config = write_config("nan", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   const auto result = run(train_cmd(config, "model.init_std=1.0e30"));
