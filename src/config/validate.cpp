@@ -38,7 +38,8 @@ class Checker {
     fail(key, "invalid value '" + value + "' (expected one of: " + list + ")");
   }
 
-  template <class T> void at_least(const std::string& key, T value, T min) {
+  template <class T>
+  void at_least(const std::string& key, T value, T min) {
     if (value < min) fail(key, "out of range (expected >= " + text(min) + ", got " + text(value) + ")");
   }
 
@@ -111,13 +112,14 @@ void check_lora(const Config& c, Checker& k) {
   k.at_least<int64_t>("lora.rank", l.rank, 1);
   k.positive("lora.alpha", l.alpha);
   k.within("lora.dropout", l.dropout, 0.0, 1.0, true);
-  static const std::set<std::string> allowed = {"q_proj", "k_proj", "v_proj", "o_proj",
+  static const std::set<std::string> allowed = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                 "gate_proj", "up_proj", "down_proj"};
   std::set<std::string> seen;
   for (const auto& t : l.targets) {
     if (allowed.count(t) == 0) {
-      k.fail("lora.targets", "invalid target '" + t +
-                                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+      k.fail("lora.targets",
+             "invalid target '" + t +
+                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
     } else if (!seen.insert(t).second) {
       k.fail("lora.targets", "'" + t + "' is listed twice");
     }
@@ -136,8 +138,9 @@ void check_tokenizer(const Config& c, Checker& k) {
   if (!t.path.empty()) {
     k.file_exists("tokenizer.path", t.path, " (expected a sentencepiece .model file)");
   } else if (c.model.path.empty()) {
-    k.fail("tokenizer.path", "no tokenizer: tokenizer.path and model.path are empty and tokenizer.train_vocab_size "
-                             "is 0 (set one of them)");
+    k.fail("tokenizer.path",
+           "no tokenizer: tokenizer.path and model.path are empty and tokenizer.train_vocab_size "
+           "is 0 (set one of them)");
   }
 }
 
@@ -209,8 +212,10 @@ void check_training(const Config& c, Checker& k) {
   k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
   k.within("scheduler.decay_ratio", s.decay_ratio, 0.0, 1.0, false);
   if (t.max_steps > 0 && s.warmup_steps > t.max_steps) {
-    k.fail("scheduler.warmup_steps", "warmup (" + std::to_string(s.warmup_steps) + " steps) is longer than "
-                                     "train.max_steps (" + std::to_string(t.max_steps) + ")");
+    k.fail("scheduler.warmup_steps", "warmup (" + std::to_string(s.warmup_steps) +
+                                         " steps) is longer than "
+                                         "train.max_steps (" +
+                                         std::to_string(t.max_steps) + ")");
   }
 }
 
@@ -230,6 +235,11 @@ void check_rest(const Config& c, Checker& k) {
   k.at_least<int64_t>("checkpoint.shard_size_mb", ck.shard_size_mb, 1);
   if (ck.keep_best && c.data.eval.empty()) {
     k.fail("checkpoint.keep_best", "the best checkpoint is chosen by eval loss, but data.eval is empty");
+  } else if (ck.keep_best && ck.every_steps > 0 &&
+             (c.eval.every_steps <= 0 || ck.every_steps % c.eval.every_steps != 0)) {
+    k.fail("checkpoint.keep_best",
+           "checkpoints are ranked by the eval loss of their own step: make "
+           "checkpoint.every_steps a multiple of eval.every_steps (> 0)");
   }
   std::error_code ec;
   if (ck.resume != "auto" && ck.resume != "never" && !fs::exists(ck.resume, ec)) {

@@ -144,6 +144,7 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
 }
 
 void Trainer::save_checkpoint() {
+  check_non_finite();  // a run past its max_nan_skips stops here, before writing
   // Every rank contributes its data position and RNG state; rank 0 writes.
   nlohmann::json rank_state;
   rank_state["loader"] = train_loader_->state();
@@ -203,7 +204,8 @@ void Trainer::save_checkpoint() {
       state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
       io::write_file(tmp / "trainer_state.json", state.dump(2));
       io::write_file(tmp / "config.yaml", resolved_yaml_);
-      const auto dir = checkpoints_->commit(last_eval_loss_);
+      // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
+      const auto dir = checkpoints_->commit(last_eval_step_ == step_ ? last_eval_loss_ : std::nullopt);
       FT_LOG_INFO("checkpoint saved: {}", dir.string());
     } catch (const Error& e) {
       checkpoints_->abort();

@@ -97,6 +97,7 @@ EvalResult Trainer::evaluate() {
     }
   }
   last_eval_loss_ = result.loss;
+  last_eval_step_ = step_;
   if (!best_eval_loss_ || result.loss < *best_eval_loss_) best_eval_loss_ = result.loss;
   comm_->barrier();
   return result;

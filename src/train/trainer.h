@@ -143,6 +143,7 @@ class Trainer {
   double peak_tflops_ = 0;  // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::optional<double> best_eval_loss_;
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
+  int64_t last_eval_step_ = -1;           // the step of that evaluation
 };
 
 }  // namespace ft::train

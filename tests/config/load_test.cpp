@@ -153,8 +153,8 @@ TEST_F(ConfigLoad, InterpolatesSectionKeysRecursively) {
 }
 
 TEST_F(ConfigLoad, InterpolationSeesOverrides) {
-  const auto loaded = load(std::string(kMinimalConfig) + "run:\n  output_dir: runs/${run.name}/x\n",
-                           {"run.name=from-cli"});
+  const auto loaded =
+      load(std::string(kMinimalConfig) + "run:\n  output_dir: runs/${run.name}/x\n", {"run.name=from-cli"});
   EXPECT_EQ(loaded.config.run.output_dir, "runs/from-cli/x");
 }
 
@@ -179,11 +179,12 @@ TEST_F(ConfigLoad, MissingReferenceIsErrorWithSuggestion) {
 TEST_F(ConfigLoad, MissingReferenceIntoAListKeepsTheIndexInTheSuggestion) {
   const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: ${data.train[0].fromat}\n");
   EXPECT_THAT(msg, HasSubstr(at(8, 9) + "run.name: unknown reference ${data.train[0].fromat} (did you mean "
-                             "${data.train[0].format}?)"));
+                                        "${data.train[0].format}?)"));
 }
 
 TEST_F(ConfigLoad, ReferenceCycleIsError) {
-  const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: a${run.output_dir}\n  output_dir: ${run.name}\n");
+  const auto msg =
+      error_of(std::string(kMinimalConfig) + "run:\n  name: a${run.output_dir}\n  output_dir: ${run.name}\n");
   EXPECT_THAT(msg, HasSubstr("reference cycle: run.name -> run.output_dir -> run.name"));
   EXPECT_THAT(msg, HasSubstr("(1 error)"));  // the cycle is reported once, not echoed by later checks
 }
@@ -202,18 +203,26 @@ TEST_F(ConfigLoad, DoubleDollarEscapesInterpolation) {
 
 TEST_F(ConfigLoad, AllErrorsAreReportedAtOnceInLineOrder) {
   const auto msg = error_of(std::string(kMinimalConfig) +  // lines 1-6
-                            "optimizer:\n"                  // 7
-                            "  lr: 0\n"                     // 8
-                            "  wieght_decay: 0.1\n"         // 9
-                            "train:\n"                      // 10
-                            "  micro_batch_size: x\n"       // 11
-                            "  precision: fp8\n");          // 12
+                            "optimizer:\n"                 // 7
+                            "  lr: 0\n"                    // 8
+                            "  wieght_decay: 0.1\n"        // 9
+                            "train:\n"                     // 10
+                            "  micro_batch_size: x\n"      // 11
+                            "  precision: fp8\n");         // 12
   EXPECT_THAT(msg, HasSubstr("invalid configuration (4 errors):\n"
-                             "  " + at(8, 7) + "optimizer.lr: out of range (expected > 0, got 0)\n"
-                             "  " + at(9, 3) + "optimizer.wieght_decay: unknown key; did you mean "
+                             "  " +
+                             at(8, 7) +
+                             "optimizer.lr: out of range (expected > 0, got 0)\n"
+                             "  " +
+                             at(9, 3) +
+                             "optimizer.wieght_decay: unknown key; did you mean "
                              "optimizer.weight_decay?\n"
-                             "  " + at(11, 21) + "train.micro_batch_size: wrong type (expected an integer, got 'x')\n"
-                             "  " + at(12, 14) + "train.precision: invalid value 'fp8' (expected one of: fp32, bf16, "
+                             "  " +
+                             at(11, 21) +
+                             "train.micro_batch_size: wrong type (expected an integer, got 'x')\n"
+                             "  " +
+                             at(12, 14) +
+                             "train.precision: invalid value 'fp8' (expected one of: fp32, bf16, "
                              "fp16, bf16-pure)"));
 }
 
@@ -256,7 +265,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.optimizer = {"adamw", 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
   c.scheduler = {"wsd", 2, 0.1, 0.05, 0.2};
   c.eval = {5, 6, 7, 8, {"true", "", "null", "123", "a: b", "${not-a-ref}"}};
-  c.checkpoint = {3, 0, true, "never", 100};
+  c.checkpoint = {10, 0, true, "never", 100};
   c.logging = {"debug", 2, true, "off", 989.5};
   c.distributed = {"gloo", 60, 12.5, "bf16", 1};
   return c;

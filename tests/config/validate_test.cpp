@@ -9,12 +9,14 @@ using ::testing::HasSubstr;
 struct BadValue {
   BadValue(std::string o, std::string e, std::vector<std::string> before = {})
       : override_text(std::move(o)), expected(std::move(e)), first(std::move(before)) {}
-  std::string override_text;        // key=value applied to the minimal config
-  std::string expected;             // the error after "<override '...'>: "
-  std::vector<std::string> first;   // valid overrides applied before it
+  std::string override_text;       // key=value applied to the minimal config
+  std::string expected;            // the error after "<override '...'>: "
+  std::vector<std::string> first;  // valid overrides applied before it
 };
 
-void PrintTo(const BadValue& b, std::ostream* os) { *os << b.override_text; }
+void PrintTo(const BadValue& b, std::ostream* os) {
+  *os << b.override_text;
+}
 
 // Runs in the temp dir: relative paths in overrides resolve against the current directory.
 class ConfigRejects : public ConfigDir, public ::testing::WithParamInterface<BadValue> {
@@ -42,31 +44,38 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadValue{"run.device=gpu", "run.device: invalid value 'gpu' (expected one of: auto, cpu, cuda, cuda:N)"},
         BadValue{"run.device=cuda:x", "run.device: invalid value 'cuda:x'"},
-        BadValue{"model.architecture=gpt2", "model.architecture: invalid value 'gpt2' (expected one of: llama, "
-                                            "mistral, qwen2)"},
+        BadValue{"model.architecture=gpt2",
+                 "model.architecture: invalid value 'gpt2' (expected one of: llama, "
+                 "mistral, qwen2)"},
         BadValue{"model.dtype=fp16", "model.dtype: invalid value 'fp16' (expected one of: fp32, bf16)"},
         BadValue{"tokenizer.train_model_type=wordpiece", "tokenizer.train_model_type: invalid value 'wordpiece'"},
         BadValue{"data.train=[{path: train.jsonl, format: csv}]",
                  "data.train[0].format: invalid value 'csv' (expected one of: text, prompt_completion, alpaca, chat, "
                  "pretokenized)"},
-        BadValue{"data.template=vicuna", "data.template: invalid value 'vicuna' (expected one of: llama2, llama3, "
-                                         "chatml, plain)"},
+        BadValue{"data.template=vicuna",
+                 "data.template: invalid value 'vicuna' (expected one of: llama2, llama3, "
+                 "chatml, plain)"},
         BadValue{"data.overlong=wrap", "data.overlong: invalid value 'wrap' (expected one of: truncate, drop)"},
         BadValue{"data.on_error=ignore", "data.on_error: invalid value 'ignore' (expected one of: fail, skip)"},
         BadValue{"data.pretokenized_dtype=int8", "data.pretokenized_dtype: invalid value 'int8'"},
-        BadValue{"train.precision=fp8", "train.precision: invalid value 'fp8' (expected one of: fp32, bf16, fp16, "
-                                        "bf16-pure)"},
+        BadValue{"train.precision=fp8",
+                 "train.precision: invalid value 'fp8' (expected one of: fp32, bf16, fp16, "
+                 "bf16-pure)"},
         BadValue{"optimizer.name=sgd", "optimizer.name: invalid value 'sgd' (expected one of: adamw)"},
-        BadValue{"scheduler.type=step", "scheduler.type: invalid value 'step' (expected one of: constant, linear, "
-                                        "cosine, wsd)"},
+        BadValue{"scheduler.type=step",
+                 "scheduler.type: invalid value 'step' (expected one of: constant, linear, "
+                 "cosine, wsd)"},
         BadValue{"logging.level=loud", "logging.level: invalid value 'loud'"},
-        BadValue{"logging.progress=yes-please", "logging.progress: invalid value 'yes-please' (expected one of: "
-                                                "auto, on, off)"},
-        BadValue{"distributed.backend=mpi", "distributed.backend: invalid value 'mpi' (expected one of: auto, "
-                                            "nccl, gloo)"},
+        BadValue{"logging.progress=yes-please",
+                 "logging.progress: invalid value 'yes-please' (expected one of: "
+                 "auto, on, off)"},
+        BadValue{"distributed.backend=mpi",
+                 "distributed.backend: invalid value 'mpi' (expected one of: auto, "
+                 "nccl, gloo)"},
         BadValue{"distributed.zero=2", "distributed.zero: invalid value 2 (expected one of: 0, 1)"},
-        BadValue{"lora.targets=[q_proj,lm_head]", "lora.targets: invalid target 'lm_head' (expected a subset of: "
-                                                  "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"},
+        BadValue{"lora.targets=[q_proj,lm_head]",
+                 "lora.targets: invalid target 'lm_head' (expected a subset of: "
+                 "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"},
         BadValue{"lora.targets=[q_proj,q_proj]", "lora.targets: 'q_proj' is listed twice"}));
 
 INSTANTIATE_TEST_SUITE_P(
@@ -76,8 +85,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"optimizer.lr=-1e-4", "optimizer.lr: out of range (expected > 0, got -0.0001)"},
         BadValue{"optimizer.betas=[0.9,1.0]", "optimizer.betas[1]: out of range (expected in [0, 1), got 1)"},
         BadValue{"optimizer.betas=[-0.1,0.9]", "optimizer.betas[0]: out of range (expected in [0, 1), got -0.1)"},
-        BadValue{"optimizer.betas=[0.9,0.95,0.99]", "optimizer.betas: expected exactly 2 values (beta1, beta2), "
-                                                    "got 3"},
+        BadValue{"optimizer.betas=[0.9,0.95,0.99]",
+                 "optimizer.betas: expected exactly 2 values (beta1, beta2), "
+                 "got 3"},
         BadValue{"optimizer.eps=0", "optimizer.eps: out of range (expected > 0, got 0)"},
         BadValue{"optimizer.weight_decay=-0.1", "optimizer.weight_decay: out of range (expected >= 0, got -0.1)"},
         BadValue{"train.micro_batch_size=0", "train.micro_batch_size: out of range (expected >= 1, got 0)"},
@@ -91,8 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"lora.alpha=0", "lora.alpha: out of range (expected > 0, got 0)"},
         BadValue{"lora.dropout=1", "lora.dropout: out of range (expected in [0, 1), got 1)"},
         BadValue{"scheduler.warmup_ratio=1.5", "scheduler.warmup_ratio: out of range (expected in [0, 1], got 1.5)"},
-        BadValue{"scheduler.min_lr_ratio=-0.5", "scheduler.min_lr_ratio: out of range (expected in [0, 1], got "
-                                                "-0.5)"},
+        BadValue{"scheduler.min_lr_ratio=-0.5",
+                 "scheduler.min_lr_ratio: out of range (expected in [0, 1], got "
+                 "-0.5)"},
         BadValue{"scheduler.decay_ratio=2", "scheduler.decay_ratio: out of range (expected in [0, 1], got 2)"},
         BadValue{"checkpoint.keep_last=-1", "checkpoint.keep_last: out of range (expected >= 0, got -1)"},
         BadValue{"model.hidden_size=0", "model.hidden_size: out of range (expected >= 1, got 0)"},
@@ -109,28 +120,38 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Conflicts, ConfigRejects,
-    ::testing::Values(
-        BadValue{"scheduler.warmup_steps=20", "scheduler.warmup_steps: warmup (20 steps) is longer than "
-                                              "train.max_steps (10)", {"train.max_steps=10"}},
-        BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
-        BadValue{"lora.enabled=true", "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
-        BadValue{"eval.exact_match_samples=4", "eval.exact_match_samples: exact match scores eval samples, but "
-                                               "data.eval is empty"},
-        BadValue{"checkpoint.keep_best=true", "checkpoint.keep_best: the best checkpoint is chosen by eval loss, "
-                                              "but data.eval is empty"}));
+    ::testing::Values(BadValue{"scheduler.warmup_steps=20",
+                               "scheduler.warmup_steps: warmup (20 steps) is longer than "
+                               "train.max_steps (10)",
+                               {"train.max_steps=10"}},
+                      BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
+                      BadValue{"lora.enabled=true",
+                               "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
+                      BadValue{"eval.exact_match_samples=4",
+                               "eval.exact_match_samples: exact match scores eval samples, but "
+                               "data.eval is empty"},
+                      BadValue{"checkpoint.keep_best=true",
+                               "checkpoint.keep_best: the best checkpoint is chosen by eval loss, "
+                               "but data.eval is empty"},
+                      BadValue{"checkpoint.keep_best=true",
+                               "checkpoint.keep_best: checkpoints are ranked by the eval loss of their own step: make "
+                               "checkpoint.every_steps a multiple of eval.every_steps (> 0)",
+                               {"data.eval=[{path: train.jsonl, format: text}]", "eval.every_steps=30",
+                                "checkpoint.every_steps=20"}}));
 
 class ConfigConflicts : public ConfigDir {};
 
 TEST_F(ConfigConflicts, WarmupWithinMaxStepsOrEpochModeIsFine) {
   EXPECT_NO_THROW(load(kMinimalConfig, {"train.max_steps=10", "scheduler.warmup_steps=10"}));
-  EXPECT_NO_THROW(load(kMinimalConfig, {"scheduler.warmup_steps=20"}));  // epochs: length unknown until data
+  EXPECT_NO_THROW(load(kMinimalConfig, {"scheduler.warmup_steps=20"}));            // epochs: length unknown until data
   EXPECT_NO_THROW(load(kMinimalConfig, {"train.max_steps=5", "train.epochs=0"}));  // epochs unused with max_steps
 }
 
 TEST_F(ConfigConflicts, NoTokenizerAtAll) {
   const auto msg = error_of("data:\n  train: [{path: train.jsonl}]\n");
-  EXPECT_THAT(msg, HasSubstr((dir_ / "config.yaml").string() + ": tokenizer.path: no tokenizer: tokenizer.path and "
-                             "model.path are empty and tokenizer.train_vocab_size is 0"));
+  EXPECT_THAT(msg,
+              HasSubstr((dir_ / "config.yaml").string() + ": tokenizer.path: no tokenizer: tokenizer.path and "
+                                                          "model.path are empty and tokenizer.train_vocab_size is 0"));
 }
 
 TEST_F(ConfigConflicts, ModelDirMustExistAndHoldConfigJson) {
@@ -145,8 +166,8 @@ TEST_F(ConfigConflicts, ModelDirMustExistAndHoldConfigJson) {
 
 TEST_F(ConfigConflicts, TokenizerFileMustExistUnlessTrainedAtStart) {
   const std::string cfg = "data:\n  train: [{path: train.jsonl}]\ntokenizer:\n  path: tok.model\n";
-  EXPECT_THAT(error_of(cfg), HasSubstr(":4:9: tokenizer.path: file '" + (dir_ / "tok.model").string() +
-                                       "' does not exist"));
+  EXPECT_THAT(error_of(cfg),
+              HasSubstr(":4:9: tokenizer.path: file '" + (dir_ / "tok.model").string() + "' does not exist"));
   EXPECT_NO_THROW(load(cfg, {"tokenizer.train_vocab_size=100"}));
   put("tok.model", "x");
   EXPECT_NO_THROW(load(cfg));
@@ -154,12 +175,13 @@ TEST_F(ConfigConflicts, TokenizerFileMustExistUnlessTrainedAtStart) {
 
 TEST_F(ConfigConflicts, DataFilesMustExistUnlessSynthesized) {
   const std::string cfg =
-      "tokenizer: {train_vocab_size: 64}\ndata:\n  train: [{path: gen/train.jsonl}]\n  eval: [{path: gen/eval.jsonl}]\n";
+      "tokenizer: {train_vocab_size: 64}\ndata:\n  train: [{path: gen/train.jsonl}]\n  eval: [{path: "
+      "gen/eval.jsonl}]\n";
   const auto msg = error_of(cfg);
   EXPECT_THAT(msg, HasSubstr(":3:18: data.train[0].path: file '" + (dir_ / "gen/train.jsonl").string() +
                              "' does not exist (or set data.synth.task to generate it)"));
-  EXPECT_THAT(msg, HasSubstr(":4:17: data.eval[0].path: file '" + (dir_ / "gen/eval.jsonl").string() +
-                             "' does not exist"));
+  EXPECT_THAT(msg,
+              HasSubstr(":4:17: data.eval[0].path: file '" + (dir_ / "gen/eval.jsonl").string() + "' does not exist"));
   EXPECT_NO_THROW(load(cfg, {"data.synth.task=add"}));
 }
 

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "io/safetensors.h"
 #include "loop/loop_support.h"
+#include "util/fmt.h"
 
 namespace ft::test {
 namespace {
@@ -125,6 +127,34 @@ TEST_F(TrainLoop, ExportedTokenizerLoadsInTransformersWithTheSameIds) {
                            " 'reverse: 3 1 4 1 5 ->' '9 8 7' 'Hello, world: tabs\there, digits 0123' 'ünïcödé'");
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
   EXPECT_NE(checked.output.find("bos 1 eos 2"), std::string::npos) << checked.output;
+}
+
+// checkpoint.keep_best with keep_last 1: the newest checkpoint and the one whose own step had the lowest eval loss
+// survive. The learning rate warms up to a value too high for this model, so the eval loss falls and then rises.
+TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
+  const auto config = write_config("best");
+  const auto result = run(train_cmd(
+      config,
+      "train.max_steps=50 scheduler.type=linear scheduler.warmup_steps=50 optimizer.lr=0.5 data.synth.eval_samples=64 "
+      "'data.eval=[{format: prompt_completion}]' eval.every_steps=10 eval.max_batches=2 "
+      "checkpoint.every_steps=10 checkpoint.keep_last=1 checkpoint.keep_best=true"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::map<int64_t, double> eval_loss;
+  std::ifstream in(dir_ / "best" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("event") == "eval") eval_loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+  }
+  ASSERT_EQ(eval_loss.size(), 5u);
+  const auto best = std::min_element(eval_loss.begin(), eval_loss.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  ASSERT_NE(best->first, 50) << "the last evaluation is the best: this run does not test keep_best";
+  std::set<std::string> expected{"step-000050", fmt::format("step-{:06d}", best->first)};
+  std::set<std::string> kept;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "best" / "checkpoints")) {
+    kept.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(kept, expected) << "best eval loss at step " << best->first;
 }
 
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
