@@ -1,6 +1,8 @@
 // The `finetune` executable: parses the command line and reports errors; all work lives in ftcore.
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -12,6 +14,7 @@
 namespace {
 
 int report(const std::string& message, const std::string& hint, ft::ExitCode code) {
+  if (::isatty(STDERR_FILENO) == 1) std::cerr << "\r\033[K";  // replaces a progress bar left on the line
   std::cerr << "finetune: error: " << message << "\n";
   if (!hint.empty()) std::cerr << "finetune: hint: " << hint << "\n";
   // A run directory's train.log ends with the error that stopped the run, not with its last progress line.

@@ -5,6 +5,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -33,11 +35,18 @@ spdlog::level::level_enum to_spdlog(Level level) {
   return spdlog::level::info;
 }
 
+// The console pattern around `body`. On a terminal each line first returns to column 0 and clears it, so a log line
+// replaces a progress bar drawn there (train/metrics.cpp) instead of being appended to it.
+std::string console_pattern(const std::string& body) {
+  static const bool tty = ::isatty(STDERR_FILENO) == 1;
+  return (tty ? "\r\033[K" : "") + body;
+}
+
 std::shared_ptr<spdlog::logger>& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     auto l = std::make_shared<spdlog::logger>("finetune", sink);
-    l->set_pattern("%^[%H:%M:%S %L]%$ %v");
+    l->set_pattern(console_pattern("%^[%H:%M:%S %L]%$ %v"));
     l->set_level(spdlog::level::trace);
     l->flush_on(spdlog::level::info);
     return l;
@@ -62,7 +71,7 @@ void init(Level level, int rank, int world_size) {
   g_world = world_size;
   set_level(level);
   if (world_size > 1) {
-    logger()->set_pattern("%^[%H:%M:%S %L]%$ [rank " + std::to_string(rank) + "] %v");
+    logger()->set_pattern(console_pattern("%^[%H:%M:%S %L]%$ [rank " + std::to_string(rank) + "] %v"));
   }
 }
 

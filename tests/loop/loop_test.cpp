@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -155,6 +156,33 @@ TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
     kept.insert(entry.path().filename().string());
   }
   EXPECT_EQ(kept, expected) << "best eval loss at step " << best->first;
+}
+
+// logging.progress=auto: on a terminal (a pseudo-terminal from script(1)) a redrawn bar with ETA that log lines
+// replace rather than follow on the same line; through a pipe, plain log lines.
+TEST_F(TrainLoop, ProgressBarOnATerminalAndPlainLinesOtherwise) {
+  const auto config = write_config("progress", "checkpoint: {every_steps: 6, keep_last: 1, resume: never}\n");
+  const std::string args = "train.max_steps=12 scheduler.warmup_steps=2 logging.every_steps=3 logging.progress=auto";
+  const auto tty = run("script -qec " + shell_quote(train_cmd(config, args)) + " /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("] 100% step 12/12 | loss "), std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find("| ETA "), std::string::npos) << tty.output;
+  std::istringstream lines(tty.output);
+  int log_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // the terminal's CR LF
+    const std::string visible = line.substr(line.rfind('\r') == std::string::npos ? 0 : line.rfind('\r'));
+    if (visible.find("checkpoint saved") == std::string::npos) continue;
+    ++log_lines;
+    EXPECT_EQ(visible.find("% step"), std::string::npos) << "a log line drawn after the bar: " << line;
+  }
+  EXPECT_EQ(log_lines, 2);
+
+  const auto piped = run(train_cmd(config, args + " run.output_dir=" + (dir_ / "piped").string()));
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_NE(piped.output.find(" step 12/12 | loss "), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find("] 100%"), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
 }
 
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
