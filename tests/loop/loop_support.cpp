@@ -43,7 +43,9 @@ std::map<int64_t, double> losses(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
   std::string line;
   while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
+    // A run still writing may leave its last line incomplete: that line is read on a later call.
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) continue;
     if (j.at("event") == "train") out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
   }
   return out;
