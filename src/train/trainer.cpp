@@ -41,14 +41,22 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Turns a CUDA out-of-memory error into advice in the user's own settings.
-[[noreturn]] void rethrow_oom(const Config& cfg, const std::string& what) {
+// Turns an out-of-memory error (CUDA's OutOfMemoryError, or the CPU allocator's failure) into advice in the user's
+// own settings.
+[[noreturn]] void rethrow_oom(const Config& cfg, c10::Device device, const std::string& what) {
   throw Error(
-      "out of GPU memory during the training step (train.micro_batch_size=" +
-          std::to_string(cfg.train.micro_batch_size) + ", data.seq_len=" + std::to_string(cfg.data.seq_len) +
-          ", train.precision=" + cfg.train.precision + "): " + what.substr(0, what.find('\n')),
+      fmt::format("out of {} memory during the training step (train.micro_batch_size={}, data.seq_len={}, "
+                  "train.precision={}): {}",
+                  device.is_cuda() ? "GPU" : "CPU", cfg.train.micro_batch_size, cfg.data.seq_len, cfg.train.precision,
+                  what.substr(0, what.find('\n'))),
       "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
       "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
+}
+
+// LibTorch's CPU allocator reports a failed allocation as a plain c10::Error.
+bool is_cpu_allocation_failure(const c10::Error& e) {
+  return std::string(e.what_without_backtrace()).find("DefaultCPUAllocator: can't allocate memory") !=
+         std::string::npos;
 }
 
 }  // namespace
@@ -199,7 +207,10 @@ ExitCode Trainer::run() {
     try {
       out = train_step();
     } catch (const c10::OutOfMemoryError& e) {
-      rethrow_oom(cfg_, e.what_without_backtrace());
+      rethrow_oom(cfg_, device_, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      if (is_cpu_allocation_failure(e)) rethrow_oom(cfg_, device_, e.what_without_backtrace());
+      throw;
     }
     ++step_;
     ++steps_since_log;

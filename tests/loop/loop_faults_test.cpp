@@ -161,5 +161,28 @@ TEST_F(TrainLoopFaults, KilledWorkerStopsTheRunAndResumeCompletes) {
   expect_same_losses(losses(dir_ / "reference"), losses(run_dir), 0.0);
 }
 
+// A micro-batch the memory limit cannot hold: the error names the batch settings and what to change (on a GPU the
+// same message says GPU; verified on the H200, see docs/benchmarks.md).
+TEST_F(TrainLoopFaults, OutOfMemoryNamesTheBatchSettingsAndWhatToChange) {
+  const auto config = write_config("oom", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
+  // Each activation of 512 x 2048 tokens x 1024 channels is 4 GiB: the step needs several within a 6 GB address
+  // space that already holds the libraries (about 3 GB, mostly CUDA's; few malloc arenas keep that stable).
+  const auto result = run("MALLOC_ARENA_MAX=2 OMP_NUM_THREADS=2 prlimit --as=6000000000 -- " +
+                          train_cmd(config,
+                                    "train.micro_batch_size=512 data.seq_len=2048 data.packing=true "
+                                    "model.hidden_size=1024 model.intermediate_size=4096 model.num_heads=16 "
+                                    "model.num_kv_heads=4 model.max_position_embeddings=2048 "
+                                    "train.max_steps=6 scheduler.warmup_steps=1"));
+  EXPECT_EQ(result.exit_code, kFailure) << result.output;
+  const std::string error = line_with(result.output, "finetune: error: ");
+  EXPECT_NE(error.find("out of CPU memory during the training step (train.micro_batch_size=512, "
+                       "data.seq_len=2048, train.precision=fp32)"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(line_with(result.output, "finetune: hint: ").find("lower train.micro_batch_size"), std::string::npos)
+      << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "oom" / "checkpoints")) << "no checkpoint of a step that did not run";
+}
+
 }  // namespace
 }  // namespace ft::test
