@@ -94,9 +94,10 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
 }
 
 // The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
-// chat template the run trained with, so the exported model chats the way it learned to.
+// chat template the run trained with and, unless the base model says otherwise, whether a BOS starts each text (as
+// tokenizer.add_bos did in training), so the exported model is prompted and chats the way it learned to.
 void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const std::string& base_model_dir,
-                           const data::Tokenizer& tokenizer, const std::string& template_name,
+                           const data::Tokenizer& tokenizer, const std::string& template_name, bool add_bos,
                            const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   nlohmann::json tokenizer_config = nlohmann::json::object();
@@ -112,6 +113,8 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
   auto piece = [&](int64_t id) { return id >= 0 ? tokenizer.id_to_piece(id) : std::string(); };
   if (!tokenizer_config.contains("bos_token")) tokenizer_config["bos_token"] = piece(tokenizer.bos_id());
   if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());
+  if (!tokenizer_config.contains("add_bos_token")) tokenizer_config["add_bos_token"] = add_bos;
+  if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
   const std::string chat_template = data::chat_template_jinja(template_name);
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
   io::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
@@ -140,7 +143,8 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
   } else {
     model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1024 * 1024);
   }
-  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name, dir);
+  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name,
+                        cfg_.tokenizer.add_bos, dir);
 }
 
 void Trainer::save_checkpoint() {
