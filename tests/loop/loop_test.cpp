@@ -185,6 +185,36 @@ TEST_F(TrainLoop, ProgressBarOnATerminalAndPlainLinesOtherwise) {
   EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
 }
 
+// Resuming refuses another world size or a changed model shape with exit code 2 and a reason, leaving the checkpoint
+// as it was; a changed learning rate or max_steps resumes.
+TEST_F(TrainLoop, ResumeRefusesAnotherWorldSizeOrModelShapeButAcceptsNewLrAndMaxSteps) {
+  const auto config = write_config("resume");
+  const std::string two = "--nproc-per-node 2 scheduler.warmup_steps=2 ";
+  ASSERT_EQ(run(train_cmd(config, two + "train.max_steps=10")).exit_code, 0);
+  const auto checkpoints = dir_ / "resume" / "checkpoints";
+  const auto manifest = read_file(checkpoints / "step-000010" / "manifest.json");
+
+  const auto one = run(train_cmd(config, "scheduler.warmup_steps=2 train.max_steps=20"));
+  EXPECT_EQ(one.exit_code, 2) << one.output;
+  EXPECT_NE(one.output.find("it was written by 2 processes, this run has 1"), std::string::npos) << one.output;
+
+  const auto wider = run(train_cmd(config, two + "train.max_steps=20 model.intermediate_size=256"));
+  EXPECT_EQ(wider.exit_code, 2) << wider.output;
+  EXPECT_NE(wider.output.find("the model or data shape differs"), std::string::npos) << wider.output;
+
+  std::set<std::string> kept;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints)) {
+    kept.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(kept, std::set<std::string>{"step-000010"});
+  EXPECT_EQ(read_file(checkpoints / "step-000010" / "manifest.json"), manifest);
+
+  const auto resumed = run(train_cmd(config, two + "train.max_steps=20 optimizer.lr=1.0e-3"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_EQ(losses(dir_ / "resume").rbegin()->first, 20);
+}
+
 TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
   const auto config = write_config("nan", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   const auto result = run(train_cmd(config, "model.init_std=1.0e30"));
