@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu-verify.sh OUT STAGE: the GPU checks behind README "Verified on GPUs" and docs/benchmarks.md, run on the offline
 # H200 host (see scripts/gpu-host-build.sh). Needs .deps/ (scripts/fetch-debs.sh) and .gpu/tokenizer.model (any
-# sentencepiece model, e.g. the demo's). Stages: build | tests | bench | train | ddp | oom | runtime. Logs go to OUT.
+# sentencepiece model, e.g. the demo's). Stages: build | tests | bench | train | ddp | zero | omp | oom | runtime;
+# train measures the shapes in $SHAPES (default llama3-8b; e.g. SHAPES="llama2-7b mistral-7b qwen2.5-7b"). Logs go to
+# OUT.
 set -uo pipefail
 out=${1:?usage: gpu-verify.sh OUT STAGE...}
 shift
@@ -65,6 +67,35 @@ for stage in "$@"; do
         measure "$shape-full" --config configs/llama3-8b-full.yaml model.path="$work/model" "$data" \
           data.template=plain train.max_steps=100 logging.every_steps=4 checkpoint.every_steps=0 data.cache_dir="$work/cache"
       fi
+    done
+    ;;
+  zero)
+    # ZeRO-1 on 2 GPUs: a 7B full fine-tune with fp32 master weights (bf16 autocast) and activation checkpointing,
+    # replicated AdamW state against state sharded across the two ranks (peak memory per GPU).
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    rm -rf "$work/model"
+    python3 bench/make_random_hf_model.py llama2-7b "$work/model" --tokenizer .gpu/tokenizer.model
+    export MEASURE_STEPS=6
+    for z in 1 0; do
+      measure "zero$z-7b-full" --config configs/llama3-8b-full.yaml model.path="$work/model" \
+        "data.train=[{path: $work/add.jsonl, format: prompt_completion}]" data.template=plain train.precision=bf16 \
+        train.micro_batch_size=2 train.grad_accum_steps=1 train.max_steps=100 logging.every_steps=2 \
+        checkpoint.every_steps=0 data.cache_dir="$work/cache" distributed.zero=$z --nproc-per-node 2
+    done
+    ;;
+  omp)
+    # The single-process step is slower than each DDP rank's (docs/benchmarks.md): is it the CPU thread count?
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    for threads in 1 16 default; do
+      env_threads=(); [[ $threads != default ]] && env_threads=(env OMP_NUM_THREADS=$threads)
+      launch=("${env_threads[@]}")
+      measure "omp-$threads" --config configs/demo.yaml "data.train=[{path: $work/add.jsonl}]" "data.eval=[]" \
+        eval.exact_match_samples=0 eval.prompts=[] data.seq_len=1024 data.packing=true model.hidden_size=2048 \
+        model.intermediate_size=5632 model.num_layers=16 model.num_heads=16 model.num_kv_heads=8 \
+        model.max_position_embeddings=1024 train.precision=bf16 tokenizer.path="$root/.gpu/tokenizer.model" \
+        tokenizer.train_vocab_size=0 checkpoint.every_steps=0 logging.every_steps=10 scheduler.warmup_steps=5 \
+        train.max_steps=30 train.micro_batch_size=8 run.device=cuda:0
+      launch=()
     done
     ;;
   ddp)
