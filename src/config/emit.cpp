@@ -4,16 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <type_traits>
 #include <variant>
 
-#include <unistd.h>
-
 #include "config/detail.h"
 #include "config/loader.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace fs = std::filesystem;
 
@@ -23,9 +21,9 @@ namespace {
 
 // Strings that a YAML reader would take for null, a bool or a number are quoted, as is the empty string.
 bool needs_quotes(const std::string& s) {
-  static const std::set<std::string> special = {"~", "null", "Null", "NULL", "true", "True", "TRUE",
-                                                "false", "False", "FALSE", "yes", "no", "on", "off",
-                                                "Yes", "No", "On", "Off", "YES", "NO", "ON", "OFF"};
+  static const std::set<std::string> special = {"~",     "null",  "Null", "NULL", "true", "True", "TRUE", "false",
+                                                "False", "FALSE", "yes",  "no",   "on",   "off",  "Yes",  "No",
+                                                "On",    "Off",   "YES",  "NO",   "ON",   "OFF"};
   if (s.empty() || special.count(s) != 0) return true;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
@@ -36,7 +34,8 @@ class Emitter {
  public:
   Emitter(YAML::Emitter& out, bool escape) : out_(out), escape_(escape) {}
 
-  template <class T> void operator()(const char* key, T& field) {
+  template <class T>
+  void operator()(const char* key, T& field) {
     out_ << YAML::Key << key << YAML::Value;
     value(field);
   }
@@ -63,7 +62,8 @@ class Emitter {
     for (double d : v) value(d);
     out_ << YAML::EndSeq;
   }
-  template <class S> void value(std::vector<S>& v) {
+  template <class S>
+  void value(std::vector<S>& v) {
     if (v.empty()) {
       out_ << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
       return;
@@ -72,7 +72,8 @@ class Emitter {
     for (auto& s : v) value(s);
     out_ << YAML::EndSeq;
   }
-  template <class S> void value(S& section) {
+  template <class S>
+  void value(S& section) {
     out_ << YAML::BeginMap;
     section.visit(*this);
     out_ << YAML::EndMap;
@@ -90,10 +91,14 @@ class Flattener {
   Flattener(std::vector<std::pair<std::string, Leaf>>& out, std::string prefix)
       : out_(out), prefix_(std::move(prefix)) {}
 
-  template <class T> void operator()(const char* key, T& field) { add(prefix_ + key, field); }
+  template <class T>
+  void operator()(const char* key, T& field) {
+    add(prefix_ + key, field);
+  }
 
  private:
-  template <class T> void add(const std::string& path, T& field) {
+  template <class T>
+  void add(const std::string& path, T& field) {
     if constexpr (std::is_constructible_v<Leaf, T> && !std::is_class_v<T>) {
       out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>> ||
@@ -161,34 +166,24 @@ std::string emit_yaml(const Config& config, bool escape_interpolation) {
 
 }  // namespace detail
 
-std::string to_yaml(const Config& config) { return detail::emit_yaml(config, true); }
+std::string to_yaml(const Config& config) {
+  return detail::emit_yaml(config, true);
+}
 
-bool equal(const Config& a, const Config& b) { return flatten(a) == flatten(b); }
+bool equal(const Config& a, const Config& b) {
+  return flatten(a) == flatten(b);
+}
 
 void write_resolved_config(const LoadedConfig& loaded, const fs::path& run_dir) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw Error("cannot create run directory '" + run_dir.string() + "': " + ec.message());
   const fs::path final_path = run_dir / "config.yaml";
-  const fs::path tmp = run_dir / ("config.yaml.tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << "# Resolved configuration of this run (from " << loaded.file.string();
-    for (const auto& o : loaded.overrides) f << " " << o;
-    f << ").\n# Reproduce with: finetune train --config " << final_path.string() << "\n";
-    f << to_yaml(loaded.config);
-    f.flush();
-    if (!f) {
-      fs::remove(tmp, ec);
-      throw Error("cannot write '" + tmp.string() + "'", "check free space and permissions of the run directory");
-    }
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error("cannot rename '" + tmp.string() + "' to '" + final_path.string() + "': " + ec.message());
-  }
+  std::string text = "# Resolved configuration of this run (from " + loaded.file.string();
+  for (const auto& o : loaded.overrides) text += " " + o;
+  text += ").\n# Reproduce with: finetune train --config " + final_path.string() + "\n";
+  text += to_yaml(loaded.config);
+  write_file_atomic(final_path, text);
 }
 
 }  // namespace ft::config

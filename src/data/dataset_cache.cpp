@@ -12,6 +12,7 @@
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 
 namespace ft::data {
@@ -117,7 +118,7 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
     FT_LOG_WARN("{}: skipped {} bad line(s), first at line(s) {}", path.string(), st.skipped,
                 fmt::join(st.skipped_lines, ", "));
   }
-  write_file_atomic(dir / "meta.json", st.to_json().dump(2));
+  ft::write_file_atomic(dir / "meta.json", st.to_json().dump(2));
   return st;
 }
 

@@ -6,6 +6,7 @@
 
 #include "data/util.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::data {
 namespace {
@@ -90,7 +91,7 @@ void write_synth_jsonl(const std::vector<SynthSample>& samples, const std::files
   for (const auto& s : samples)
     text += nlohmann::json{{"prompt", s.prompt}, {"completion", s.completion}}.dump() + "\n";
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  write_file_atomic(path, text);
+  ft::write_file_atomic(path, text);
 }
 
 void write_synthetic(const std::string& task, int64_t n, uint64_t seed, const std::filesystem::path& path) {

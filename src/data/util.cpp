@@ -9,7 +9,6 @@
 #include <fstream>
 #include <vector>
 
-#include "io/file_writer.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -66,12 +65,6 @@ uint64_t SplitMix64::below(uint64_t bound) {
   uint64_t x = next();
   while (x >= limit) x = next();
   return x % bound;
-}
-
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  io::write_file(tmp, bytes);
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace ft::data

@@ -48,7 +48,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-// Writes `bytes` to `path` through a temporary file and rename, so readers never see a partial file.
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
-
 }  // namespace ft::data

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::io {
 

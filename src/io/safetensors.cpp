@@ -1,6 +1,6 @@
 #include "io/safetensors.h"
 
-#include "io/file_writer.h"
+#include "util/file_writer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "io/file_writer.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::model {
 namespace {
@@ -232,7 +232,7 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   j["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
   j["torch_dtype"] = a.torch_dtype;
   j["dtype"] = a.torch_dtype;
-  io::write_file(path, j.dump(2) + "\n");
+  ft::write_file(path, j.dump(2) + "\n");
 }
 
 ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {

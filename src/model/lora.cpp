@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::model {
 namespace {
@@ -128,7 +128,7 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
                       {"rank_pattern", nlohmann::json::object()},
                       {"alpha_pattern", nlohmann::json::object()},
                       {"revision", nullptr}};
-  io::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
+  ft::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
 }
 
 ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {

@@ -14,9 +14,9 @@
 #include <fstream>
 #include <set>
 
-#include "io/file_writer.h"
 #include "train/checksum.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 
 namespace ft::train {
@@ -27,10 +27,10 @@ constexpr const char* kFormat = "finetune-checkpoint-v1";
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kTrashPrefix = ".trash-";
 
-using io::UniqueFd;
+using ft::UniqueFd;
 
 [[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int err) {
-  io::throw_io_error(what, path, err);
+  ft::throw_io_error(what, path, err);
 }
 
 void fsync_path(const fs::path& path, bool directory) {
@@ -109,7 +109,7 @@ fs::path CheckpointStore::begin(int64_t step) {
   } catch (const fs::filesystem_error& e) {
     pending_.clear();
     throw Error(fmt::format("cannot prepare checkpoint directory under '{}': {}", dir_.string(), e.code().message()),
-                io::write_error_hint(e.code().value()));
+                ft::write_error_hint(e.code().value()));
   }
   pending_step_ = step;
   return pending_;
@@ -153,7 +153,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
                                {"metric", metric ? nlohmann::json(*metric) : nlohmann::json(nullptr)},
                                {"files", files}};
     if (!extra.is_null()) manifest["extra"] = extra;
-    io::write_file(pending_ / kManifest, manifest.dump(2) + "\n", /*sync=*/true);
+    ft::write_file(pending_ / kManifest, manifest.dump(2) + "\n", /*sync=*/true);
     for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_dir(*d);
     // A checkpoint of the same step (a resumed run saving again) is replaced: old aside, new in, old removed.
     if (fs::exists(target)) remove_via_trash(target);
@@ -162,7 +162,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
   } catch (const fs::filesystem_error& e) {
     abort();
     throw Error(fmt::format("cannot commit checkpoint '{}': {}", target.string(), e.code().message()),
-                io::write_error_hint(e.code().value()));
+                ft::write_error_hint(e.code().value()));
   } catch (...) {
     abort();
     throw;

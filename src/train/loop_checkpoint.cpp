@@ -18,7 +18,6 @@
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
-#include "io/file_writer.h"
 #include "io/safetensors.h"
 #include "model/checkpoint_io.h"
 #include "model/lora.h"
@@ -29,6 +28,7 @@
 #include "train/rng_state.h"
 #include "train/trainer.h"
 #include "util/build_info.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/fs.h"
 
@@ -117,7 +117,7 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
   if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
   const std::string chat_template = data::chat_template_jinja(template_name);
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
-  io::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
+  ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
 }  // namespace
@@ -143,8 +143,8 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
   } else {
     model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1024 * 1024);
   }
-  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name,
-                        cfg_.tokenizer.add_bos, dir);
+  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name, cfg_.tokenizer.add_bos,
+                        dir);
 }
 
 void Trainer::save_checkpoint() {
@@ -206,8 +206,8 @@ void Trainer::save_checkpoint() {
       state["fingerprint"] = fingerprint();
       if (best_eval_loss_) state["best_eval_loss"] = *best_eval_loss_;
       state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
-      io::write_file(tmp / "trainer_state.json", state.dump(2));
-      io::write_file(tmp / "config.yaml", resolved_yaml_);
+      ft::write_file(tmp / "trainer_state.json", state.dump(2));
+      ft::write_file(tmp / "config.yaml", resolved_yaml_);
       // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
       const auto dir = checkpoints_->commit(last_eval_step_ == step_ ? last_eval_loss_ : std::nullopt);
       FT_LOG_INFO("checkpoint saved: {}", dir.string());
@@ -237,39 +237,45 @@ void Trainer::save_checkpoint() {
 bool Trainer::try_resume() {
   const std::string& mode = cfg_.checkpoint.resume;
   if (mode == "never") return false;
-  std::optional<std::filesystem::path> dir;
-  if (mode == "auto") {
-    const auto latest = CheckpointStore::find_latest_valid(run_dir_);
-    if (!latest) return false;
-    dir = latest->path;
-  } else {
-    dir = std::filesystem::path(mode);
-    const auto verified = CheckpointStore::verify(*dir);
-    if (!verified.ok) {
-      throw ConfigError("checkpoint.resume: " + dir->string() + " is not a valid checkpoint: " + verified.problem,
-                        "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
+  // Rank 0 picks and verifies the checkpoint, reading every file once rather than once per rank; every rank then
+  // acts on its answer: {"path": the checkpoint or "" for none, "problem": why an explicit path is invalid}.
+  nlohmann::json choice = {{"path", ""}, {"problem", ""}};
+  if (rank_ == 0) {
+    if (mode == "auto") {
+      if (const auto latest = CheckpointStore::find_latest_valid(run_dir_)) choice["path"] = latest->path.string();
+    } else {
+      choice["path"] = mode;
+      choice["problem"] = CheckpointStore::verify(mode).problem;
     }
   }
-  const auto state = nlohmann::json::parse(read_text(*dir / "trainer_state.json"));
+  choice = nlohmann::json::parse(all_gather_strings(*comm_, choice.dump()).at(0));
+  const std::string problem = choice.at("problem").get<std::string>();
+  if (!problem.empty()) {
+    throw ConfigError("checkpoint.resume: " + mode + " is not a valid checkpoint: " + problem,
+                      "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
+  }
+  if (choice.at("path").get<std::string>().empty()) return false;
+  const std::filesystem::path dir = choice.at("path").get<std::string>();
+  const auto state = nlohmann::json::parse(read_text(dir / "trainer_state.json"));
   if (state.at("fingerprint").get<std::string>() != fingerprint()) {
-    throw ConfigError("cannot resume from " + dir->string() +
+    throw ConfigError("cannot resume from " + dir.string() +
                           ": the model or data shape differs from the run that wrote it (model dims, LoRA, seq_len, "
                           "packing, template, batch layout or data sources changed)",
-                      "restore the original settings (see " + (*dir / "config.yaml").string() +
+                      "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or set checkpoint.resume=never");
   }
   const int saved_world = state.at("world_size").get<int>();
   if (saved_world != world_size_) {
     throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",
-                                  dir->string(), saved_world, world_size_),
+                                  dir.string(), saved_world, world_size_),
                       "resume with the same number of processes (--nproc-per-node / torchrun), or start a new run");
   }
   if (cfg_.lora.enabled) {
-    model::load_adapter(*model_, *dir / "adapter");
+    model::load_adapter(*model_, dir / "adapter");
   } else {
-    model::load_weights(*model_, *dir / "model");
+    model::load_weights(*model_, dir / "model");
   }
-  optimizer_->load_state_dict(saved_optimizer_state(*dir, *optimizer_));
+  optimizer_->load_state_dict(saved_optimizer_state(dir, *optimizer_));
   scaler_->load_state(state.at("scaler"));
   step_ = state.at("step").get<int64_t>();
   epoch_ = state.at("epoch").get<int64_t>();
@@ -277,7 +283,7 @@ bool Trainer::try_resume() {
   nan_skips_ = state.at("nan_skips").get<int64_t>();
   if (state.contains("best_eval_loss")) best_eval_loss_ = state.at("best_eval_loss").get<double>();
   train_loader_->restore(state.at("ranks").at(static_cast<size_t>(rank_)).at("loader"));
-  const auto rng_all = io::read_safetensors(*dir / "rng.safetensors");
+  const auto rng_all = io::read_safetensors(dir / "rng.safetensors");
   io::TensorMap mine;
   const std::string suffix = ".rank" + std::to_string(rank_);
   for (const auto& [name, t] : rng_all) {
@@ -286,7 +292,7 @@ bool Trainer::try_resume() {
     }
   }
   restore_rng_states(mine);
-  FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir->string(), step_, epoch_, tokens_seen_);
+  FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir.string(), step_, epoch_, tokens_seen_);
   return true;
 }
 

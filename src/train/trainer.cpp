@@ -266,7 +266,6 @@ ExitCode Trainer::run() {
     }
   }
   if (interrupted) {
-    check_non_finite();
     save_checkpoint();
     return ExitCode::kInterrupted;
   }

@@ -209,6 +209,16 @@ TEST_F(TrainLoop, ResumeRefusesAnotherWorldSizeOrModelShapeButAcceptsNewLrAndMax
   EXPECT_EQ(kept, std::set<std::string>{"step-000010"});
   EXPECT_EQ(read_file(checkpoints / "step-000010" / "manifest.json"), manifest);
 
+  // An explicit checkpoint.resume that fails verification (a truncated copy) is refused on every rank.
+  const auto broken = dir_ / "broken-step";
+  std::filesystem::copy(checkpoints / "step-000010", broken, std::filesystem::copy_options::recursive);
+  std::filesystem::resize_file(broken / "rng.safetensors", 8);
+  const auto refused =
+      run(train_cmd(config, two + "train.max_steps=20 checkpoint.resume=" + shell_quote(broken.string())));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("is not a valid checkpoint: rng.safetensors: size 8 != "), std::string::npos)
+      << refused.output;
+
   const auto resumed = run(train_cmd(config, two + "train.max_steps=20 optimizer.lr=1.0e-3"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;

@@ -10,13 +10,13 @@
 #include <fstream>
 #include <thread>
 
-#include "io/file_writer.h"
 #include "scratch_dir.h"
 #include "support/test_support.h"
 #include "train/checkpoint_store.h"
 #include "train/checksum.h"
 #include "train/rng_state.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::test {
 namespace {
@@ -27,10 +27,10 @@ using train::CheckpointStore;
 fs::path save(CheckpointStore& store, int64_t step, std::optional<double> metric = std::nullopt,
               size_t model_bytes = 1000) {
   const fs::path tmp = store.begin(step);
-  io::write_file(tmp / "model.safetensors", std::string(model_bytes, static_cast<char>('a' + step % 26)),
+  ft::write_file(tmp / "model.safetensors", std::string(model_bytes, static_cast<char>('a' + step % 26)),
                  /*sync=*/true);
   fs::create_directories(tmp / "optimizer");
-  io::write_file(tmp / "optimizer" / "state.json", "{\"step\": " + std::to_string(step) + "}", /*sync=*/true);
+  ft::write_file(tmp / "optimizer" / "state.json", "{\"step\": " + std::to_string(step) + "}", /*sync=*/true);
   return store.commit(metric, {{"note", "test"}});
 }
 
@@ -131,7 +131,7 @@ TEST(CheckpointStore, ExitMidWriteLeavesPreviousIntact) {
   if (pid == 0) {
     CheckpointStore store(run.path(), {2, false});
     const fs::path tmp = store.begin(2);
-    io::write_file(tmp / "model.safetensors", std::string(1 << 20, 'x'), /*sync=*/true);
+    ft::write_file(tmp / "model.safetensors", std::string(1 << 20, 'x'), /*sync=*/true);
     ::_exit(0);  // no commit, no destructors
   }
   int status = 0;

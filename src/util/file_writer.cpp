@@ -1,15 +1,16 @@
-#include "io/file_writer.h"
+#include "util/file_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::io {
+namespace ft {
 
 UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);
@@ -76,4 +77,14 @@ void write_file(const std::filesystem::path& path, std::string_view bytes, bool 
   out.finish(sync);
 }
 
-}  // namespace ft::io
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  write_file(tmp, bytes);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io_error("cannot rename '" + tmp.string() + "' to", path, err);
+  }
+}
+
+}  // namespace ft

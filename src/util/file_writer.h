@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace ft::io {
+namespace ft {
 
 // An owned file descriptor, closed on destruction.
 class UniqueFd {
@@ -52,5 +52,7 @@ class FileWriter {
 
 // The whole file in one call: FileWriter(path).write(bytes), finish(sync).
 void write_file(const std::filesystem::path& path, std::string_view bytes, bool sync = false);
+// The whole file through a temporary name beside it and a rename, so readers never see a partial file.
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
-}  // namespace ft::io
+}  // namespace ft
