@@ -1,0 +1,76 @@
+// The tree-walking interpreter of ft::jinja (internal).
+#pragma once
+
+#include <unordered_map>
+
+#include "jinja/internal.h"
+
+namespace ft::jinja::detail {
+
+struct Frame {
+  explicit Frame(std::shared_ptr<Frame> p) : parent(std::move(p)) {}
+  std::unordered_map<std::string, Val> vars;
+  std::shared_ptr<Frame> parent;
+};
+using FrameP = std::shared_ptr<Frame>;
+
+enum class Flow : uint8_t { Normal, Break, Continue };
+
+class Renderer {
+ public:
+  Renderer(const Program& prog, const RenderOptions& opts) : prog_(prog), opts_(opts) {}
+  RenderResult run(const Value& context);
+
+  // Used by builtins.
+  [[noreturn]] void fail(int line, const std::string& what) const;
+  Val call_value(const Val& callee, CallArgs& args, int line);
+  Val getattr(const Val& obj, const std::string& name, int line);
+  Val getitem(const Val& obj, const Val& key, int line);
+  void step(int line);
+  const RenderOptions& options() const { return opts_; }
+
+ private:
+  Flow exec(const Body& body, const FrameP& f);
+  Flow exec_stmt(const Stmt& s, const FrameP& f);
+  Flow exec_for(const Stmt& s, const FrameP& f);
+  Val eval(const Expr& e, const FrameP& f);
+  Val eval_call(const Expr& e, const FrameP& f);
+  Val eval_binary(const std::string& op, const Val& a, const Val& b);
+  Val lookup(const std::string& name, const FrameP& f) const;
+  void assign(const Expr& target, const Val& v, const FrameP& f, int line);
+  void write(const std::string& s, int line);
+  std::string capture(const Body& body, const FrameP& f);
+  Val make_macro(const std::shared_ptr<MacroDef>& m, const FrameP& closure);
+  Val call_macro(const MacroDef& m, const FrameP& closure, CallArgs& args, int line, const Val* caller);
+  CallArgs eval_args(const Expr& e, const FrameP& f);
+
+  const Program& prog_;
+  const RenderOptions& opts_;
+  std::unordered_map<std::string, Val> globals_;
+  std::string root_out_;
+  std::string* out_ = &root_out_;
+  std::vector<std::pair<size_t, size_t>> spans_;
+  size_t total_written_ = 0;
+  uint64_t steps_ = 0;
+  int depth_ = 0;
+  const Val* filter_input_ = nullptr;  // the captured body of a {% filter %} block
+};
+
+// Builtins (builtins.cpp).
+using FilterFn = Val (*)(Renderer&, const Val&, CallArgs&, int line);
+using TestFn = bool (*)(Renderer&, const Val&, CallArgs&, int line);
+struct FilterEntry {
+  FilterFn fn;
+};
+struct TestEntry {
+  TestFn fn;
+};
+Val call_method(Renderer& r, const Val& obj, const std::string& name, CallArgs& args, int line);
+bool has_method(const Val& obj, const std::string& name);
+bool is_unsafe_method(const Val& obj, const std::string& name);
+std::vector<Val> iterate(const Val& v);  // Python iteration (throws TypeErr when not iterable)
+Val py_in(const Val& item, const Val& container);
+Val percent_format(const std::string& fmt, const Val& args);
+std::unordered_map<std::string, Val> make_globals(const RenderOptions& opts);
+
+}  // namespace ft::jinja::detail
