@@ -4,6 +4,7 @@
 # that scripts/fetch-debs.sh downloaded on a machine with apt; they are unpacked into a prefix (default .deps/prefix,
 # or FT_DEPS_PREFIX_DIR) that CMake is pointed at. LibTorch comes from python3's torch (or FT_PYTHON).
 # Environment: BUILD_DIR (build-gpu), BUILD_TYPE (Release), JOBS (16), TARGETS (ninja targets, default all),
+# CMAKE_ARGS (extra -D options),
 # TORCH_CUDA_ARCH_LIST (default: left to torch, which targets the GPUs it sees). Ends by printing `finetune info`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,7 +23,7 @@ done
 env_lines=$(scripts/deps-prefix.sh "$debs" "$prefix")
 eval "$env_lines"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
-  -DFT_PYTHON="$(command -v "$python")" -DFT_DEPS_PREFIX="$FT_DEPS_PREFIX"
+  -DFT_PYTHON="$(command -v "$python")" -DFT_DEPS_PREFIX="$FT_DEPS_PREFIX" ${CMAKE_ARGS:-}
 # shellcheck disable=SC2086 # TARGETS is a list of words
 ninja -C "$build" -j"${JOBS:-16}" ${TARGETS:-}
 "$build/bin/finetune" info

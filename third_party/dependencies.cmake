@@ -28,6 +28,11 @@ if(NOT FT_TORCH_PREFIX)
 endif()
 set(FT_TORCH_PREFIX "${FT_TORCH_PREFIX}" CACHE PATH "LibTorch CMake prefix")
 list(APPEND CMAKE_PREFIX_PATH "${FT_TORCH_PREFIX}")
+# Without a visible GPU, Torch's CMake config would target every architecture down to compute_50, which CUDA 13's
+# nvcc rejects; we never compile against those flags, but name Hopper so the configure step stays quiet and valid.
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
+endif()
 find_package(Torch REQUIRED)
 get_filename_component(FT_TORCH_ROOT "${FT_TORCH_PREFIX}/../.." ABSOLUTE)
 set(FT_TORCH_LIB_DIR "${FT_TORCH_ROOT}/lib")

@@ -78,7 +78,7 @@ struct LoraConfig {
 };
 
 struct TokenizerConfig {
-  std::string path;                 // sentencepiece tokenizer.model; empty = <model.path>/tokenizer.model
+  std::string path;                 // tokenizer file or directory (tokenizer.json, sentencepiece or tiktoken tokenizer.model, tekken.json); empty = model.path
   int64_t train_vocab_size = 0;     // > 0: train a sentencepiece model on the training data at start
   std::string train_model_type = "bpe";  // trained model type: bpe | unigram
   bool add_bos = true;              // prepend BOS to every sample
@@ -146,7 +146,8 @@ struct DataConfig {
   std::vector<DataSource> train;      // training sources
   std::vector<DataSource> eval;       // evaluation sources (optional)
   DataFields fields;                  // JSON field names
-  std::string template_name = "plain";  // chat template: llama2 | llama3 | chatml | plain
+  std::string template_name = "auto";   // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain
+  std::string train_on = "all";         // chat with the model's template: loss on all | last assistant turn(s)
   int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
   bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)
   bool shuffle = true;                // reshuffle the samples every epoch (false: file order, for reference runs)
@@ -162,6 +163,7 @@ struct DataConfig {
     v("eval", eval);
     v("fields", fields);
     v("template", template_name);
+    v("train_on", train_on);
     v("seq_len", seq_len);
     v("packing", packing);
     v("shuffle", shuffle);
@@ -184,6 +186,9 @@ struct TrainConfig {
   int64_t max_nan_skips = 0;       // steps with a non-finite loss skipped before stopping (bf16/fp32)
   double loss_scale_init = 65536.0;     // fp16: initial loss scale
   int64_t loss_scale_interval = 2000;   // fp16: clean steps before the scale doubles
+  bool fused_kernels = true;        // CUDA: fused RMSNorm, varlen flash attention (packing), chunked linear+CE
+  int64_t profile_start_step = 0;   // > 0: trace optimizer steps from this one into <run>/profile/ (Kineto)
+  int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
   template <class V> void visit(V& v) {
     v("max_steps", max_steps);
@@ -195,6 +200,9 @@ struct TrainConfig {
     v("max_nan_skips", max_nan_skips);
     v("loss_scale_init", loss_scale_init);
     v("loss_scale_interval", loss_scale_interval);
+    v("fused_kernels", fused_kernels);
+    v("profile_start_step", profile_start_step);
+    v("profile_steps", profile_steps);
   }
 };
 

@@ -136,7 +136,7 @@ void check_tokenizer(const Config& c, Checker& k) {
   k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
   if (t.train_vocab_size > 0) return;  // trained at start (and written to tokenizer.path when set)
   if (!t.path.empty()) {
-    k.file_exists("tokenizer.path", t.path, " (expected a sentencepiece .model file)");
+    k.file_exists("tokenizer.path", t.path, " (expected a tokenizer file or a directory holding one)");
   } else if (c.model.path.empty()) {
     k.fail("tokenizer.path",
            "no tokenizer: tokenizer.path and model.path are empty and tokenizer.train_vocab_size "
@@ -166,7 +166,8 @@ void check_data(const Config& c, Checker& k) {
   if (d.train.empty()) k.fail("data.train", "empty (expected at least one training source)");
   check_sources("data.train", d.train, synth, k);
   check_sources("data.eval", d.eval, synth, k);
-  k.one_of("data.template", d.template_name, {"llama2", "llama3", "chatml", "plain"});
+  k.one_of("data.template", d.template_name, {"auto", "llama2", "llama3", "chatml", "plain"});
+  k.one_of("data.train_on", d.train_on, {"all", "last"});
   k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
   k.one_of("data.overlong", d.overlong, {"truncate", "drop"});
   k.one_of("data.on_error", d.on_error, {"fail", "skip"});
@@ -192,6 +193,8 @@ void check_training(const Config& c, Checker& k) {
   k.at_least<int64_t>("train.max_nan_skips", t.max_nan_skips, 0);
   k.positive("train.loss_scale_init", t.loss_scale_init);
   k.at_least<int64_t>("train.loss_scale_interval", t.loss_scale_interval, 1);
+  k.at_least<int64_t>("train.profile_start_step", t.profile_start_step, 0);
+  k.at_least<int64_t>("train.profile_steps", t.profile_steps, 1);
 
   const auto& o = c.optimizer;
   k.one_of("optimizer.name", o.name, {"adamw"});

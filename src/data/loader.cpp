@@ -52,6 +52,13 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
   int64_t* pos_p = pos.data_ptr<int64_t>();
   int32_t* seg_p = packing ? seg.data_ptr<int32_t>() : nullptr;
   int64_t targets = 0;
+  std::vector<int32_t> cu_seqlens{0};  // packing: piece boundaries in the flattened [B * T] tokens
+  int64_t max_seqlen = 0;
+  auto add_piece = [&](int64_t len) {
+    if (len == 0) return;
+    cu_seqlens.push_back(cu_seqlens.back() + static_cast<int32_t>(len));
+    max_seqlen = std::max(max_seqlen, len);
+  };
   size_t s = 0;  // sample counter over the batch
   for (int64_t b = 0; b < B; ++b) {
     int64_t t0 = 0;
@@ -60,6 +67,7 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
       const auto& tok = tokens[s];
       const auto& ls = loss[s];
       const auto len = static_cast<int64_t>(tok.size());
+      add_piece(len);
       for (int64_t t = 0; t < len; ++t) {
         const int64_t at = b * T + t0 + t;
         in_p[at] = tok[static_cast<size_t>(t)];
@@ -76,12 +84,18 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
       pos_p[b * T + t] = packing ? t - t0 : t;
       if (seg_p) seg_p[b * T + t] = seg_id;
     }
+    add_piece(T - t0);
   }
   Batch batch;
   batch.input_ids = pin_memory ? input.pin_memory() : input;
   batch.labels = pin_memory ? labels.pin_memory() : labels;
   batch.position_ids = pin_memory ? pos.pin_memory() : pos;
-  if (packing) batch.segment_ids = pin_memory ? seg.pin_memory() : seg;
+  if (packing) {
+    batch.segment_ids = pin_memory ? seg.pin_memory() : seg;
+    at::Tensor cu = at::tensor(cu_seqlens, at::TensorOptions().dtype(at::kInt));
+    batch.cu_seqlens = pin_memory ? cu.pin_memory() : cu;
+    batch.max_seqlen = max_seqlen;
+  }
   batch.num_target_tokens = targets;
   batch.num_samples = n_samples;
   return batch;

@@ -103,7 +103,8 @@ void save_pretrained(const Transformer& model, const std::filesystem::path& dir,
 std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
   static const char* kNames[] = {"tokenizer.model",       "tokenizer.json",          "tokenizer_config.json",
                                  "special_tokens_map.json", "generation_config.json", "added_tokens.json",
-                                 "vocab.json",            "merges.txt",              "chat_template.jinja"};
+                                 "vocab.json",            "merges.txt",              "chat_template.jinja",
+                                 "tekken.json"};
   std::vector<std::string> copied;
   std::filesystem::create_directories(to);
   for (const char* name : kNames) {

@@ -94,6 +94,11 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);  // the model outlives its autograd graph
     ctx->saved_data["causal"] = mask->causal;
     if (mask->mask.defined()) ctx->saved_data["mask"] = mask->mask;
+    if (mask->varlen()) {
+      ctx->saved_data["cu_seqlens"] = mask->cu_seqlens;
+      ctx->saved_data["max_seqlen"] = mask->max_seqlen;
+      ctx->saved_data["window"] = mask->window;
+    }
     ctx->saved_data["num_params"] = static_cast<int64_t>(params.size());
     const auto ac = AutocastState::capture();
     ctx->saved_data["ac_cpu"] = ac.cpu;
@@ -129,8 +134,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       at::AutoGradMode grad_on(true);
       RngScope rng(x.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
       AutocastScope autocast(ac);
-      const at::Tensor mask = ctx->saved_data.count("mask") ? ctx->saved_data["mask"].toTensor() : at::Tensor();
-      out = layer->forward(x, saved[1], saved[2], AttentionMask{mask, causal}, nullptr);
+      AttentionMask mask;
+      mask.causal = causal;
+      if (ctx->saved_data.count("mask")) mask.mask = ctx->saved_data["mask"].toTensor();
+      if (ctx->saved_data.count("cu_seqlens")) {
+        mask.cu_seqlens = ctx->saved_data["cu_seqlens"].toTensor();
+        mask.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
+        mask.window = ctx->saved_data["window"].toInt();
+      }
+      out = layer->forward(x, saved[1], saved[2], mask, nullptr);
     }
     variable_list wrt;
     if (x.requires_grad()) wrt.push_back(x);

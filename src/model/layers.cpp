@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/rope.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -73,6 +74,9 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
 }
 
 at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
+  if (fused && x.is_cuda() && x.scalar_type() == weight.scalar_type()) {
+    return std::get<0>(at::_fused_rms_norm(x, {weight.size(0)}, weight, eps));
+  }
   const auto in_dtype = x.scalar_type();
   at::Tensor h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
@@ -107,8 +111,8 @@ std::pair<at::Tensor, at::Tensor> Rotary::cos_sin(const at::Tensor& position_ids
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
-  at::Tensor c = cos.to(x.scalar_type()).unsqueeze(1);
-  at::Tensor s = sin.to(x.scalar_type()).unsqueeze(1);
+  at::Tensor c = cos.to(x.scalar_type()).unsqueeze(2);  // [B, T, 1, D]
+  at::Tensor s = sin.to(x.scalar_type()).unsqueeze(2);
   at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * c + rotated * s;
 }
@@ -124,11 +128,32 @@ AttentionImpl::AttentionImpl(const ModelArgs& a)
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                   const AttentionMask& mask, KVCache* cache, int64_t layer_index) {
   const int64_t b = x.size(0), t = x.size(1);
-  at::Tensor q = q_proj->forward(x).view({b, t, num_heads, head_dim}).transpose(1, 2);     // [B, H, T, D]
-  at::Tensor k = k_proj->forward(x).view({b, t, num_kv_heads, head_dim}).transpose(1, 2);  // [B, Hkv, T, D]
-  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim}).transpose(1, 2);  // [B, Hkv, T, D]
-  q = apply_rotary(q, cos, sin);
-  k = apply_rotary(k, cos, sin);
+  auto rotary = [&](const at::Tensor& h) {
+    return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
+  };
+  at::Tensor q = rotary(q_proj->forward(x).view({b, t, num_heads, head_dim}));     // [B, T, H, D]
+  at::Tensor k = rotary(k_proj->forward(x).view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
+  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim});                          // [B, T, Hkv, D]
+  if (mask.varlen()) {
+    // Packed rows: every piece is its own causal sequence over the flattened tokens; no [T, T] mask exists.
+    FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");
+    const at::Tensor fq = q.reshape({b * t, num_heads, head_dim});
+    const at::Tensor fk = k.reshape({b * t, num_kv_heads, head_dim});
+    const at::Tensor fv = v.reshape({b * t, num_kv_heads, head_dim});
+    const int64_t n = mask.max_seqlen;
+    at::Tensor out;  // [B * T, H, D]
+    if (mask.window > 0) {  // a query sees itself and the window - 1 keys before it
+      out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
+                                                     false, std::nullopt, mask.window - 1, int64_t{0}));
+    } else {
+      out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
+                                                     false));
+    }
+    return o_proj->forward(out.view({b, t, num_heads * head_dim}));
+  }
+  q = q.transpose(1, 2);  // [B, H, T, D]
+  k = k.transpose(1, 2);  // [B, Hkv, T, D]
+  v = v.transpose(1, 2);  // [B, Hkv, T, D]
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);  // [B, Hkv, S, D]
   const bool gqa = num_heads != num_kv_heads;
   // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.

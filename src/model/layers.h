@@ -49,6 +49,9 @@ class RMSNormImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);  // [..., dim]
   at::Tensor weight;                        // [dim]
   double eps;
+  // CUDA and x's dtype == weight's: one at::_fused_rms_norm kernel (F32 statistics, one rounding) instead of the
+  // composite; elsewhere the composite.
+  bool fused = false;
 };
 TORCH_MODULE(RMSNorm);
 
@@ -63,14 +66,19 @@ class Rotary {
   at::Tensor inv_freq_;  // F32 [D/2], CPU; moved to the positions' device on use
 };
 
-// q/k [B, H, T, D] rotated with cos/sin [B, T, D] (cast to q's dtype first).
+// q/k [B, T, H, D] rotated with cos/sin [B, T, D] (cast to q's dtype first).
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
-// How attention masks keys: is_causal when `mask` is undefined and `causal` is set; otherwise the bool mask
-// [B or 1, 1, T, S] (true = attend) or no mask at all (single-token decoding).
+// How attention masks keys. With `cu_seqlens` defined: packed rows through varlen flash attention, causal within
+// each piece. Otherwise is_causal when `mask` is undefined and `causal` is set, else the bool mask [B or 1, 1, T, S]
+// (true = attend) or no mask at all (single-token decoding).
 struct AttentionMask {
-  at::Tensor mask;
+  at::Tensor mask;        // Bool [B or 1, 1, T, S] or undefined
   bool causal = true;
+  at::Tensor cu_seqlens;  // I32 [S + 1] on the device: piece starts in the flattened [B * T] tokens, or undefined
+  int64_t max_seqlen = 0; // the longest piece
+  int64_t window = 0;     // varlen: sliding window (a query sees the `window` latest keys, itself included); 0 = off
+  bool varlen() const { return cu_seqlens.defined(); }
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -81,6 +89,7 @@ class AttentionImpl : public torch::nn::Module {
                      KVCache* cache, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   int64_t num_heads, num_kv_heads, head_dim;
+  bool fused_rope = false;  // CUDA: rotary embedding in one kernel per direction (model/rope.h)
 };
 TORCH_MODULE(Attention);
 

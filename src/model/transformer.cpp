@@ -30,11 +30,39 @@ at::Tensor Transformer::lm_head_weight() const {
   return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
 }
 
-AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past,
-                                      at::Device device) const {
+void Transformer::set_fused_kernels(bool on) {
+  fused_ = on;
+  for (const auto& module : modules()) {
+    if (auto* norm = module->as<RMSNormImpl>()) norm->fused = on;
+    if (auto* attention = module->as<AttentionImpl>()) attention->fused_rope = on;
+  }
+}
+
+bool Transformer::varlen_ok(at::Device device, at::ScalarType compute_dtype) const {
+  // FlashAttention-2's limits: half precision, head_dim a multiple of 8 up to 256.
+  return fused_ && device.is_cuda() && (compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf) &&
+         args_.head_dim % 8 == 0 && args_.head_dim <= 256;
+}
+
+std::string Transformer::attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const {
+  if (packed && varlen_ok(device, compute_dtype)) return "varlen flash attention over packed pieces";
+  if (packed) return "SDPA with a block-diagonal mask (packed rows)";
+  return "SDPA (causal)";
+}
+
+AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
+                                      const PackedPieces* packed, at::ScalarType compute_dtype) const {
   const int64_t s = past + t;
   const bool windowed = args_.sliding_window.has_value() && s > *args_.sliding_window;
   AttentionMask out;
+  if (segment_ids.defined() && packed != nullptr && packed->cu_seqlens.defined() && past == 0 &&
+      varlen_ok(device, compute_dtype)) {
+    out.cu_seqlens = packed->cu_seqlens;
+    out.max_seqlen = packed->max_seqlen;
+    out.window = windowed ? *args_.sliding_window : 0;
+    out.causal = false;
+    return out;
+  }
   if (!segment_ids.defined() && !windowed) {
     if (past == 0) return out;  // plain causal: SDPA's is_causal
     if (t == 1) {               // one new token sees every cached key
@@ -58,7 +86,7 @@ AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, 
 }
 
 at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                      const at::Tensor& segment_ids, KVCache* cache) {
+                                      const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
   FT_CHECK(input_ids.dim() == 2, "Transformer::forward: input_ids must be [B, T]");
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
   const int64_t past = cache != nullptr ? cache->length : 0;
@@ -81,7 +109,14 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
     std::tie(cos, sin) = rotary_.cos_sin(positions);
     at::autocast::set_autocast_enabled(dev, autocast_was_on);
   }
-  const AttentionMask mask = build_mask(segment_ids, t, past, input_ids.device());
+  const auto dev = input_ids.device();
+  const auto compute_dtype = at::autocast::is_autocast_enabled(dev.type())
+                                 ? at::autocast::get_autocast_dtype(dev.type())
+                                 : model_->embed_tokens->weight.scalar_type();
+  const AttentionMask mask = build_mask(segment_ids, t, past, dev, packed, compute_dtype);
+  // The tables in the dtype q and k will have (what apply_rotary would cast them to in every layer).
+  cos = cos.to(compute_dtype);
+  sin = sin.to(compute_dtype);
   at::Tensor h = at::embedding(model_->embed_tokens->weight, input_ids);  // [B, T, hidden]
   const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
   for (size_t i = 0; i < model_->layers->size(); ++i) {
@@ -93,8 +128,8 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
 }
 
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                const at::Tensor& segment_ids, KVCache* cache) {
-  return at::linear(hidden_states(input_ids, position_ids, segment_ids, cache), lm_head_weight());
+                                const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
+  return at::linear(hidden_states(input_ids, position_ids, segment_ids, cache, packed), lm_head_weight());
 }
 
 }  // namespace ft::model

@@ -12,6 +12,12 @@
 
 namespace ft::model {
 
+// Packed rows as varlen attention wants them: piece offsets in the flattened [B * T] tokens.
+struct PackedPieces {
+  at::Tensor cu_seqlens;   // I32 [S + 1] on the model's device
+  int64_t max_seqlen = 0;  // the longest piece
+};
+
 // A module holding one parameter named "weight" (embed_tokens, lm_head).
 class WeightHolder : public torch::nn::Module {
  public:
@@ -33,31 +39,42 @@ class Transformer : public torch::nn::Module {
   explicit Transformer(const ModelArgs& args);
 
   // input_ids I64 [B, T]; position_ids I64 [B, T] (undefined = cache offset + 0..T-1); segment_ids I32 [B, T] or
-  // undefined (packing: a token attends only to earlier tokens of the same segment). Returns logits [B, T, V] in
-  // the compute dtype (F32 params: F32; BF16 params or autocast: BF16).
+  // undefined (packing: a token attends only to earlier tokens of the same segment); `packed`, when given with
+  // segment_ids, the same pieces as varlen offsets (data::Batch's cu_seqlens / max_seqlen) for the fused path.
+  // Returns logits [B, T, V] in the compute dtype (F32 params: F32; BF16 params or autocast: BF16).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
-                     const at::Tensor& segment_ids = {}, KVCache* cache = nullptr);
+                     const at::Tensor& segment_ids = {}, KVCache* cache = nullptr, const PackedPieces* packed = nullptr);
   // Final hidden states [B, T, hidden] (before lm_head), same arguments as forward.
   at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
-                           const at::Tensor& segment_ids = {}, KVCache* cache = nullptr);
+                           const at::Tensor& segment_ids = {}, KVCache* cache = nullptr,
+                           const PackedPieces* packed = nullptr);
   at::Tensor lm_head_weight() const;  // [V, hidden]: lm_head.weight, or the embeddings when tied
 
   // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
   // no KV cache is used).
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // Fused CUDA paths (at::_fused_rms_norm; varlen flash attention for packed rows in bf16/fp16); the composite ATen
+  // ops elsewhere and when off. Each path falls back by itself where its kernel cannot run.
+  void set_fused_kernels(bool on);
+  bool fused_kernels() const { return fused_; }
+  // Which attention kernel a training forward on `device` in `compute_dtype` uses, for the logs.
+  std::string attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const;
   bool activation_checkpointing() const { return checkpointing_; }
   const ModelArgs& args() const { return args_; }
   DecoderLayer layer(int64_t i) const;
   Backbone& backbone() { return *model_; }
 
  private:
-  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device) const;
+  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
+                           const PackedPieces* packed, at::ScalarType compute_dtype) const;
+  bool varlen_ok(at::Device device, at::ScalarType compute_dtype) const;
 
   ModelArgs args_;
   Rotary rotary_;
   std::shared_ptr<Backbone> model_;
   std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
   bool checkpointing_ = false;
+  bool fused_ = false;
 };
 
 // Runs `layer` under a reentrant autograd Function that keeps only its input and recomputes the layer in backward

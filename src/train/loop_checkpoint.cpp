@@ -107,9 +107,13 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
       tokenizer_config = nlohmann::json::parse(read_text(dir / "tokenizer_config.json"));
     }
   }
+  // The file the run tokenized with, under its own name (tokenizer.model, tokenizer.json or tekken.json).
   if (fs::exists(tokenizer_file))
-    fs::copy_file(tokenizer_file, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
-  if (!tokenizer_config.contains("tokenizer_class")) tokenizer_config["tokenizer_class"] = "LlamaTokenizer";
+    fs::copy_file(tokenizer_file, dir / tokenizer_file.filename(), fs::copy_options::overwrite_existing);
+  if (!tokenizer_config.contains("tokenizer_class")) {
+    tokenizer_config["tokenizer_class"] =
+        tokenizer.kind() == "sentencepiece" ? "LlamaTokenizer" : "PreTrainedTokenizerFast";
+  }
   auto piece = [&](int64_t id) { return id >= 0 ? tokenizer.id_to_piece(id) : std::string(); };
   if (!tokenizer_config.contains("bos_token")) tokenizer_config["bos_token"] = piece(tokenizer.bos_id());
   if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());

@@ -20,6 +20,7 @@
 #include "train/metrics.h"
 #include "train/mfu.h"
 #include "train/optimizer.h"
+#include "train/profiler.h"
 #include "train/scheduler.h"
 #include "train/trainer.h"
 #include "util/device.h"
@@ -95,7 +96,7 @@ void Trainer::prepare_synthetic_data() {
 
 void Trainer::setup_tokenizer() {
   std::filesystem::path file = cfg_.tokenizer.path;
-  if (file.empty() && !cfg_.model.path.empty()) file = std::filesystem::path(cfg_.model.path) / "tokenizer.model";
+  if (file.empty() && !cfg_.model.path.empty()) file = cfg_.model.path;  // the model directory: resolve() picks
   if (file.empty()) {
     // Train one on the training data at the first start; a resumed run reuses it.
     file = run_dir_ / "tokenizer" / "tokenizer.model";
@@ -111,8 +112,10 @@ void Trainer::setup_tokenizer() {
     }
     comm_->barrier();
   }
-  tokenizer_file_ = file;
   tokenizer_ = data::Tokenizer::load(file, std::filesystem::path(cfg_.model.path));
+  tokenizer_file_ = tokenizer_->model_file();
+  FT_LOG_INFO("tokenizer: {} ({}, {} tokens; bos {}, eos {}, pad {})", tokenizer_file_.string(), tokenizer_->kind(),
+              tokenizer_->vocab_size(), tokenizer_->bos_id(), tokenizer_->eos_id(), tokenizer_->pad_id());
 }
 
 void Trainer::setup_model() {
@@ -127,6 +130,7 @@ void Trainer::setup_model() {
   }
   if (cfg_.lora.enabled) model::apply_lora(*model_, cfg_.lora, static_cast<uint64_t>(cfg_.run.seed));
   model_->set_activation_checkpointing(cfg_.model.activation_checkpointing);
+  model_->set_fused_kernels(cfg_.train.fused_kernels);
   model_->train();
   trainable_.clear();
   int64_t trainable_count = 0;
@@ -149,6 +153,8 @@ void Trainer::setup_model() {
   flops.seq_len = cfg_.data.seq_len;
   flops.heads = args.num_heads;
   flops.kv_heads = args.num_kv_heads;
+  flops.frozen_base = cfg_.lora.enabled;
+  flops.adapter_params = cfg_.lora.enabled ? trainable_count : 0;
   flops_per_token_ = flops_per_token(flops);
   peak_tflops_ = peak_tflops(device_name(device_), cfg_.logging.peak_tflops);
   FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
@@ -238,6 +244,14 @@ void Trainer::setup_optimizer() {
   const bool fp16 = cfg_.train.precision == "fp16";
   autocast_ = fp16 || cfg_.train.precision == "bf16";
   autocast_dtype_ = fp16 ? at::kHalf : at::kBFloat16;
+  compute_dtype_ = autocast_ ? autocast_dtype_ : param_dtype(cfg_);
+  fused_loss_ = cfg_.train.fused_kernels && device_.is_cuda();
+  FT_LOG_INFO("kernels: attention {}; loss {}; RMSNorm {}",
+              model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
+              fused_loss_ ? "chunked linear + cross-entropy" : "full logits + cross-entropy",
+              cfg_.train.fused_kernels && device_.is_cuda() ? "fused" : "composite");
+  profiler_ = std::make_unique<StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
+                                             run_dir_ / "profile", rank_, device_);
   GradScalerOptions scaler;
   scaler.enabled = fp16;
   scaler.init_scale = cfg_.train.loss_scale_init;

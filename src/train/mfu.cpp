@@ -16,7 +16,8 @@ int64_t matmul_params(const FlopsModel& m) {
 }
 
 double flops_per_token(const FlopsModel& m) {
-  return 6.0 * static_cast<double>(matmul_params(m)) +
+  return (m.frozen_base ? 4.0 : 6.0) * static_cast<double>(matmul_params(m)) +
+         6.0 * static_cast<double>(m.adapter_params) +
          12.0 * static_cast<double>(m.n_layers) * static_cast<double>(m.hidden) * static_cast<double>(m.seq_len);
 }
 

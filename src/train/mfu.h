@@ -7,8 +7,9 @@
 //   6N: 2 FLOPs per multiply-add forward, 4 backward (input and weight grads).
 //   12*L*H*T: attention itself (QK^T and attention*V, forward 2*2*T*H per layer and token, x3 with backward),
 //      INCLUDED, counted as full (non-causal) attention as PaLM does; H = heads * head_dim = hidden.
-//   Norms, activations, softmax and the loss are not counted. With LoRA the frozen weights still cost the
-//   input-gradient FLOPs; the same 6N convention is kept so numbers compare across runs.
+//   Norms, activations, softmax and the loss are not counted.
+// With LoRA (frozen_base): flops_per_token = 4 * N + 6 * A + 12 * L * H * T, A = adapter parameters: a frozen weight
+//   costs its forward (2) and input-gradient (2) FLOPs but no weight gradient; the adapters cost 6 each.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,13 @@ struct FlopsModel {
   int64_t seq_len = 0;     // T: tokens per sequence
   int64_t heads = 0;
   int64_t kv_heads = 0;    // 0 = heads (no GQA)
+  bool frozen_base = false;  // LoRA: the N matmul parameters get no weight gradient
+  int64_t adapter_params = 0;  // LoRA: trainable adapter parameters
 };
 
 // N as described above.
 int64_t matmul_params(const FlopsModel& m);
-// 6N + 12*L*H*T.
+// 6N + 12*L*H*T (4N + 6A + 12*L*H*T with a frozen base).
 double flops_per_token(const FlopsModel& m);
 
 // Peak dense bf16 TFLOP/s of one GPU from its name (e.g. "NVIDIA H200" -> 989); `configured` > 0 wins.

@@ -16,6 +16,7 @@
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/zero.h"
+#include "model/linear_cross_entropy.h"
 #include "model/transformer.h"
 #include "train/autocast.h"
 #include "train/checkpoint_store.h"
@@ -24,6 +25,7 @@
 #include "train/metrics.h"
 #include "train/mfu.h"
 #include "train/optimizer.h"
+#include "train/profiler.h"
 #include "train/scheduler.h"
 #include "util/fmt.h"
 #include "util/signals.h"
@@ -105,10 +107,24 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   const auto labels = batch.labels.to(device_, /*non_blocking=*/true);
   const auto positions = batch.position_ids.to(device_, /*non_blocking=*/true);
   const auto segments = batch.segment_ids.defined() ? batch.segment_ids.to(device_, true) : at::Tensor();
+  model::PackedPieces packed;
+  if (batch.cu_seqlens.defined()) {
+    packed.cu_seqlens = batch.cu_seqlens.to(device_, /*non_blocking=*/true);
+    packed.max_seqlen = batch.max_seqlen;
+  }
+  if (fused_loss_) {
+    at::Tensor hidden;  // [B, T, hidden]
+    {
+      AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
+    }
+    return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
+                                           labels.reshape({-1}), compute_dtype_);
+  }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {
     AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
-    logits = model_->forward(input_ids, positions, segments);
+    logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
   }
   const int64_t vocab = logits.size(-1);
   return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), labels.reshape({-1}), {},
@@ -204,6 +220,7 @@ ExitCode Trainer::run() {
     const double lr = schedule_->lr_at(step_);
     optimizer_->set_lr(lr);
     StepOutput out;
+    profiler_->before_step(step_ + 1);
     try {
       out = train_step();
     } catch (const c10::OutOfMemoryError& e) {
@@ -213,6 +230,7 @@ ExitCode Trainer::run() {
       throw;
     }
     ++step_;
+    profiler_->after_step(step_);
     ++steps_since_log;
     tokens_seen_ += out.global_tokens;
     tokens_since_log += out.global_tokens;
@@ -241,6 +259,7 @@ ExitCode Trainer::run() {
       m["epoch"] = epoch_;
       m["skipped_steps"] = nan_skips_ + scaler_->skipped_steps();
       m["peak_memory_gib"] = peak_memory_gib(device_);
+      if (device_.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(device_, /*reserved=*/true);
       if (peak_tflops_ > 0) m["mfu"] = mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
       if (rank_ == 0) {
         metrics_->log("train", step_, m);
@@ -300,15 +319,17 @@ void Trainer::check_non_finite() {
   }
 }
 
-double peak_memory_gib(c10::Device device) {
+double peak_memory_gib(c10::Device device, bool reserved) {
 #ifdef FT_WITH_CUDA
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto& peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    const auto kind = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    const auto peak = reserved ? stats.reserved_bytes[kind].peak : stats.allocated_bytes[kind].peak;
     return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
   }
 #endif
   (void)device;
+  (void)reserved;
   return 0.0;
 }
 

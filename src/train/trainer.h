@@ -37,6 +37,7 @@ class GradScaler;
 class MetricsLogger;
 class CheckpointStore;
 class LrSchedule;
+class StepProfiler;
 
 // What one evaluation measured.
 struct EvalResult {
@@ -45,8 +46,8 @@ struct EvalResult {
   std::optional<double> exact_match;  // fraction of prompt_completion samples generated exactly, when scored
 };
 
-// Peak memory allocated on `device` since the start, in GiB (0 on the CPU).
-double peak_memory_gib(c10::Device device);
+// Peak memory allocated (or reserved by the caching allocator) on `device` since the start, in GiB (0 on the CPU).
+double peak_memory_gib(c10::Device device, bool reserved = false);
 
 class Trainer {
  public:
@@ -127,10 +128,13 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<MetricsLogger> metrics_;
   std::unique_ptr<CheckpointStore> checkpoints_;
+  std::unique_ptr<StepProfiler> profiler_;
 
   // Precision.
   bool autocast_ = false;  // bf16 / fp16 autocast around forward
   at::ScalarType autocast_dtype_ = at::kBFloat16;
+  at::ScalarType compute_dtype_ = at::kFloat;  // of the matmuls: the autocast dtype, else the parameters'
+  bool fused_loss_ = false;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
 
   // Progress.
   int64_t step_ = 0;                                           // optimizer steps done

@@ -56,6 +56,15 @@ TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
   EXPECT_EQ(train::matmul_params(l3), 8030261248LL - 128256LL * 4096 - 65LL * 4096);
 }
 
+TEST(Mfu, LoraCountsNoWeightGradientForTheFrozenBase) {
+  // Llama-3-8B with r16 adapters on all 7 projections: 41,943,040 adapter parameters (PEFT's count).
+  train::FlopsModel m{32, 4096, 14336, 128256, 2048, 32, 8};
+  m.frozen_base = true;
+  m.adapter_params = 41943040;
+  const double n = static_cast<double>(train::matmul_params(m));
+  EXPECT_DOUBLE_EQ(train::flops_per_token(m), 4.0 * n + 6.0 * 41943040 + 12.0 * 32 * 4096 * 2048);
+}
+
 TEST(Mfu, PeakTableAndConfiguredOverride) {
   EXPECT_EQ(train::peak_tflops("NVIDIA H200"), 989.0);
   EXPECT_EQ(train::peak_tflops("NVIDIA H100 80GB HBM3"), 989.0);

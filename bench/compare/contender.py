@@ -1,0 +1,70 @@
+"""The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (eager or torch.compile, PEFT
+for LoRA) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
+random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
+clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line."""
+import argparse
+import json
+import time
+
+import torch
+import transformers
+
+WORKLOADS = {
+    # (a) GPT-2-small shape as a Llama
+    "a": dict(cfg=dict(vocab_size=50304, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                       num_attention_heads=12, num_key_value_heads=12, tie_word_embeddings=True,
+                       max_position_embeddings=1024), batch=32, seq=1024, lora=False),
+    # (b) Llama-3.2-1B shape
+    "b": dict(cfg=dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                       num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True, rope_theta=500000.0,
+                       max_position_embeddings=2048), batch=8, seq=2048, lora=False),
+    # (c) Llama-3-8B shape, LoRA r16 on all 7 projections
+    "c": dict(cfg=dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
+                       max_position_embeddings=8192), batch=4, seq=2048, lora=True),
+}
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+p = argparse.ArgumentParser()
+p.add_argument("workload", choices=sorted(WORKLOADS))
+p.add_argument("--mode", choices=["eager", "compile"], default="eager")
+p.add_argument("--warmup", type=int, default=5)
+p.add_argument("--steps", type=int, default=15)
+a = p.parse_args()
+w = WORKLOADS[a.workload]
+
+torch.manual_seed(0)
+cfg = transformers.LlamaConfig(**w["cfg"], attn_implementation="sdpa")
+with torch.device("cuda"):
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16 if w["lora"] else torch.float32)
+if w["lora"]:
+    import peft
+    model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS))
+model.train()
+params = [p for p in model.parameters() if p.requires_grad]
+opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+step_fn_model = torch.compile(model) if a.mode == "compile" else model
+batch = torch.randint(0, cfg.vocab_size, (w["batch"], w["seq"]), device="cuda")
+
+
+def step():
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = step_fn_model(input_ids=batch, labels=batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+for _ in range(a.warmup):
+    step()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(a.steps):
+    step()
+torch.cuda.synchronize()
+dt = (time.perf_counter() - t0) / a.steps
+print(json.dumps(dict(workload=a.workload, runner=("peft-" if w["lora"] else "hf-") + a.mode,
+                      tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
+                      peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
+                      peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30)), flush=True)

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# bench/compare/run.sh OUT [WORKLOAD...]: `finetune train` side by side with its Python contenders (transformers
+# eager, transformers + torch.compile, PEFT for LoRA) on one GPU, same shapes, batch and precision; prints one table
+# (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
+# Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
+# d = a and b on packed short samples, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
+# a-aten / b-aten = a / b with train.fused_kernels=false.
+# Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
+# and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
+# Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
+# PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT.
+set -uo pipefail
+out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b]}
+shift
+workloads=("$@")
+((${#workloads[@]})) || workloads=(a b c d)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+bin=${FT_BIN:-build-gpu/bin/finetune}
+steps=${STEPS:-10}
+work=/tmp/ft-compare
+mkdir -p "$work" "$out"
+tok=$root/.gpu/tokenizer.model
+results=$out/results.jsonl
+: >"$results"
+
+# Random token ids below the tokenizer's vocabulary (the model's vocabulary is set separately; only speed matters).
+python3 - "$work" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+rng.integers(3, 250, size=64 * 2048 * 64, dtype=np.uint16).tofile(f"{sys.argv[1]}/random.u16")
+words = [str(d) for d in range(10)] + ["alpha", "beta", "gamma", "delta"]
+with open(f"{sys.argv[1]}/short.jsonl", "w") as f:   # documents of ~50-600 tokens for packing
+    for _ in range(40000):
+        n = int(rng.integers(25, 300))
+        f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
+PY
+
+shape_a=(model.hidden_size=768 model.intermediate_size=2048 model.num_layers=12 model.num_heads=12
+         model.num_kv_heads=12 model.vocab_size=50304 model.tie_embeddings=true model.max_position_embeddings=1024)
+shape_b=(model.hidden_size=2048 model.intermediate_size=8192 model.num_layers=16 model.num_heads=32
+         model.num_kv_heads=8 model.vocab_size=128256 model.tie_embeddings=true model.rope_theta=500000
+         model.max_position_embeddings=2048)
+scratch=(--config bench/compare/scratch.yaml)
+common=(run.device=cuda:0 tokenizer.path="$tok" "data.eval=[]" eval.every_steps=0 checkpoint.every_steps=0
+        checkpoint.resume=never train.precision=bf16 train.grad_clip=1.0 optimizer.lr=1e-4 scheduler.type=constant
+        scheduler.warmup_steps=0 scheduler.warmup_ratio=0 logging.every_steps=5 logging.progress=off
+        data.cache_dir="$work/cache")
+pretok=("data.train=[{path: $work/random.u16, format: pretokenized}]" data.pretokenized_dtype=uint16)
+packed=("data.train=[{path: $work/short.jsonl, format: text}]" data.packing=true)
+
+# ft NAME WORKLOAD --config FILE ARGS...: one finetune run, killed once step 5 + STEPS is logged (no final checkpoint).
+ft() {
+  local name=$1 workload=$2; shift 2
+  local last=$((5 + steps)) prof=()
+  # The traced steps come after the measured ones (tracing slows them).
+  [[ ${PROFILE:-0} == 1 ]] && prof=(train.profile_start_step=$((last + 1)) train.profile_steps=2)
+  rm -rf "$work/$name"
+  "$bin" train "$@" "${common[@]}" train.max_steps=$((last + 100)) \
+    run.output_dir="$work/$name" "${prof[@]}" >"$out/$name.log" 2>&1 &
+  local pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    if grep -q "\"step\":$last," "$work/$name/metrics.jsonl" 2>/dev/null &&
+       { [[ ${PROFILE:-0} != 1 ]] || grep -q "profiler: wrote" "$out/$name.log"; }; then
+      kill -9 $pid; break
+    fi
+    sleep 1
+  done
+  wait $pid 2>/dev/null
+  python3 - "$work/$name/metrics.jsonl" "$name" "$workload" "$steps" >>"$results" <<'PY' || tail -5 "$out/$name.log"
+import json, sys
+path, name, workload, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+ev = [json.loads(l) for l in open(path) if '"event":"train"' in l]
+last = [e for e in ev if 5 < e["step"] <= 5 + steps]   # the log intervals after the 5 warm-up steps
+tps = sum(e["tokens_per_s"] for e in last) / len(last)
+print(json.dumps(dict(workload=workload, runner="finetune", name=name, tokens_per_s=tps,
+                      step_s=sum(e["step_time_s"] for e in last) / len(last), mfu=last[-1].get("mfu"),
+                      peak_alloc_gib=last[-1]["peak_memory_gib"], peak_reserved_gib=last[-1].get("peak_reserved_gib"))))
+PY
+  if [[ ${PROFILE:-0} == 1 ]]; then
+    for f in "$work/$name"/profile/*.json; do [[ -f $f ]] && gzip -c "$f" >"$out/$name.trace.json.gz"; done
+  fi
+}
+
+contender() {  # WORKLOAD MODE
+  [[ ${CONTENDERS:-1} == 0 ]] && return
+  python3 bench/compare/contender.py "$1" --mode "$2" --steps "$steps" >>"$results" 2>"$out/py-$1-$2.log" ||
+    tail -3 "$out/py-$1-$2.log"
+}
+
+random_model() {  # SHAPE: a random bf16 Hugging Face model directory at $work/model-SHAPE
+  [[ -d $work/model-$1 ]] || python3 bench/make_random_hf_model.py "$1" "$work/model-$1" --tokenizer "$tok" >/dev/null
+}
+
+for w in "${workloads[@]}"; do
+  case $w in
+  a) ft a a "${scratch[@]}" "${shape_a[@]}" "${pretok[@]}" data.seq_len=1024 train.micro_batch_size=32
+     contender a eager; contender a compile ;;
+  b) ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
+     contender b eager; contender b compile ;;
+  a-aten|b-aten)  # finetune with train.fused_kernels=false: what the fused paths add
+     ft "$w" "${w%-aten}" "${scratch[@]}" train.fused_kernels=false "${pretok[@]}" \
+       $([[ $w == a-aten ]] && echo "${shape_a[*]} data.seq_len=1024 train.micro_batch_size=32" ||
+         echo "${shape_b[*]} data.seq_len=2048 train.micro_batch_size=8") ;;
+  c) random_model llama3-8b
+     ft c c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 "${pretok[@]}" \
+       data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
+     contender c eager; contender c compile ;;
+  d) ft d-a d "${scratch[@]}" "${shape_a[@]}" "${packed[@]}" data.seq_len=1024 train.micro_batch_size=32
+     ft d-b d "${scratch[@]}" "${shape_b[@]}" "${packed[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
+  7b) for shape in llama2-7b mistral-7b qwen2.5-7b; do
+        random_model "$shape"
+        ft "$shape-lora" 7b --config "configs/$shape-lora.yaml" model.path="$work/model-$shape" "${pretok[@]}" \
+          train.grad_accum_steps=1
+        rm -rf "$work/model-$shape"
+      done ;;
+  esac
+done
+python3 bench/compare/summarize.py "$results" | tee "$out/compare.md"

@@ -1,0 +1,19 @@
+// Rotary position embedding in one CUDA kernel (forward and backward), for the fused path of model/rope.h.
+// Plain CUDA: no LibTorch header, so nvcc compiles it in seconds; the caller passes raw pointers and a stream.
+#pragma once
+
+#include <cstdint>
+
+namespace ft::kernels {
+
+enum class DType { kF32, kBF16, kF16 };
+
+// y[n, h, :] = x[n, h, :] * cos[n, :] + rotate_half(x[n, h, :]) * sin_sign * sin[n, :], rotate_half(v) =
+// [-v[D/2:], v[:D/2]] (transformers' layout), computed in F32 and rounded once. sin_sign = -1 is the backward
+// (the transpose of the rotation) when cos and sin repeat their first half, as rotary tables do.
+// x, y: [rows, heads, head_dim] contiguous; cos, sin: [rows, head_dim] contiguous; all of `dtype`. head_dim even.
+// Throws std::runtime_error with the CUDA error string when the launch fails.
+void rope(const void* x, const void* cos, const void* sin, void* y, int64_t rows, int64_t heads, int64_t head_dim,
+          float sin_sign, DType dtype, void* stream);
+
+}  // namespace ft::kernels

@@ -1,0 +1,18 @@
+// The language-model loss without its largest tensor: cross-entropy of hidden @ weight^T computed in chunks of rows,
+// so the [N, V] logits never exist in F32 at once (Liger's FusedLinearCrossEntropy, Apple's cut-cross-entropy).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace ft::model {
+
+// Sum over rows of cross_entropy(hidden @ weight^T, labels), labels == -100 ignored, with the same numerics as
+// at::cross_entropy_loss on logits computed in `compute_dtype` and upcast to F32. When autograd needs them, the
+// gradients of hidden and weight are produced chunk by chunk in the same pass and kept (hidden's shape, and an F32
+// copy of weight's) until backward scales them by the incoming gradient; a frozen weight costs no gradient matmul.
+// hidden [N, H] (any float dtype); weight [V, H]; labels I64 [N]; chunk_rows 0 = rows whose F32 logits take about
+// 1 GiB. Returns F32 [].
+at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                    at::ScalarType compute_dtype, int64_t chunk_rows = 0);
+
+}  // namespace ft::model

@@ -1,0 +1,78 @@
+#include "model/rope.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
+
+#ifdef FT_WITH_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/rope.h"
+#endif
+
+namespace ft::model {
+
+#ifdef FT_WITH_KERNELS
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+kernels::DType kernel_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return kernels::DType::kF32;
+    case at::kBFloat16: return kernels::DType::kBF16;
+    case at::kHalf: return kernels::DType::kF16;
+    default: throw Error(std::string("fused rope: unsupported dtype ") + c10::toString(t));
+  }
+}
+
+at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, float sign) {
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty_like(xc);
+  const int64_t d = x.size(-1), heads = x.size(-2);
+  kernels::rope(xc.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), xc.numel() / (heads * d), heads, d, sign,
+                kernel_dtype(x.scalar_type()), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  return y;
+}
+
+class RopeFunction : public torch::autograd::Function<RopeFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    const at::Tensor c = cos.contiguous(), s = sin.contiguous();
+    ctx->save_for_backward({c, s});
+    return rotate(x, c, s, 1.0f);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    // The rotation is orthogonal: its transpose is the rotation by -sin.
+    return {rotate(grad_out[0], saved[0], saved[1], -1.0f), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_rope_available(const at::Tensor& x, const at::Tensor& cos) {
+  const auto t = x.scalar_type();
+  return x.is_cuda() && cos.scalar_type() == t && (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) &&
+         x.size(-1) % 2 == 0;
+}
+
+at::Tensor fused_rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  FT_CHECK(x.dim() == 4 && cos.dim() == 3 && x.size(0) == cos.size(0) && x.size(1) == cos.size(1) &&
+               x.size(3) == cos.size(2),
+           "fused rope: x [B, T, H, D] and cos/sin [B, T, D] expected");
+  return RopeFunction::apply(x, cos.expand({x.size(0), x.size(1), x.size(3)}), sin.expand({x.size(0), x.size(1), x.size(3)}));
+}
+
+#else
+
+bool fused_rope_available(const at::Tensor&, const at::Tensor&) { return false; }
+
+at::Tensor fused_rope_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  throw Error("fused rope: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
+}
+
+#endif
+
+}  // namespace ft::model

@@ -1,0 +1,182 @@
+// The fused paths against the composite ATen ops they replace: the chunked linear + cross-entropy (CPU and GPU),
+// fused RMSNorm and varlen flash attention over packed rows (GPU; skipped without CUDA).
+#include <gtest/gtest.h>
+
+#include "model/linear_cross_entropy.h"
+#include "model/rope.h"
+#include "model/transformer.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+double rel(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() /
+         std::max(1e-30, b.to(at::kDouble).abs().max().item<double>());
+}
+
+struct LossAndGrads {
+  at::Tensor loss, dh, dw;
+};
+
+// Sum of CE and the gradients of hidden and weight, scaled by `scale`, through `fused` or the composite.
+LossAndGrads run_ce(bool fused, const at::Tensor& h0, const at::Tensor& w0, const at::Tensor& labels,
+                    at::ScalarType cdt, int64_t chunk, double scale) {
+  at::Tensor h = h0.clone().requires_grad_(true);
+  at::Tensor w = w0.clone().requires_grad_(true);
+  at::Tensor loss;
+  if (fused) {
+    loss = model::linear_cross_entropy_sum(h, w, labels, cdt, chunk);
+  } else {
+    at::Tensor logits = at::mm(h.to(cdt), w.to(cdt).t()).to(at::kFloat);
+    loss = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, -100);
+  }
+  (loss * scale).backward();
+  return {loss.detach(), h.grad(), w.grad()};
+}
+
+TEST(LinearCrossEntropy, MatchesCrossEntropyOnFullLogitsWithIgnoredRows) {
+  at::manual_seed(0);
+  for (const auto cdt : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t chunk : {int64_t{7}, int64_t{0}}) {
+      const at::Tensor h = at::randn({37, 24});
+      const at::Tensor w = at::randn({101, 24}) * 0.3;
+      at::Tensor labels = at::randint(0, 101, {37}, at::kLong);
+      labels.index_put_({at::arange(0, 37, 5)}, -100);  // every fifth row carries no loss
+      const auto ref = run_ce(false, h, w, labels, cdt, chunk, 0.37);
+      const auto got = run_ce(true, h, w, labels, cdt, chunk, 0.37);
+      const double tol = cdt == at::kFloat ? 1e-5 : 2e-2;
+      EXPECT_LT(rel(got.loss, ref.loss), cdt == at::kFloat ? 1e-6 : 1e-3) << "chunk " << chunk;
+      EXPECT_LT(rel(got.dh, ref.dh), tol) << "chunk " << chunk;
+      EXPECT_LT(rel(got.dw, ref.dw), tol) << "chunk " << chunk;
+      EXPECT_EQ(got.dh.scalar_type(), at::kFloat);
+      // Ignored rows get exactly zero gradient.
+      EXPECT_EQ(got.dh.index({at::arange(0, 37, 5)}).abs().max().item<double>(), 0.0);
+    }
+  }
+}
+
+TEST(LinearCrossEntropy, FrozenWeightGetsNoGradientAndNoGradModeComputesNone) {
+  const at::Tensor h = at::randn({9, 8}).requires_grad_(true);
+  const at::Tensor w = at::randn({13, 8});  // frozen, as the LM head under LoRA
+  const at::Tensor labels = at::randint(0, 13, {9}, at::kLong);
+  model::linear_cross_entropy_sum(h, w, labels, at::kFloat).backward();
+  EXPECT_TRUE(h.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+  at::NoGradGuard no_grad;
+  const at::Tensor loss = model::linear_cross_entropy_sum(h, w, labels, at::kFloat);
+  EXPECT_FALSE(loss.requires_grad());
+}
+
+TEST(LinearCrossEntropy, GpuBf16MatchesTheCompositeAndScalesTheUpstreamGradient) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(1);
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor h = at::randn({3000, 256}, opts);
+  const at::Tensor w = at::randn({5003, 256}, opts) * 0.05;
+  at::Tensor labels = at::randint(0, 5003, {3000}, opts.dtype(at::kLong));
+  labels.narrow(0, 100, 50).fill_(-100);
+  const auto ref = run_ce(false, h, w, labels, at::kBFloat16, 0, 1.0 / 2950);
+  const auto got = run_ce(true, h, w, labels, at::kBFloat16, 700, 1.0 / 2950);
+  EXPECT_LT(rel(got.loss, ref.loss), 1e-3);
+  EXPECT_LT(rel(got.dh, ref.dh), 2e-2);
+  EXPECT_LT(rel(got.dw, ref.dw), 2e-2);
+}
+
+TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    model::RMSNorm norm(64, 1e-5);
+    norm->to(at::kCUDA, dtype);
+    { at::NoGradGuard g; norm->weight.uniform_(0.5, 1.5); }
+    const at::Tensor x0 = at::randn({4, 33, 64}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
+    auto run = [&](bool fused) {
+      norm->fused = fused;
+      norm->weight.mutable_grad() = at::Tensor();
+      at::Tensor x = x0.clone().requires_grad_(true);
+      at::Tensor y = norm->forward(x);
+      (y.to(at::kFloat) * at::linspace(-1, 1, 64, x.options().dtype(at::kFloat))).sum().backward();
+      return std::make_tuple(y.detach(), x.grad(), norm->weight.grad().clone());
+    };
+    const auto [y0, dx0, dw0] = run(false);
+    const auto [y1, dx1, dw1] = run(true);
+    const double tol = dtype == at::kFloat ? 1e-5 : 2e-2;
+    EXPECT_LT(rel(y1, y0), tol);
+    EXPECT_LT(rel(dx1, dx0), tol);
+    EXPECT_LT(rel(dw1, dw0), tol);
+  }
+}
+
+TEST(FusedKernels, GpuFusedRopeMatchesTheCompositeForwardAndBackward) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+    const at::Tensor x0 = at::randn({3, 17, 5, 64}, opts);
+    const at::Tensor angle = at::rand({3, 17, 32}, opts.dtype(at::kFloat)) * 6.28;
+    const at::Tensor emb = at::cat({angle, angle}, -1);
+    const at::Tensor cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
+    ASSERT_TRUE(model::fused_rope_available(x0, cos));
+    const at::Tensor up = at::randn_like(x0);
+    auto run = [&](bool fused) {
+      at::Tensor x = x0.clone().requires_grad_(true);
+      at::Tensor y = fused ? model::fused_rope_apply(x, cos, sin) : model::apply_rotary(x, cos, sin);
+      (y.to(at::kFloat) * up.to(at::kFloat)).sum().backward();
+      return std::make_pair(y.detach(), x.grad());
+    };
+    const auto [y0, g0] = run(false);
+    const auto [y1, g1] = run(true);
+    const double tol = dtype == at::kFloat ? 1e-6 : 1e-2;
+    EXPECT_LT(rel(y1, y0), tol);
+    EXPECT_LT(rel(g1, g0), tol);
+  }
+}
+
+// Packed rows through varlen flash attention: each sample's logits and gradients are those of the sample run alone
+// (attention never crosses a sample boundary), and match the dense block-mask path.
+TEST(FusedKernels, GpuPackedRowsNeverAttendAcrossSamples) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  model::ModelArgs a;
+  a.vocab_size = 97;
+  a.hidden_size = 128;
+  a.intermediate_size = 256;
+  a.num_layers = 2;
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.head_dim = 32;
+  a.max_position_embeddings = 256;
+  auto model = std::make_shared<model::Transformer>(a);
+  for (auto& p : model->parameters()) {
+    at::NoGradGuard g;
+    p.normal_(0, 0.05);
+  }
+  model->to(at::kCUDA, at::kBFloat16);
+  model->set_fused_kernels(true);
+  // Two rows of 64 tokens: [20, 30, 14 padding] and [64].
+  const std::vector<int64_t> lens = {20, 30, 14, 64};
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor ids = at::randint(0, 97, {2, 64}, opts.dtype(at::kLong));
+  at::Tensor pos = at::empty({2, 64}, at::kLong), seg = at::empty({2, 64}, at::kInt);
+  std::vector<int32_t> cu{0};
+  int64_t row = 0, col = 0, piece = 0;
+  for (int64_t len : lens) {
+    for (int64_t t = 0; t < len; ++t) {
+      pos[row][col + t] = t;
+      seg[row][col + t] = static_cast<int32_t>(piece);
+    }
+    cu.push_back(cu.back() + static_cast<int32_t>(len));
+    col += len;
+    ++piece;
+    if (col == 64) { ++row; col = 0; piece = 0; }
+  }
+  model::PackedPieces packed{at::tensor(cu, at::kInt).to(at::kCUDA), 64};
+  const at::Tensor varlen = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA), nullptr, &packed);
+  model->set_fused_kernels(false);
+  const at::Tensor dense = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA));
+  EXPECT_LT(rel(varlen.to(at::kFloat), dense.to(at::kFloat)), 3e-2);
+  // The second sample of row 0 alone.
+  const at::Tensor alone = model->forward(ids.narrow(1, 20, 30).narrow(0, 0, 1));
+  EXPECT_LT(rel(varlen.narrow(1, 20, 30).narrow(0, 0, 1).to(at::kFloat), alone.to(at::kFloat)), 3e-2);
+}
+
+}  // namespace
+}  // namespace ft::test
