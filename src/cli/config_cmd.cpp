@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "config/loader.h"
+#include "data/tokenizer.h"
 
 namespace ft::cli {
 namespace {
@@ -49,7 +50,15 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
                               validate_options);
   validate->callback([validate_options, &exit_code] {
     // Throws ft::ConfigError listing every problem; main prints it and exits with code 2.
-    config::load_config(validate_options->config, validate_options->overrides);
+    const auto loaded = config::load_config(validate_options->config, validate_options->overrides);
+    const auto& cfg = loaded.config;
+    // The tokenizer loads now (not after the model): a wrong or malformed file fails here with exit code 2.
+    if (cfg.tokenizer.train_vocab_size == 0) {
+      const std::filesystem::path where = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
+      const auto tokenizer = data::Tokenizer::load(where, cfg.model.path);
+      std::cout << "tokenizer: " << tokenizer->model_file().string() << " (" << tokenizer->kind() << ", "
+                << tokenizer->vocab_size() << " tokens)\n";
+    }
     std::cout << "config OK\n";
     exit_code = 0;
   });

@@ -30,9 +30,13 @@ struct SynthOptions {
   std::string out;
 };
 
-// A token as text: sentencepiece's word marker becomes a space, byte pieces <0xNN> their byte.
+// A token as text. Special tokens show their id (`<|im_start|>#151644`), so a marker that is one token is told
+// apart from the same characters spelled as text. sentencepiece: the word marker becomes a space, byte pieces <0xNN>
+// their byte; other kinds decode the token alone.
 std::string piece_text(const data::Tokenizer& tok, int32_t id) {
   const std::string p = tok.id_to_piece(id);
+  if (tok.is_special(id)) return p + "#" + std::to_string(id);
+  if (tok.kind() != "sentencepiece") return tok.decode({id});
   if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') {
     return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
   }
@@ -67,7 +71,7 @@ std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>
 
 std::filesystem::path tokenizer_file(const Config& cfg) {
   if (!cfg.tokenizer.path.empty()) return cfg.tokenizer.path;
-  if (!cfg.model.path.empty()) return std::filesystem::path(cfg.model.path) / "tokenizer.model";
+  if (!cfg.model.path.empty()) return cfg.model.path;  // the model directory: Tokenizer::resolve picks the file
   return std::filesystem::path(cfg.run.output_dir) / "tokenizer" / "tokenizer.model";  // trained by a run
 }
 

@@ -1,9 +1,11 @@
 // `finetune generate`: sample from a Hugging Face model directory (optionally with a LoRA adapter), KV-cached.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint_io.h"
 #include "model/generate.h"
@@ -16,11 +18,11 @@ namespace ft::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, adapter, prompt, prompt_ids, device = "auto", dtype = "fp32";
+  std::string model, adapter, prompt, prompt_ids, system, device = "auto", dtype = "fp32";
   int64_t max_new_tokens = 64, top_k = 0;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
-  bool json = false, no_bos = false;
+  bool json = false, no_bos = false, chat = false;
 };
 
 std::vector<int64_t> parse_ids(const std::string& text) {
@@ -44,6 +46,26 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// --chat: the prompt as one user turn (after an optional system turn) in the model's own chat template, with the
+// generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
+std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const data::Tokenizer& tokenizer,
+                                 const std::string& system, const std::string& user) {
+  const auto source = data::find_chat_template(model_dir);
+  if (!source) {
+    throw ConfigError("--chat: " + model_dir.string() + " has no chat template (chat_template.jinja or "
+                      "tokenizer_config.json's chat_template)",
+                      "drop --chat and write the prompt in the model's format, or add the template to the directory");
+  }
+  const data::JinjaChat chat(*source, tokenizer);
+  jinja::Value messages = jinja::Value::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  messages.push_back({{"role", "user"}, {"content", user}});
+  const auto sample = chat.tokenize(chat.render(messages, /*add_generation_prompt=*/true, false));
+  return {sample.tokens.begin(), sample.tokens.end()};
+}
+
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tekken.json"};
+
 void run_generate(const GenerateArgs& a) {
   const std::filesystem::path model_dir(a.model);
   const at::Device device = resolve_device(a.device, 0);
@@ -53,20 +75,26 @@ void run_generate(const GenerateArgs& a) {
     model->to(device);
   }
   std::unique_ptr<data::Tokenizer> tokenizer;
-  if (std::filesystem::exists(model_dir / "tokenizer.model")) {
-    tokenizer = data::Tokenizer::load(model_dir / "tokenizer.model", model_dir);
-  }
+  const bool has_tokenizer =
+      std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
+                  [&](const char* name) { return std::filesystem::exists(model_dir / name); });
+  if (has_tokenizer) tokenizer = data::Tokenizer::load(model_dir, model_dir);
   std::vector<int64_t> prompt;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
   } else {
     if (!tokenizer) {
-      throw ConfigError("--prompt needs " + (model_dir / "tokenizer.model").string() + ", which does not exist",
-                        "use --prompt-ids, or put the sentencepiece tokenizer.model in the model directory");
+      throw ConfigError("--prompt needs a tokenizer in " + model_dir.string() + ", which has none",
+                        "use --prompt-ids, or put the model's tokenizer files (tokenizer.json, tokenizer.model or "
+                        "tekken.json) in the model directory");
     }
-    if (!a.no_bos && tokenizer->bos_id() >= 0) prompt.push_back(tokenizer->bos_id());
-    const auto body = tokenizer->encode(a.prompt);
-    prompt.insert(prompt.end(), body.begin(), body.end());
+    if (a.chat) {
+      prompt = chat_prompt(model_dir, *tokenizer, a.system, a.prompt);
+    } else {
+      if (!a.no_bos && tokenizer->bos_id() >= 0) prompt.push_back(tokenizer->bos_id());
+      const auto body = tokenizer->encode(a.prompt);
+      prompt.insert(prompt.end(), body.begin(), body.end());
+    }
   }
   model::GenerateOptions opts;
   opts.max_new_tokens = a.max_new_tokens;
@@ -100,12 +128,13 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   auto* sub = app.add_subcommand("generate", "Generate text from a Hugging Face model directory (KV cache)");
   sub->footer(
       "Greedy when --temperature is 0. Stops at an EOS id of config.json/the tokenizer; the EOS id is part of\n"
-      "generated_ids but not of the text. Without tokenizer.model in --model, use --prompt-ids (text is empty).\n"
-      "Example:\n  finetune generate --model runs/demo/model --prompt \"2+3=\" --max-new-tokens 8 --json");
+      "generated_ids but not of the text. Without a tokenizer in --model, use --prompt-ids (text is empty).\n"
+      "Example:\n  finetune generate --model runs/demo/model --prompt \"2+3=\" --max-new-tokens 8 --json\n"
+      "  finetune generate --model /models/Meta-Llama-3-8B-Instruct --chat --prompt \"Hi!\" --max-new-tokens 32");
   auto a = std::make_shared<GenerateArgs>();
   sub->add_option("--model", a->model, "Hugging Face model directory (config.json + safetensors)")->required();
   sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to apply");
-  auto* text = sub->add_option("--prompt", a->prompt, "Prompt text (needs tokenizer.model; BOS is prepended)");
+  auto* text = sub->add_option("--prompt", a->prompt, "Prompt text (needs the model's tokenizer; BOS is prepended)");
   auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. \"1 2 3\"");
   text->excludes(ids);
   sub->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate at most")->default_val(64);
@@ -116,6 +145,8 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--device", a->device, "auto | cpu | cuda | cuda:N")->default_val("auto");
   sub->add_option("--dtype", a->dtype, "Parameter dtype: fp32 | bf16")->default_val("fp32");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
+  sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
+  sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");
   sub->add_flag("--json", a->json, "Print {\"prompt_ids\", \"generated_ids\", \"text\"} as one JSON object");
   sub->callback([a, &exit_code] {
     if (a->prompt.empty() && a->prompt_ids.empty()) {

@@ -1,13 +1,76 @@
-// `finetune tokenizer train --input FILE... --vocab-size N [--model-type bpe|unigram] --out DIR`: trains a
-// sentencepiece model with the library's trainer.
+// `finetune tokenizer train|encode|decode`: trains a sentencepiece model with the library's trainer, and shows the
+// ids any supported tokenizer (sentencepiece, tokenizer.json, tiktoken, tekken) gives a text, or the text of ids.
 #include <iostream>
+#include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "data/tokenizer.h"
 
 namespace ft::cli {
 namespace {
+
+struct CodecOptions {
+  std::string tokenizer;  // file or model directory
+  std::string text;       // encode: the text (stdin when empty)
+  bool split_special = false;
+  std::string ids;        // decode: "1 2 3"
+  bool json = false;
+};
+
+std::vector<int64_t> parse_id_list(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::istringstream in(text);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoll(tok, &used));
+      if (used != tok.size()) throw std::invalid_argument(tok);
+    } catch (const std::exception&) {
+      throw ConfigError("--ids: '" + tok + "' is not an integer", "give ids separated by spaces, e.g. \"1 2 3\"");
+    }
+  }
+  return ids;
+}
+
+void add_codec(CLI::App* tok, int& exit_code) {
+  auto o = std::make_shared<CodecOptions>();
+  auto* enc = tok->add_subcommand("encode", "Print the ids (and tokens) a tokenizer gives a text");
+  enc->footer("Example:\n  finetune tokenizer encode --tokenizer /models/Meta-Llama-3-8B-Instruct --text 'Hello world'\n"
+              "Without --text the text is read from standard input. No BOS/EOS is added.");
+  enc->add_option("--tokenizer,-t", o->tokenizer, "Tokenizer file or model directory")->required();
+  enc->add_option("--text", o->text, "Text to encode (default: standard input)");
+  enc->add_flag("--split-special", o->split_special, "Keep special-token spellings in the text as plain text");
+  enc->add_flag("--json", o->json, "One JSON object: file, kind, ids, tokens");
+  enc->callback([o, &exit_code] {
+    const auto tokenizer = data::Tokenizer::load(o->tokenizer);
+    std::string text = o->text;
+    if (text.empty()) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    const auto ids = tokenizer->encode(text, o->split_special);
+    std::vector<std::string> tokens;
+    for (int64_t id : ids) tokens.push_back(tokenizer->id_to_piece(id));
+    if (o->json) {
+      std::cout << nlohmann::json{{"file", tokenizer->model_file().string()}, {"kind", tokenizer->kind()},
+                                  {"ids", ids}, {"tokens", tokens}}.dump() << "\n";
+    } else {
+      for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+      std::cout << "\n";
+    }
+    exit_code = 0;
+  });
+  auto* dec = tok->add_subcommand("decode", "Print the text of token ids");
+  dec->footer("Example:\n  finetune tokenizer decode --tokenizer /models/Meta-Llama-3-8B-Instruct --ids '9906 1917'");
+  dec->add_option("--tokenizer,-t", o->tokenizer, "Tokenizer file or model directory")->required();
+  dec->add_option("--ids", o->ids, "Token ids separated by spaces")->required();
+  dec->callback([o, &exit_code] {
+    const auto tokenizer = data::Tokenizer::load(o->tokenizer);
+    std::cout << tokenizer->decode(parse_id_list(o->ids)) << "\n";
+    exit_code = 0;
+  });
+}
 
 struct TrainOptions {
   std::vector<std::string> inputs;
@@ -20,7 +83,7 @@ struct TrainOptions {
 }  // namespace
 
 void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
-  auto* tok = app.add_subcommand("tokenizer", "Train sentencepiece tokenizers");
+  auto* tok = app.add_subcommand("tokenizer", "Train sentencepiece tokenizers; encode and decode with any tokenizer");
   tok->require_subcommand(1);
   tok->footer("Example:\n  finetune tokenizer train --input data/train.jsonl --vocab-size 512 --out runs/tok");
   auto o = std::make_shared<TrainOptions>();
@@ -45,6 +108,7 @@ void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     std::cout << "wrote " << model.string() << " (" << tokenizer->vocab_size() << " pieces)\n";
     exit_code = 0;
   });
+  add_codec(tok, exit_code);
 }
 
 }  // namespace ft::cli

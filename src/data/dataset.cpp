@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "data/chat_template.h"
 #include "data/dataset_cache.h"
 #include "data/tokenizer.h"
 #include "data/util.h"
@@ -80,6 +81,8 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
   o.sources = eval ? d.eval : d.train;
   o.fields = d.fields;
   o.template_name = d.template_name;
+  o.model_dir = config.model.path;
+  o.last_turn_only = d.train_on == "last";
   o.seq_len = d.seq_len;
   o.overlong = d.overlong;
   o.on_error = d.on_error;
@@ -106,6 +109,17 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
     throw ConfigError("unknown data.on_error '" + o.on_error + "'", "use fail or skip");
   }
   check_template_name(o.template_name);
+  if (o.template_name == "auto" && !o.chat) {
+    // The model's own template (from model.path, else beside the tokenizer file), or the plain built-in.
+    auto source = find_chat_template(o.model_dir);
+    if (!source) source = find_chat_template(tok.model_file().parent_path());
+    if (source) {
+      DatasetOptions with_chat = o;
+      with_chat.chat = std::make_shared<JinjaChat>(*source, tok);
+      FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
+      return build(with_chat, tok);
+    }
+  }
   std::shared_ptr<TokenizedDataset> ds(new TokenizedDataset());
   ds->seq_len_ = o.seq_len;
   ds->part_begin_.push_back(0);

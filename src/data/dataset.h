@@ -29,11 +29,15 @@ class MappedFile;
 namespace ft::data {
 
 class Tokenizer;
+class JinjaChat;
 
 struct DatasetOptions {
   std::vector<DataSource> sources;            // files with format and weight
   DataFields fields;                          // JSON field names
-  std::string template_name = "plain";        // chat template
+  std::string template_name = "plain";        // chat template: a built-in name, or auto (the model's own)
+  std::filesystem::path model_dir;            // auto: where the model's chat template is looked for
+  bool last_turn_only = false;                // chat with the model's template: loss on the last assistant turn
+  std::shared_ptr<const JinjaChat> chat;      // set by build() when auto finds the model's template
   int64_t seq_len = 512;                      // the longest sample kept (tokens); pretokenized row length
   std::string overlong = "truncate";          // truncate | drop
   std::string on_error = "fail";              // fail | skip

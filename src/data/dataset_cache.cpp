@@ -6,8 +6,11 @@
 
 #include <fstream>
 #include <sstream>
+#include <mutex>
+#include <optional>
 #include <thread>
 
+#include "data/chat_template.h"
 #include "data/records.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
@@ -53,7 +56,9 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   RecordOptions ro;
   ro.format = parse_format(source.format);
   ro.fields = o.fields;
-  ro.template_name = o.template_name;
+  ro.template_name = o.template_name == "auto" ? "plain" : o.template_name;  // auto without a model template
+  ro.chat = o.chat.get();
+  ro.last_turn_only = o.last_turn_only;
   ro.add_bos = o.add_bos;
   ro.add_eos = o.add_eos;
   const bool skip = o.on_error == "skip";
@@ -66,49 +71,95 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path.string(), "check the data path and permissions");
   Writer w(dir);
-  std::string line;
+  // Lines are tokenized in batches on every core, then kept or counted in file order (so the cache and its
+  // statistics do not depend on the thread count).
+  struct Item {
+    int64_t line_no = 0;
+    TokenizedSample sample;
+    std::optional<RecordError> error;
+  };
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  constexpr size_t kBatch = 4096;
+  std::vector<std::string> lines;
+  std::vector<int64_t> line_numbers;
+  std::vector<Item> items;
   int64_t line_no = 0;
   int64_t records = 0;
+  auto process = [&] {
+    items.assign(lines.size(), Item{});
+    for (size_t i = 0; i < lines.size(); ++i) items[i].line_no = line_numbers[i];
+    std::vector<std::thread> pool;
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    for (size_t t = 0; t < std::min(threads, lines.size()); ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          for (size_t i = t; i < lines.size(); i += threads) {
+            try {
+              items[i].sample = tokenize_record(lines[i], ro, tokenizer);
+            } catch (const RecordError& e) {
+              items[i].error = e;
+            }
+          }
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    if (failure) std::rethrow_exception(failure);
+    for (auto& item : items) {
+      if (item.error) {
+        const auto& e = *item.error;
+        const std::string where = fmt::format("{}:{}", path.string(), item.line_no);
+        const std::string field = e.field().empty() ? "" : fmt::format(" (field '{}')", e.field());
+        if (!skip) {
+          throw Error(fmt::format("{}: {}{}", where, e.what(), field),
+                      "fix the line, check data.fields and the format, or set data.on_error: skip");
+        }
+        ++st.skipped;
+        if (st.skipped_lines.size() < kMaxSkippedLines) st.skipped_lines.push_back(item.line_no);
+        continue;
+      }
+      auto& s = item.sample;
+      if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
+      if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
+        if (drop) {
+          ++st.dropped;
+          continue;
+        }
+        s.tokens.resize(static_cast<size_t>(o.seq_len));
+        s.loss.resize(static_cast<size_t>(o.seq_len));
+        ++st.truncated;
+      }
+      int64_t targets = 0;
+      for (uint8_t l : s.loss) targets += l;
+      if (targets == 0) {  // e.g. a prompt that fills seq_len: nothing to learn from
+        ++st.dropped;
+        continue;
+      }
+      ++st.samples;
+      st.tokens += static_cast<int64_t>(s.tokens.size());
+      st.target_tokens += targets;
+      w.add(s);
+    }
+    lines.clear();
+    line_numbers.clear();
+  };
+  std::string line;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     ++records;
-    TokenizedSample s;
-    try {
-      s = tokenize_segments(tokenizer, parse_record(line, ro));
-    } catch (const RecordError& e) {
-      const std::string where = fmt::format("{}:{}", path.string(), line_no);
-      const std::string field = e.field().empty() ? "" : fmt::format(" (field '{}')", e.field());
-      if (!skip) {
-        throw Error(fmt::format("{}: {}{}", where, e.what(), field),
-                    "fix the line, check data.fields and the format, or set data.on_error: skip");
-      }
-      ++st.skipped;
-      if (st.skipped_lines.size() < kMaxSkippedLines) st.skipped_lines.push_back(line_no);
-      continue;
+    lines.push_back(std::move(line));
+    line_numbers.push_back(line_no);
+    if (lines.size() == kBatch) {
+      process();
     }
-    if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
-    if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
-      if (drop) {
-        ++st.dropped;
-        continue;
-      }
-      s.tokens.resize(static_cast<size_t>(o.seq_len));
-      s.loss.resize(static_cast<size_t>(o.seq_len));
-      ++st.truncated;
-    }
-    int64_t targets = 0;
-    for (uint8_t l : s.loss) targets += l;
-    if (targets == 0) {  // e.g. a prompt that fills seq_len: nothing to learn from
-      ++st.dropped;
-      continue;
-    }
-    ++st.samples;
-    st.tokens += static_cast<int64_t>(s.tokens.size());
-    st.target_tokens += targets;
-    w.add(s);
   }
+  process();
   w.close(dir);
   if (records == 0) {
     if (!skip) throw Error(path.string() + ":1: the file is empty (no records)", "check the data path");
@@ -154,6 +205,8 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
   k["tokenizer"] = hex64(tokenizer.fingerprint());
   k["format"] = format;
   k["template"] = o.template_name;
+  if (o.chat) k["chat_template"] = hex64(o.chat->fingerprint());
+  k["last_turn_only"] = o.last_turn_only;
   k["seq_len"] = o.seq_len;
   k["overlong"] = o.overlong;
   k["on_error"] = o.on_error;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -11,6 +13,8 @@ using Kind = Segment::Kind;
 using nlohmann::json;
 
 std::string type_name(const json& v) { return v.type_name(); }
+
+jinja::Value json_to_value(const json& v) { return jinja::Value::parse(v.dump()); }
 
 const std::string& get_string(const json& obj, const std::string& key, const std::string& field_path) {
   if (!obj.contains(key)) throw RecordError(field_path, "missing field '" + field_path + "'");
@@ -25,6 +29,36 @@ std::string optional_string(const json& obj, const std::string& key) {
   if (!obj.contains(key) || obj[key].is_null()) return {};
   if (!obj[key].is_string()) throw RecordError(key, "field '" + key + "' must be a string, got " + type_name(obj[key]));
   return obj[key].get<std::string>();
+}
+
+// The record's messages as {"role", "content", ...} objects (data.fields names mapped to role/content; other keys
+// kept for the template, e.g. tool_calls). Built-in templates know system, user and assistant only.
+jinja::Value parse_messages(const json& j, const RecordOptions& o, bool any_role) {
+  const auto& f = o.fields;
+  if (!j.contains(f.messages)) throw RecordError(f.messages, "missing field '" + f.messages + "'");
+  const auto& msgs = j[f.messages];
+  if (!msgs.is_array()) {
+    throw RecordError(f.messages, "field '" + f.messages + "' must be an array, got " + type_name(msgs));
+  }
+  if (msgs.empty()) throw RecordError(f.messages, "field '" + f.messages + "' is empty");
+  jinja::Value out = jinja::Value::array();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const std::string path = f.messages + "[" + std::to_string(i) + "]";
+    if (!msgs[i].is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(msgs[i]));
+    jinja::Value m = jinja::Value::object();
+    m["role"] = get_string(msgs[i], f.role, path + "." + f.role);
+    m["content"] = get_string(msgs[i], f.content, path + "." + f.content);
+    const auto& role = m["role"].get_ref<const std::string&>();
+    if (!any_role && role != "system" && role != "user" && role != "assistant") {
+      throw RecordError(path + "." + f.role, "unknown role '" + role + "' in '" + path + "." + f.role +
+                                                 "' (expected system, user or assistant)");
+    }
+    for (const auto& [key, value] : msgs[i].items()) {
+      if (key != f.role && key != f.content) m[key] = json_to_value(value);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace
@@ -101,26 +135,11 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
       return out;
     }
     case Format::kChat: {
-      if (!j.contains(f.messages)) throw RecordError(f.messages, "missing field '" + f.messages + "'");
-      const auto& msgs = j[f.messages];
-      if (!msgs.is_array()) {
-        throw RecordError(f.messages, "field '" + f.messages + "' must be an array, got " + type_name(msgs));
-      }
-      if (msgs.empty()) throw RecordError(f.messages, "field '" + f.messages + "' is empty");
-      std::vector<ChatMessage> messages;
-      for (size_t i = 0; i < msgs.size(); ++i) {
-        const std::string path = f.messages + "[" + std::to_string(i) + "]";
-        if (!msgs[i].is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(msgs[i]));
-        ChatMessage m{get_string(msgs[i], f.role, path + "." + f.role),
-                      get_string(msgs[i], f.content, path + "." + f.content)};
-        if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-          throw RecordError(path + "." + f.role, "unknown role '" + m.role + "' in '" + path + "." + f.role +
-                                                     "' (expected system, user or assistant)");
-        }
-        messages.push_back(std::move(m));
-      }
+      const auto messages = parse_messages(j, o, /*any_role=*/false);
+      std::vector<ChatMessage> plain;
+      for (const auto& m : messages) plain.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
       try {
-        return render_chat(o.template_name, messages);
+        return render_chat(o.template_name, plain);
       } catch (const ConfigError&) {
         throw;
       } catch (const Error& e) {
@@ -131,6 +150,27 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
       break;
   }
   throw RecordError("", "pretokenized data is binary, not JSON Lines");
+}
+
+TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const Tokenizer& tokenizer) {
+  if (o.format != Format::kChat || o.chat == nullptr) return tokenize_segments(tokenizer, parse_record(line, o));
+  size_t bad = 0;
+  if (!valid_utf8(line, &bad)) throw RecordError("", "invalid UTF-8 at byte " + std::to_string(bad + 1));
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw RecordError("", std::string("invalid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw RecordError("", "a record must be a JSON object, got " + type_name(j));
+  const auto messages = parse_messages(j, o, /*any_role=*/true);
+  try {
+    return o.chat->tokenize(o.chat->render(messages, /*add_generation_prompt=*/false, o.last_turn_only));
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {  // the template's raise_exception (e.g. roles out of order)
+    throw RecordError(o.fields.messages, e.what());
+  }
 }
 
 }  // namespace ft::data

@@ -26,10 +26,15 @@ class RecordError : public std::runtime_error {
   std::string field_;
 };
 
+class JinjaChat;
+class Tokenizer;
+
 struct RecordOptions {
   Format format = Format::kPromptCompletion;
   DataFields fields;
   std::string template_name = "plain";
+  const JinjaChat* chat = nullptr;  // chat records: the model's own template (data.template auto) instead of a built-in
+  bool last_turn_only = false;      // chat through `chat`: loss on the last assistant turn only (data.train_on: last)
   bool add_bos = true;  // text / prompt_completion / alpaca: prepend BOS (chat: the template decides)
   bool add_eos = true;  // text: append EOS; prompt_completion / alpaca: append EOS to the completion (a target)
 };
@@ -42,5 +47,9 @@ bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
 // chat = assistant turns. Alpaca prompts read "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
 // Throws RecordError (invalid UTF-8 or JSON, a missing field, a wrong type, an unknown role).
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& options);
+
+// Parses and tokenizes one non-blank line: chat records through options.chat when it is set (rendered and
+// tokenized as apply_chat_template does), everything else through parse_record and tokenize_segments.
+TokenizedSample tokenize_record(std::string_view line, const RecordOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace ft::data

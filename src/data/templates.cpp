@@ -121,7 +121,8 @@ std::vector<Segment> render_plain(const std::vector<ChatMessage>& messages, bool
 }  // namespace
 
 const std::vector<std::string>& template_names() {
-  static const std::vector<std::string> names = {"llama2", "llama3", "chatml", "plain"};
+  // auto: the model's own Jinja template (data/chat_template.h) where it has one, else plain.
+  static const std::vector<std::string> names = {"auto", "llama2", "llama3", "chatml", "plain"};
   return names;
 }
 
@@ -129,7 +130,8 @@ void check_template_name(const std::string& name) {
   for (const auto& n : template_names()) {
     if (n == name) return;
   }
-  throw ConfigError("unknown chat template '" + name + "' (data.template)", "use llama2, llama3, chatml or plain");
+  throw ConfigError("unknown chat template '" + name + "' (data.template)",
+                    "use auto (the model's own), llama2, llama3, chatml or plain");
 }
 
 std::vector<Segment> render_chat(const std::string& name, const std::vector<ChatMessage>& messages,
@@ -139,11 +141,12 @@ std::vector<Segment> render_chat(const std::string& name, const std::vector<Chat
   if (name == "llama2") return render_llama2(messages, add_generation_prompt);
   if (name == "llama3") return render_llama3(messages, add_generation_prompt);
   if (name == "chatml") return render_chatml(messages, add_generation_prompt);
-  return render_plain(messages, add_generation_prompt);
+  return render_plain(messages, add_generation_prompt);  // plain, and auto for a model without a template
 }
 
 std::string chat_template_jinja(const std::string& name) {
   check_template_name(name);
+  if (name == "auto") return {};  // the model directory's own template is kept as it is
   if (name == "llama2") {
     return R"({% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %})";
   }

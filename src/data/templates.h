@@ -37,7 +37,8 @@ void check_template_name(const std::string& name);
 std::vector<Segment> render_chat(const std::string& name, const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt = false);
 
-// The Jinja `chat_template` of tokenizer_config.json for template `name` (official strings for llama2/llama3/chatml).
+// The Jinja `chat_template` of tokenizer_config.json for template `name` (official strings for llama2/llama3/chatml;
+// empty for auto, whose model directory keeps its own).
 std::string chat_template_jinja(const std::string& name);
 
 // Segments as a string, BOS/EOS written as `bos`/`eos` (what apply_chat_template prints).

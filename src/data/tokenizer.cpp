@@ -3,11 +3,13 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "data/util.h"
+#include "tokenizer/text_tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -71,36 +73,84 @@ class VectorIterator : public sentencepiece::SentenceIterator {
 
 Tokenizer::~Tokenizer() = default;
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& model_file,
-                                           const std::filesystem::path& model_dir) {
-  if (!std::filesystem::exists(model_file)) {
-    throw Error("tokenizer model not found: " + model_file.string(),
-                "set tokenizer.path, put tokenizer.model in the model directory, or train one "
-                "(finetune tokenizer train / tokenizer.train_vocab_size)");
+std::filesystem::path Tokenizer::resolve(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(path)) return path;
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tekken.json", "original/tokenizer.model"}) {
+    if (fs::exists(path / name)) return path / name;
   }
-  std::unique_ptr<Tokenizer> tok(new Tokenizer());
-  tok->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = tok->sp_->Load(model_file.string());
-  if (!status.ok()) {
-    throw Error("cannot load sentencepiece model " + model_file.string() + ": " + status.ToString(),
-                "the file must be a sentencepiece .model (Hugging Face tokenizer.json-only models are not supported)");
-  }
-  tok->model_file_ = model_file;
-  tok->bos_ = tok->sp_->bos_id();
-  tok->eos_ = tok->sp_->eos_id();
-  tok->pad_ = tok->sp_->pad_id();
+  throw ConfigError("no tokenizer in " + path.string(),
+                    "expected tokenizer.json, tokenizer.model (sentencepiece or tiktoken) or tekken.json there; or "
+                    "set tokenizer.path to the file");
+}
 
-  if (!model_dir.empty()) {
-    // Later files win: config.json ids, then the token strings of the tokenizer configs.
-    if (auto cfg = read_json_if_present(model_dir / "config.json")) {
-      for (auto [key, dst] :
-           {std::pair{"bos_token_id", &tok->bos_}, {"eos_token_id", &tok->eos_}, {"pad_token_id", &tok->pad_}}) {
-        const int64_t id = id_field(*cfg, key);
-        if (id >= 0 && id < tok->vocab_size()) *dst = id;
+namespace {
+
+// sentencepiece models are protobufs whose first field (the pieces, tag 1, length-delimited) starts with 0x0a;
+// JSON starts with '{' and tiktoken with a base64 letter.
+bool is_sentencepiece_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char first = 0;
+  return in.get(first) && first == '\x0a';
+}
+
+// Special tokens a tokenizer.json-style file may call its end of text when no config names one.
+int64_t guess_eos(const Tokenizer& tok) {
+  for (const char* name : {"</s>", "<|end_of_text|>", "<|endoftext|>", "<eos>", "<|im_end|>"}) {
+    const int64_t id = tok.piece_to_id(name);
+    if (id >= 0) return id;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, const std::filesystem::path& model_dir) {
+  if (!std::filesystem::exists(path)) {
+    throw ConfigError("tokenizer not found: " + path.string(),
+                      "set tokenizer.path (a file or a model directory), put the tokenizer files in the model "
+                      "directory, or train one (finetune tokenizer train / tokenizer.train_vocab_size)");
+  }
+  const auto file = resolve(path);
+  std::unique_ptr<Tokenizer> tok(new Tokenizer());
+  tok->model_file_ = file;
+  if (is_sentencepiece_file(file)) {
+    tok->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto status = tok->sp_->Load(file.string());
+    if (!status.ok()) {
+      throw ConfigError("cannot load sentencepiece model " + file.string() + ": " + status.ToString(),
+                        "the file must be a sentencepiece .model, a tokenizer.json, a tiktoken file or tekken.json");
+    }
+    for (int id = 0; id < tok->sp_->GetPieceSize(); ++id) {
+      if (tok->sp_->IsControl(id) && !tok->sp_->IdToPiece(id).empty()) tok->sp_specials_.push_back(tok->sp_->IdToPiece(id));
+    }
+    std::sort(tok->sp_specials_.begin(), tok->sp_specials_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    tok->bos_ = tok->sp_->bos_id();
+    tok->eos_ = tok->sp_->eos_id();
+    tok->pad_ = tok->sp_->pad_id();
+  } else {
+    tok->text_ = tok::load_text_tokenizer(file);
+    const auto prefix = tok->text_->prefix_tokens();
+    if (!prefix.empty()) tok->bos_ = prefix.front();
+    tok->eos_ = guess_eos(*tok);
+  }
+
+  // Without a model directory, the configs beside the tokenizer file (as transformers reads a tokenizer directory).
+  const auto config_dir = model_dir.empty() ? file.parent_path() : model_dir;
+  if (!config_dir.empty()) {
+    // Later files win: config.json and generation_config.json ids, then the token strings of the tokenizer configs.
+    for (const char* name : {"config.json", "generation_config.json"}) {
+      if (auto cfg = read_json_if_present(config_dir / name)) {
+        for (auto [key, dst] :
+             {std::pair{"bos_token_id", &tok->bos_}, {"eos_token_id", &tok->eos_}, {"pad_token_id", &tok->pad_}}) {
+          const int64_t id = id_field(*cfg, key);
+          if (id >= 0 && id < tok->vocab_size()) *dst = id;
+        }
       }
     }
     for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
-      if (auto cfg = read_json_if_present(model_dir / name)) {
+      if (auto cfg = read_json_if_present(config_dir / name)) {
         for (auto [key, dst] :
              {std::pair{"bos_token", &tok->bos_}, {"eos_token", &tok->eos_}, {"pad_token", &tok->pad_}}) {
           const int64_t id = token_field(*cfg, key, *tok);
@@ -110,46 +160,92 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& model_fi
     }
   }
   if (tok->eos_ < 0) {
-    throw Error("tokenizer " + model_file.string() + " defines no EOS token",
-                "set eos_token in tokenizer_config.json or train a model with an eos piece");
+    throw ConfigError("tokenizer " + file.string() + " defines no EOS token",
+                      "set eos_token in the model directory's tokenizer_config.json");
   }
   // Padding must not be EOS: models learn to emit EOS, so it must stay a real target.
-  if (tok->pad_ < 0 || tok->pad_ == tok->eos_) tok->pad_ = tok->sp_->unk_id();
+  if ((tok->pad_ < 0 || tok->pad_ == tok->eos_) && tok->sp_) tok->pad_ = tok->sp_->unk_id();
   if (tok->pad_ < 0 || tok->pad_ == tok->eos_) tok->pad_ = tok->eos_ == 0 ? 1 : 0;
   const auto probe = tok->encode("a");
   tok->dummy_prefix_ = !probe.empty() && tok->id_to_piece(probe[0]).rfind("\xe2\x96\x81", 0) == 0;
-  tok->fingerprint_ = hash_file(model_file);
+  tok->fingerprint_ = hash_file(file);
   for (int64_t id : {tok->bos_, tok->eos_, tok->pad_})
     tok->fingerprint_ = hash_bytes(&id, sizeof(id), tok->fingerprint_);
   return tok;
 }
 
-std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int64_t> Tokenizer::encode(std::string_view text, bool split_special) const {
+  if (text_) {
+    tok::EncodeOptions opts;
+    opts.split_special = split_special;
+    const auto ids = text_->encode(text, opts);
+    return {ids.begin(), ids.end()};
+  }
   std::vector<int> ids;
   const auto status = sp_->Encode(text, &ids);
   if (!status.ok()) throw Error("sentencepiece encode failed: " + status.ToString());
   return {ids.begin(), ids.end()};
 }
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
-  std::vector<int> v;
-  v.reserve(ids.size());
-  const int64_t n = vocab_size();
-  for (int64_t id : ids) {
-    FT_CHECK(id >= 0 && id < n, fmt::format("token id {} outside the vocabulary [0, {})", id, n));
-    v.push_back(static_cast<int>(id));
+Tokenizer::Encoding Tokenizer::encode_with_offsets(std::string_view text, bool split_special) const {
+  Encoding out;
+  if (text_) {
+    tok::EncodeOptions opts;
+    opts.split_special = split_special;
+    auto e = text_->encode_with_offsets(text, opts);
+    out.ids.assign(e.ids.begin(), e.ids.end());
+    out.offsets = std::move(e.offsets);
+    return out;
   }
+  auto encode_chunk = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
+    const auto spt = sp_->EncodeAsImmutableProto(text.substr(begin, end - begin));
+    for (const auto& piece : spt.pieces()) {
+      out.ids.push_back(piece.id());
+      out.offsets.emplace_back(begin + piece.begin(), begin + piece.end());
+    }
+  };
+  size_t chunk = 0, at = 0;
+  while (!split_special && !sp_specials_.empty() && at < text.size()) {
+    const std::string* hit = nullptr;
+    for (const auto& special : sp_specials_) {
+      if (text.compare(at, special.size(), special) == 0) {
+        hit = &special;
+        break;
+      }
+    }
+    if (hit == nullptr) {
+      ++at;
+      continue;
+    }
+    encode_chunk(chunk, at);
+    out.ids.push_back(sp_->PieceToId(*hit));
+    out.offsets.emplace_back(at, at + hit->size());
+    at += hit->size();
+    chunk = at;
+  }
+  encode_chunk(chunk, text.size());
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  const int64_t n = vocab_size();
+  for (int64_t id : ids) FT_CHECK(id >= 0 && id < n, fmt::format("token id {} outside the vocabulary [0, {})", id, n));
+  if (text_) return text_->decode(std::vector<int32_t>(ids.begin(), ids.end()), /*skip_special_tokens=*/true);
+  std::vector<int> v(ids.begin(), ids.end());
   std::string out;
   const auto status = sp_->Decode(v, &out);
   if (!status.ok()) throw Error("sentencepiece decode failed: " + status.ToString());
   return out;
 }
 
-int64_t Tokenizer::vocab_size() const {
-  return sp_->GetPieceSize();
-}
+int64_t Tokenizer::vocab_size() const { return text_ ? text_->vocab_size() : sp_->GetPieceSize(); }
 
 int64_t Tokenizer::piece_to_id(std::string_view piece) const {
+  if (text_) {
+    const auto id = text_->token_to_id(piece);
+    return id ? *id : -1;
+  }
   const int id = sp_->PieceToId(piece);
   // sentencepiece answers unk for unknown pieces; only the unk piece itself maps to unk.
   if (sp_->IsUnknown(id) && sp_->IdToPiece(id) != piece) return -1;
@@ -158,8 +254,17 @@ int64_t Tokenizer::piece_to_id(std::string_view piece) const {
 
 std::string Tokenizer::id_to_piece(int64_t id) const {
   FT_CHECK(id >= 0 && id < vocab_size(), fmt::format("token id {} outside the vocabulary", id));
+  if (text_) return text_->id_to_token(static_cast<int32_t>(id)).value_or(std::string());
   return sp_->IdToPiece(static_cast<int>(id));
 }
+
+bool Tokenizer::is_special(int64_t id) const {
+  if (id < 0 || id >= vocab_size()) return false;
+  if (text_) return text_->is_special(static_cast<int32_t>(id));
+  return sp_->IsControl(static_cast<int>(id)) || sp_->IsUnknown(static_cast<int>(id));
+}
+
+std::string Tokenizer::kind() const { return text_ ? text_->kind() : "sentencepiece"; }
 
 void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t vocab_size,
                      const std::string& model_type, const std::filesystem::path& out_dir,

@@ -1,4 +1,6 @@
-// A sentencepiece tokenizer with the special ids a model directory declares, and the sentencepiece trainer.
+// The tokenizer of a model: sentencepiece (.model), Hugging Face tokenizer.json, tiktoken (Llama 3's
+// original/tokenizer.model) or Mistral's tekken.json, chosen by the file, with the special ids the model directory
+// declares; and the sentencepiece trainer.
 #pragma once
 
 #include <cstdint>
@@ -6,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -13,21 +16,40 @@
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
+namespace ft::tok {
+class TextTokenizer;
+}
 
 namespace ft::data {
 
 class Tokenizer {
  public:
-  // Loads a sentencepiece model. `model_dir`, when given, may hold config.json (bos/eos/pad_token_id),
-  // tokenizer_config.json and special_tokens_map.json (bos/eos/pad_token as strings or {"content": ...});
-  // those override the ids stored in the model, as Hugging Face does.
-  static std::unique_ptr<Tokenizer> load(const std::filesystem::path& model_file,
+  // The tokenizer file in `path`: the file itself, or in a directory what transformers' AutoTokenizer would use
+  // (tokenizer.json first), then tokenizer.model, tekken.json, original/tokenizer.model. ConfigError if none.
+  static std::filesystem::path resolve(const std::filesystem::path& path);
+  // Loads the tokenizer at `path` (file or directory, see resolve). `model_dir`, when given, may hold config.json
+  // and generation_config.json (bos/eos/pad_token_id), tokenizer_config.json and special_tokens_map.json
+  // (bos/eos/pad_token as strings or {"content": ...}); later files override earlier ones and the ids stored in
+  // the tokenizer, as transformers does; without `model_dir`, the directory of the tokenizer file. A file that is
+  // none of the four kinds, or is malformed: ConfigError.
+  static std::unique_ptr<Tokenizer> load(const std::filesystem::path& path,
                                          const std::filesystem::path& model_dir = {});
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  std::vector<int64_t> encode(std::string_view text) const;  // no BOS/EOS added
+  // No BOS/EOS added. Text spelling a special token of the tokenizer becomes that token unless `split_special`
+  // (then it stays text, as transformers' split_special_tokens=True); sentencepiece never matches control pieces.
+  std::vector<int64_t> encode(std::string_view text, bool split_special = false) const;
+  // encode() with each token's byte range [begin, end) in `text` (monotonic). For sentencepiece, text that spells
+  // a control piece (<s>, </s>, [INST] ...) becomes that piece unless `split_special`, and the text between is
+  // encoded on its own, as transformers' (legacy) LlamaTokenizer does.
+  struct Encoding {
+    std::vector<int64_t> ids;
+    std::vector<std::pair<size_t, size_t>> offsets;
+  };
+  Encoding encode_with_offsets(std::string_view text, bool split_special = false) const;
+  // Special tokens (BOS, EOS, chat markers) are left out, as sentencepiece's decode does.
   std::string decode(const std::vector<int64_t>& ids) const;
 
   int64_t bos_id() const { return bos_; }
@@ -35,17 +57,22 @@ class Tokenizer {
   // A real id different from EOS, used only for padding (labels mask it): the model's pad, else unk.
   int64_t pad_id() const { return pad_; }
   int64_t vocab_size() const;
-  // True when sentencepiece prepends a word marker to every encode() (add_dummy_prefix, as Llama's models do).
+  // True when every encode() starts with a word marker (sentencepiece's add_dummy_prefix, Metaspace "always").
   bool adds_dummy_prefix() const { return dummy_prefix_; }
   int64_t piece_to_id(std::string_view piece) const;  // -1 if `piece` is not in the vocabulary
   std::string id_to_piece(int64_t id) const;
-  // A hash of the model file's bytes and the special ids, for cache keys.
+  bool is_special(int64_t id) const;  // control / special token (BOS, EOS, chat markers)
+  // "sentencepiece", "tokenizer.json", "tiktoken" or "tekken".
+  std::string kind() const;
+  // A hash of the tokenizer file's bytes and the special ids, for cache keys.
   uint64_t fingerprint() const { return fingerprint_; }
   const std::filesystem::path& model_file() const { return model_file_; }
 
  private:
   Tokenizer() = default;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // sentencepiece, or
+  std::unique_ptr<tok::TextTokenizer> text_;                    // the other three kinds
+  std::vector<std::string> sp_specials_;  // sentencepiece: control pieces, longest first (matched in text)
   std::filesystem::path model_file_;
   int64_t bos_ = -1, eos_ = -1, pad_ = -1;
   uint64_t fingerprint_ = 0;

@@ -8,6 +8,7 @@ namespace ft::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ConfigCli : public ::testing::Test {
  protected:
@@ -29,6 +30,17 @@ TEST_F(ConfigCli, ValidatePrintsOkForAGoodConfig) {
   const auto r = run_finetune("config validate --config " + cfg("ok.yaml", "defaults: [base.yaml]\n"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("config OK"));
+}
+
+TEST_F(ConfigCli, ValidateLoadsTheTokenizerSoABrokenOneFailsThere) {
+  std::filesystem::create_directories(dir_ / "tok");
+  write_file(dir_ / "tok" / "tokenizer.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+  const auto r = run_finetune("config validate --config " +
+                              cfg("tok.yaml", "defaults: [base.yaml]\ntokenizer: {train_vocab_size: 0, path: tok}\n"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tokenizer.json"));
+  EXPECT_THAT(r.output, HasSubstr("Unigram"));
+  EXPECT_THAT(r.output, Not(HasSubstr("config OK")));
 }
 
 TEST_F(ConfigCli, ShowPrintsTheResolvedConfigWithOverrides) {

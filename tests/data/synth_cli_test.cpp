@@ -79,9 +79,28 @@ TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
   EXPECT_NE(r.output.find("40 samples"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("packing:"), std::string::npos) << r.output;
   const auto first = data::synth_generate("add", 1, 1)[0];
-  // The completion and EOS are the loss tokens: "[[ 123</s>]]".
-  EXPECT_NE(r.output.find("[[" + first.completion + "</s>]]"), std::string::npos) << r.output;
-  for (const char* sub : {"data inspect", "data synth", "tokenizer train"}) {
+  // The completion and EOS are the loss tokens: "[[ 123</s>#2]]" (a special token shows its id).
+  EXPECT_NE(r.output.find("[[" + first.completion + "</s>#2]]"), std::string::npos) << r.output;
+  // `tokenizer encode` gives Python sentencepiece's ids; `decode` gives the text back.
+  const std::string text = "Add: 12 + 7\nAnswer: 19";
+  r = run_finetune("tokenizer encode --tokenizer " + shell_quote((dir / "tok").string()) + " --json --text " +
+                   shell_quote(text));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto encoded = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(encoded["kind"], "sentencepiece");
+  const auto ref = run_python(
+      "import json, sys, sentencepiece as spm\n"
+      "a = json.load(open(sys.argv[1]))\n"
+      "print(json.dumps(spm.SentencePieceProcessor(model_file=a['model']).encode(a['text'])))\n",
+      {{"model", (dir / "tok" / "tokenizer.model").string()}, {"text", text}});
+  EXPECT_EQ(encoded["ids"], ref);
+  std::string ids;
+  for (const auto& id : ref) ids += (ids.empty() ? "" : " ") + std::to_string(id.get<int64_t>());
+  r = run_finetune("tokenizer decode --tokenizer " + shell_quote((dir / "tok" / "tokenizer.model").string()) +
+                   " --ids " + shell_quote(ids));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(text), std::string::npos) << r.output;
+  for (const char* sub : {"data inspect", "data synth", "tokenizer train", "tokenizer encode", "tokenizer decode"}) {
     const auto h = run_finetune(std::string(sub) + " --help");
     EXPECT_EQ(h.exit_code, 0);
     EXPECT_NE(h.output.find("Example"), std::string::npos) << sub;

@@ -1,0 +1,174 @@
+#include "data/chat_template.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "data/tokenizer.h"
+#include "data/util.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+namespace {
+
+std::string read_all(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error("cannot read " + file.string(), "check the model directory's permissions");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// obj[key] when it is a string, else "" (json::value() trips GCC 12's -Wnull-dereference).
+template <class Json>
+std::string string_field(const Json& obj, const char* key) {
+  if (!obj.is_object()) return {};
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->template get<std::string>() : std::string();
+}
+
+bool inside(size_t pos, const std::vector<std::pair<size_t, size_t>>& spans) {
+  return std::any_of(spans.begin(), spans.end(), [&](const auto& s) { return pos >= s.first && pos < s.second; });
+}
+
+}  // namespace
+
+std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path& dir) {
+  if (dir.empty()) return std::nullopt;
+  if (std::filesystem::exists(dir / "chat_template.jinja")) {
+    return ChatTemplateSource{read_all(dir / "chat_template.jinja"), dir / "chat_template.jinja"};
+  }
+  const auto config_file = dir / "tokenizer_config.json";
+  if (!std::filesystem::exists(config_file)) return std::nullopt;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_all(config_file));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("cannot parse " + config_file.string() + ": " + e.what(), "fix or remove the file");
+  }
+  if (!config.is_object() || !config.contains("chat_template")) return std::nullopt;
+  const auto& t = config["chat_template"];
+  if (t.is_string()) return ChatTemplateSource{t.get<std::string>(), config_file};
+  if (t.is_array()) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+    for (const auto& entry : t) {
+      if (entry.is_object() && string_field(entry, "name") == "default" && entry.contains("template") &&
+          entry["template"].is_string()) {
+        return ChatTemplateSource{entry["template"].get<std::string>(), config_file};
+      }
+    }
+  }
+  throw ConfigError(config_file.string() + ": chat_template must be a string or a list with a \"default\" entry",
+                    "fix the file, or set data.template to a built-in template (llama2, llama3, chatml, plain)");
+}
+
+JinjaChat::JinjaChat(const ChatTemplateSource& source, const Tokenizer& tokenizer)
+    : source_(source), template_(source.text, source.origin.string()), tokenizer_(tokenizer) {
+  specials_ = jinja::Value::object();
+  auto spelling = [&](int64_t id) -> jinja::Value {
+    if (id < 0) return nullptr;
+    return tokenizer.id_to_piece(id);
+  };
+  specials_["bos_token"] = spelling(tokenizer.bos_id());
+  specials_["eos_token"] = spelling(tokenizer.eos_id());
+  specials_["pad_token"] = spelling(tokenizer.pad_id());
+}
+
+uint64_t JinjaChat::fingerprint() const { return hash_bytes(source_.text.data(), source_.text.size()); }
+
+jinja::RenderResult JinjaChat::render_raw(const jinja::Value& messages, bool add_generation_prompt) const {
+  return template_.render(jinja::make_chat_context(messages, nullptr, nullptr, add_generation_prompt, specials_));
+}
+
+RenderedChat JinjaChat::render(const jinja::Value& messages, bool add_generation_prompt, bool last_only) const {
+  const auto full = render_raw(messages, add_generation_prompt);
+  RenderedChat out;
+  out.text = full.text;
+
+  // Message contents, found in order: user text that must not turn into special tokens.
+  size_t cursor = 0;
+  std::vector<std::pair<size_t, size_t>> content_of(messages.size(), {std::string::npos, 0});
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (!m.contains("content") || !m["content"].is_string()) continue;
+    const auto& c = m["content"].get_ref<const std::string&>();
+    if (c.empty()) continue;
+    const size_t at = out.text.find(c, cursor);
+    if (at == std::string::npos) continue;  // the template changed it (trimmed, split): left to the template
+    content_of[i] = {at, at + c.size()};
+    out.content.push_back(content_of[i]);
+    cursor = at + c.size();
+  }
+
+  std::vector<size_t> assistants;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (string_field(messages[i], "role") == "assistant") assistants.push_back(i);
+  }
+  if (last_only && assistants.size() > 1) assistants.erase(assistants.begin(), assistants.end() - 1);
+
+  if (!full.generation_spans.empty()) {  // the template marks assistant text itself
+    auto spans = full.generation_spans;
+    std::sort(spans.begin(), spans.end());
+    if (last_only) spans.erase(spans.begin(), spans.end() - 1);
+    out.trained = spans;
+    return out;
+  }
+  const std::string eos = specials_["eos_token"].is_string() ? specials_["eos_token"].get<std::string>() : "";
+  for (size_t k : assistants) {
+    // The turn is what rendering through it adds to the conversation before it plus the generation prompt, as
+    // long as both renderings are prefixes of the full text.
+    std::optional<std::pair<size_t, size_t>> span;
+    try {
+      const jinja::Value before(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k));
+      const jinja::Value through(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k + 1));
+      const std::string p = k == 0 ? std::string() : render_raw(before, true).text;
+      const std::string f = render_raw(through, false).text;
+      if (f.size() > p.size() && f.compare(0, p.size(), p) == 0 && out.text.compare(0, f.size(), f) == 0) {
+        span = std::make_pair(p.size(), f.size());
+      }
+    } catch (const Error&) {
+      // A template that refuses a partial conversation (e.g. one ending in a user turn): use the content.
+    }
+    if (!span && content_of[k].first != std::string::npos) {
+      size_t end = content_of[k].second;
+      if (!eos.empty() && out.text.compare(end, eos.size(), eos) == 0) end += eos.size();
+      span = std::make_pair(content_of[k].first, end);
+    }
+    if (span) out.trained.push_back(*span);
+  }
+  return out;
+}
+
+TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special_in_content) const {
+  // Contents that spell a special token are encoded as text on their own; all else in one piece, so the ids are
+  // exactly apply_chat_template's whenever no content does.
+  std::vector<std::pair<size_t, size_t>> protect;
+  if (split_special_in_content) {
+    for (const auto& [b, e] : chat.content) {
+      const auto ids = tokenizer_.encode(std::string_view(chat.text).substr(b, e - b));
+      if (std::any_of(ids.begin(), ids.end(), [&](int64_t id) { return tokenizer_.is_special(id); })) {
+        protect.emplace_back(b, e);
+      }
+    }
+  }
+  TokenizedSample out;
+  auto add = [&](size_t begin, size_t end, bool split_special) {
+    if (begin >= end) return;
+    const auto enc = tokenizer_.encode_with_offsets(std::string_view(chat.text).substr(begin, end - begin),
+                                                    split_special);
+    for (size_t i = 0; i < enc.ids.size(); ++i) {
+      out.tokens.push_back(static_cast<int32_t>(enc.ids[i]));
+      out.loss.push_back(inside(begin + enc.offsets[i].first, chat.trained) ? 1 : 0);
+    }
+  };
+  size_t at = 0;
+  for (const auto& [b, e] : protect) {
+    add(at, b, false);
+    add(b, e, true);
+    at = e;
+  }
+  add(at, chat.text.size(), false);
+  return out;
+}
+
+}  // namespace ft::data

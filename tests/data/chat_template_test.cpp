@@ -1,0 +1,138 @@
+// The model's own chat template (data.template auto) against transformers' apply_chat_template: real vocabularies
+// (Llama 3, Mistral v3) and real templates (Llama 3.1, Mistral, Phi-3, Qwen3-style) from pinned PyPI packages, built
+// by tests/data/ref/chat_ref.py. Rendered text and ids must be identical; the loss must cover each assistant turn
+// (content and end-of-turn marker) and nothing a user wrote.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+class ChatTemplate : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>("ft-chat-ref");
+    const auto r = run(python() + " " + shell_quote((source_dir() / "tests/data/ref/chat_ref.py").string()) + " " +
+                       shell_quote(dir_->path().string()));
+    if (r.exit_code != 0) {
+      skip_reason_ = "chat_ref.py failed (reference packages missing?): " + r.output.substr(0, 400);
+      return;
+    }
+    std::ifstream in(dir_->path() / "chat_ref.json");
+    ref_ = nlohmann::json::parse(in);
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline nlohmann::json ref_;
+  static inline std::string skip_reason_;
+};
+
+std::string trained_text(const data::RenderedChat& r) {
+  std::string s;
+  for (const auto& [b, e] : r.trained) s += r.text.substr(b, e - b);
+  return s;
+}
+
+TEST_F(ChatTemplate, RealTemplatesRenderAndTokenizeAsApplyChatTemplate) {
+  for (const auto& [name, model] : ref_.items()) {
+    const std::filesystem::path dir = model["dir"].get<std::string>();
+    const auto tok = data::Tokenizer::load(dir);
+    const auto source = data::find_chat_template(dir);
+    ASSERT_TRUE(source.has_value()) << name;
+    const data::JinjaChat chat(*source, *tok);
+    for (const auto& c : model["cases"]) {
+      const jinja::Value messages = jinja::Value::parse(c["messages"].dump());
+      if (c.contains("error")) {  // the template's raise_exception, with its message
+        try {
+          chat.render(messages, false, false);
+          ADD_FAILURE() << name << ": expected the template to raise '" << c["error"] << "'";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(c["error"].get<std::string>()), std::string::npos) << e.what();
+        }
+        continue;
+      }
+      const auto rendered = chat.render(messages, false, false);
+      EXPECT_EQ(rendered.text, c["text"].get<std::string>()) << name;
+      // Exactly apply_chat_template's ids when content is taken as the template gives it.
+      const auto exact = chat.tokenize(rendered, /*split_special_in_content=*/false);
+      EXPECT_EQ(std::vector<int64_t>(exact.tokens.begin(), exact.tokens.end()), c["ids"].get<std::vector<int64_t>>())
+          << name << ": " << c["messages"].dump();
+    }
+  }
+}
+
+TEST_F(ChatTemplate, LossCoversAssistantTurnsWithTheirEndMarkerAndNoUserText) {
+  for (const auto& [name, model] : ref_.items()) {
+    const std::filesystem::path dir = model["dir"].get<std::string>();
+    const auto tok = data::Tokenizer::load(dir);
+    const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
+    for (const auto& c : model["cases"]) {
+      if (c.contains("error")) continue;
+      const jinja::Value messages = jinja::Value::parse(c["messages"].dump());
+      const auto rendered = chat.render(messages, false, false);
+      const std::string trained = trained_text(rendered);
+      size_t assistants = 0;
+      for (const auto& m : c["messages"]) {
+        const auto content = m["content"].get<std::string>();
+        if (m["role"] == "assistant") {
+          ++assistants;
+          // Templates may trim: the trimmed content is in the trained text.
+          const auto b = content.find_first_not_of(" \n"), e = content.find_last_not_of(" \n");
+          EXPECT_NE(trained.find(content.substr(b, e - b + 1)), std::string::npos) << name << ": " << content;
+        } else if (!content.empty() && content != "Out of order") {
+          EXPECT_EQ(trained.find(content), std::string::npos) << name << ": user text trained: " << content;
+        }
+      }
+      EXPECT_EQ(rendered.trained.size(), assistants) << name;
+      // Each trained turn ends with the template's end-of-turn token (a special token).
+      const auto sample = chat.tokenize(rendered);
+      for (size_t i = 0; i < sample.loss.size(); ++i) {
+        const bool run_ends = sample.loss[i] && (i + 1 == sample.loss.size() || !sample.loss[i + 1]);
+        if (run_ends) EXPECT_TRUE(tok->is_special(sample.tokens[i])) << name << ": " << tok->id_to_piece(sample.tokens[i]);
+      }
+      // last_only keeps one turn: the last.
+      const auto last = chat.render(messages, false, /*last_only=*/true);
+      ASSERT_EQ(last.trained.size(), 1u) << name;
+      EXPECT_EQ(last.trained.back(), rendered.trained.back()) << name;
+    }
+  }
+}
+
+TEST_F(ChatTemplate, TokenizerCliEncodesAModelDirectoryAsTransformers) {
+  for (const char* name : {"llama31", "mistral"}) {
+    const auto& c = ref_[name]["cases"][0];
+    const auto r = run_finetune("tokenizer encode --json --tokenizer " +
+                                shell_quote(ref_[name]["dir"].get<std::string>()) + " --text " +
+                                shell_quote(c["text"].get<std::string>()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto out = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    EXPECT_EQ(out["kind"], "tokenizer.json");
+    EXPECT_EQ(out["ids"], c["ids"]) << name;
+  }
+}
+
+TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
+  const auto& model = ref_["llama31"];
+  const std::filesystem::path dir = model["dir"].get<std::string>();
+  const auto tok = data::Tokenizer::load(dir);
+  const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
+  const auto& c = model["cases"][4];  // content spelling <|eot_id|>
+  const auto rendered = chat.render(jinja::Value::parse(c["messages"].dump()), false, false);
+  const auto safe = chat.tokenize(rendered);
+  const auto exact = chat.tokenize(rendered, false);
+  const int64_t eot = tok->piece_to_id("<|eot_id|>");
+  auto count = [&](const data::TokenizedSample& s) { return std::count(s.tokens.begin(), s.tokens.end(), eot); };
+  EXPECT_EQ(count(exact), count(safe) + 2);  // the user's and the assistant's spelled <|eot_id|>
+  EXPECT_EQ(count(safe), 3);                  // the template's own: system, user and assistant turns
+}
+
+}  // namespace
+}  // namespace ft::test
