@@ -1,6 +1,32 @@
 #include "cli/commands.h"
 
+#include <sstream>
+#include <stdexcept>
+
+#include "util/error.h"
+
 namespace ft::cli {
+
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& option) {
+  std::string normalized = text;
+  for (char& c : normalized) {
+    if (c == ',') c = ' ';
+  }
+  std::vector<int64_t> ids;
+  std::istringstream in(normalized);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoll(tok, &used));
+      if (used != tok.size()) throw std::invalid_argument(tok);
+    } catch (const std::exception&) {
+      throw ConfigError(option + ": '" + tok + "' is not an integer", "give ids separated by spaces, e.g. \"1 2 3\"");
+    }
+  }
+  if (ids.empty()) throw ConfigError(option + " is empty", "give at least one token id");
+  return ids;
+}
 
 void add_all(CLI::App& app, const Globals& globals, int& exit_code) {
   add_info(app, globals, exit_code);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@ struct Globals {
   std::string log_level;          // empty = the config's logging.level (or info)
   std::vector<std::string> argv;  // the process's arguments, argv[0] first (the launcher re-executes them)
 };
+
+// Token ids written as "1 2 3" (or "1,2,3") on the command line; ConfigError naming `option` for a non-integer or
+// an empty list.
+std::vector<int64_t> parse_ids(const std::string& text, const std::string& option);
 
 // Registers every subcommand below.
 void add_all(CLI::App& app, const Globals& globals, int& exit_code);

@@ -25,26 +25,6 @@ struct GenerateArgs {
   bool json = false, no_bos = false, chat = false;
 };
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  std::string normalized = text;
-  for (char& c : normalized) {
-    if (c == ',') c = ' ';
-  }
-  std::istringstream in(normalized);
-  std::string tok;
-  while (in >> tok) {
-    try {
-      size_t used = 0;
-      ids.push_back(std::stoll(tok, &used));
-      if (used != tok.size()) throw std::invalid_argument(tok);
-    } catch (const std::exception&) {
-      throw ConfigError("--prompt-ids: '" + tok + "' is not an integer", "give ids separated by spaces, e.g. \"1 2 3\"");
-    }
-  }
-  if (ids.empty()) throw ConfigError("--prompt-ids is empty", "give at least one token id");
-  return ids;
-}
 
 // --chat: the prompt as one user turn (after an optional system turn) in the model's own chat template, with the
 // generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
@@ -81,7 +61,7 @@ void run_generate(const GenerateArgs& a) {
   if (has_tokenizer) tokenizer = data::Tokenizer::load(model_dir, model_dir);
   std::vector<int64_t> prompt;
   if (!a.prompt_ids.empty()) {
-    prompt = parse_ids(a.prompt_ids);
+    prompt = parse_ids(a.prompt_ids, "--prompt-ids");
   } else {
     if (!tokenizer) {
       throw ConfigError("--prompt needs a tokenizer in " + model_dir.string() + ", which has none",

@@ -1,7 +1,6 @@
 // `finetune tokenizer train|encode|decode`: trains a sentencepiece model with the library's trainer, and shows the
 // ids any supported tokenizer (sentencepiece, tokenizer.json, tiktoken, tekken) gives a text, or the text of ids.
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -20,21 +19,6 @@ struct CodecOptions {
   bool json = false;
 };
 
-std::vector<int64_t> parse_id_list(const std::string& text) {
-  std::vector<int64_t> ids;
-  std::istringstream in(text);
-  std::string tok;
-  while (in >> tok) {
-    try {
-      size_t used = 0;
-      ids.push_back(std::stoll(tok, &used));
-      if (used != tok.size()) throw std::invalid_argument(tok);
-    } catch (const std::exception&) {
-      throw ConfigError("--ids: '" + tok + "' is not an integer", "give ids separated by spaces, e.g. \"1 2 3\"");
-    }
-  }
-  return ids;
-}
 
 void add_codec(CLI::App* tok, int& exit_code) {
   auto o = std::make_shared<CodecOptions>();
@@ -48,7 +32,11 @@ void add_codec(CLI::App* tok, int& exit_code) {
   enc->callback([o, &exit_code] {
     const auto tokenizer = data::Tokenizer::load(o->tokenizer);
     std::string text = o->text;
-    if (text.empty()) text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (text.empty()) {
+      std::ostringstream in;
+      in << std::cin.rdbuf();
+      text = in.str();
+    }
     const auto ids = tokenizer->encode(text, o->split_special);
     std::vector<std::string> tokens;
     for (int64_t id : ids) tokens.push_back(tokenizer->id_to_piece(id));
@@ -67,7 +55,7 @@ void add_codec(CLI::App* tok, int& exit_code) {
   dec->add_option("--ids", o->ids, "Token ids separated by spaces")->required();
   dec->callback([o, &exit_code] {
     const auto tokenizer = data::Tokenizer::load(o->tokenizer);
-    std::cout << tokenizer->decode(parse_id_list(o->ids)) << "\n";
+    std::cout << tokenizer->decode(parse_ids(o->ids, "--ids")) << "\n";
     exit_code = 0;
   });
 }

@@ -136,7 +136,10 @@ void check_tokenizer(const Config& c, Checker& k) {
   k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
   if (t.train_vocab_size > 0) return;  // trained at start (and written to tokenizer.path when set)
   if (!t.path.empty()) {
-    k.file_exists("tokenizer.path", t.path, " (expected a tokenizer file or a directory holding one)");
+    std::error_code ec;
+    if (!fs::exists(t.path, ec)) {
+      k.fail("tokenizer.path", "'" + t.path + "' does not exist (expected a tokenizer file or a directory holding one)");
+    }
   } else if (c.model.path.empty()) {
     k.fail("tokenizer.path",
            "no tokenizer: tokenizer.path and model.path are empty and tokenizer.train_vocab_size "

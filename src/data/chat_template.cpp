@@ -1,6 +1,7 @@
 #include "data/chat_template.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -124,7 +125,11 @@ RenderedChat JinjaChat::render(const jinja::Value& messages, bool add_generation
       const std::string p = k == 0 ? std::string() : render_raw(before, true).text;
       const std::string f = render_raw(through, false).text;
       if (f.size() > p.size() && f.compare(0, p.size(), p) == 0 && out.text.compare(0, f.size(), f) == 0) {
-        span = std::make_pair(p.size(), f.size());
+        // The separator a template writes after the end-of-turn marker ("<|im_end|>\n") belongs to the layout
+        // between turns, not to what the model says.
+        size_t end = f.size();
+        while (end > p.size() + 1 && std::isspace(static_cast<unsigned char>(f[end - 1]))) --end;
+        span = std::make_pair(p.size(), end);
       }
     } catch (const Error&) {
       // A template that refuses a partial conversation (e.g. one ending in a user turn): use the content.

@@ -41,7 +41,7 @@ class JinjaChat {
   // Renders `messages` (objects with at least role and content; other keys such as tool_calls pass through).
   // Trained spans: the {% generation %} blocks where the template has them; otherwise each assistant turn as the
   // difference between the conversation rendered up to it with the generation prompt and rendered through it
-  // (content plus the end-of-turn marker), or, where the template renders earlier turns differently, the
+  // (content plus the end-of-turn marker; whitespace after the marker is layout and left out), or, where the template renders earlier turns differently, the
   // message's content found in the text plus an EOS that directly follows. `last_only`: only the last assistant
   // turn. Template errors (raise_exception) throw ft::Error with the template's message.
   RenderedChat render(const jinja::Value& messages, bool add_generation_prompt, bool last_only) const;

@@ -1,5 +1,6 @@
 #include "data/records.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "data/chat_template.h"
@@ -33,8 +34,43 @@ std::string optional_string(const json& obj, const std::string& key) {
 
 // The record's messages as {"role", "content", ...} objects (data.fields names mapped to role/content; other keys
 // kept for the template, e.g. tool_calls). Built-in templates know system, user and assistant only.
-jinja::Value parse_messages(const json& j, const RecordOptions& o, bool any_role) {
+// ShareGPT's {"conversations": [{"from": "human", "value": ...}]} as role/content messages.
+json from_sharegpt(const json& conversations) {
+  static const std::map<std::string, std::string> kRoles = {
+      {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"},
+      {"tool", "tool"}, {"function_call", "assistant"}, {"observation", "tool"}};
+  if (!conversations.is_array()) {
+    throw RecordError("conversations", "field 'conversations' must be an array, got " + type_name(conversations));
+  }
+  json out = json::array();
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    const std::string path = "conversations[" + std::to_string(i) + "]";
+    const auto& turn = conversations[i];
+    if (!turn.is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(turn));
+    const std::string from = get_string(turn, "from", path + ".from");
+    const auto role = kRoles.find(from);
+    if (role == kRoles.end()) {
+      throw RecordError(path + ".from", "unknown speaker '" + from + "' in '" + path +
+                                            ".from' (expected human, gpt, system, tool, function_call or observation)");
+    }
+    out.push_back({{"role", role->second}, {"content", get_string(turn, "value", path + ".value")}});
+  }
+  return out;
+}
+
+jinja::Value parse_messages(const json& record, const RecordOptions& o, bool any_role) {
   const auto& f = o.fields;
+  json j = record;
+  if (!j.contains(f.messages) && j.contains("conversations")) {  // ShareGPT
+    j[f.messages] = from_sharegpt(j["conversations"]);
+    for (auto& m : j[f.messages]) m = {{f.role, m["role"]}, {f.content, m["content"]}};
+  }
+  // A "system" column becomes the first message unless the conversation has one.
+  if (j.contains("system") && j["system"].is_string() && j.contains(f.messages) && j[f.messages].is_array() &&
+      !(j[f.messages].size() > 0 && j[f.messages][0].is_object() && j[f.messages][0].contains(f.role) &&
+        j[f.messages][0][f.role] == "system")) {
+    j[f.messages].insert(j[f.messages].begin(), json{{f.role, "system"}, {f.content, j["system"]}});
+  }
   if (!j.contains(f.messages)) throw RecordError(f.messages, "missing field '" + f.messages + "'");
   const auto& msgs = j[f.messages];
   if (!msgs.is_array()) {
@@ -59,6 +95,20 @@ jinja::Value parse_messages(const json& j, const RecordOptions& o, bool any_role
     out.push_back(std::move(m));
   }
   return out;
+}
+
+// The line as a JSON object (RecordError for invalid UTF-8, invalid JSON or another JSON type).
+json parse_object(std::string_view line) {
+  size_t bad = 0;
+  if (!valid_utf8(line, &bad)) throw RecordError("", "invalid UTF-8 at byte " + std::to_string(bad + 1));
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw RecordError("", std::string("invalid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw RecordError("", "a record must be a JSON object, got " + type_name(j));
+  return j;
 }
 
 }  // namespace
@@ -99,15 +149,7 @@ bool valid_utf8(std::string_view s, size_t* bad_offset) {
 }
 
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o) {
-  size_t bad = 0;
-  if (!valid_utf8(line, &bad)) throw RecordError("", "invalid UTF-8 at byte " + std::to_string(bad + 1));
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::exception& e) {
-    throw RecordError("", std::string("invalid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw RecordError("", "a record must be a JSON object, got " + type_name(j));
+  const json j = parse_object(line);
   const auto& f = o.fields;
   std::vector<Segment> out;
   auto bos = [&] { if (o.add_bos) out.push_back({Kind::kBos, {}, false}); };
@@ -154,15 +196,7 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
 
 TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const Tokenizer& tokenizer) {
   if (o.format != Format::kChat || o.chat == nullptr) return tokenize_segments(tokenizer, parse_record(line, o));
-  size_t bad = 0;
-  if (!valid_utf8(line, &bad)) throw RecordError("", "invalid UTF-8 at byte " + std::to_string(bad + 1));
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::exception& e) {
-    throw RecordError("", std::string("invalid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw RecordError("", "a record must be a JSON object, got " + type_name(j));
+  const json j = parse_object(line);
   const auto messages = parse_messages(j, o, /*any_role=*/true);
   try {
     return o.chat->tokenize(o.chat->render(messages, /*add_generation_prompt=*/false, o.last_turn_only));

@@ -44,7 +44,9 @@ struct RecordOptions {
 bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
 
 // Parses one non-blank line. Loss: text = every token; prompt_completion/alpaca = the completion and its EOS;
-// chat = assistant turns. Alpaca prompts read "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
+// chat = assistant turns. Chat records hold OpenAI-style messages (data.fields.messages/role/content) or ShareGPT's
+// `conversations` of {from: human|gpt|system|tool, value}; a string `system` field becomes the first message unless
+// the conversation starts with one. Alpaca prompts read "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
 // Throws RecordError (invalid UTF-8 or JSON, a missing field, a wrong type, an unknown role).
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& options);
 

@@ -121,12 +121,12 @@ std::vector<Segment> render_plain(const std::vector<ChatMessage>& messages, bool
 }  // namespace
 
 const std::vector<std::string>& template_names() {
-  // auto: the model's own Jinja template (data/chat_template.h) where it has one, else plain.
-  static const std::vector<std::string> names = {"auto", "llama2", "llama3", "chatml", "plain"};
+  static const std::vector<std::string> names = {"llama2", "llama3", "chatml", "plain"};
   return names;
 }
 
 void check_template_name(const std::string& name) {
+  if (name == "auto") return;  // the model's own Jinja template (data/chat_template.h) where it has one, else plain
   for (const auto& n : template_names()) {
     if (n == name) return;
   }

@@ -25,9 +25,9 @@ struct Segment {
   bool loss = false;  // the tokens of this segment are training targets
 };
 
-// The names accepted by data.template.
+// The built-in templates' names (data.template also accepts auto: the model's own template, else plain).
 const std::vector<std::string>& template_names();
-// Throws ft::ConfigError for unknown names.
+// Throws ft::ConfigError for names that are neither auto nor built-in.
 void check_template_name(const std::string& name);
 
 // Renders `messages` with template `name`; loss only on assistant turns, including their end-of-turn token.

@@ -53,7 +53,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "data.train[0].format: invalid value 'csv' (expected one of: text, prompt_completion, alpaca, chat, "
                  "pretokenized)"},
         BadValue{"data.template=vicuna",
-                 "data.template: invalid value 'vicuna' (expected one of: llama2, llama3, "
+                 "data.template: invalid value 'vicuna' (expected one of: auto, llama2, llama3, "
                  "chatml, plain)"},
         BadValue{"data.overlong=wrap", "data.overlong: invalid value 'wrap' (expected one of: truncate, drop)"},
         BadValue{"data.on_error=ignore", "data.on_error: invalid value 'ignore' (expected one of: fail, skip)"},
@@ -167,7 +167,7 @@ TEST_F(ConfigConflicts, ModelDirMustExistAndHoldConfigJson) {
 TEST_F(ConfigConflicts, TokenizerFileMustExistUnlessTrainedAtStart) {
   const std::string cfg = "data:\n  train: [{path: train.jsonl}]\ntokenizer:\n  path: tok.model\n";
   EXPECT_THAT(error_of(cfg),
-              HasSubstr(":4:9: tokenizer.path: file '" + (dir_ / "tok.model").string() + "' does not exist"));
+              HasSubstr(":4:9: tokenizer.path: '" + (dir_ / "tok.model").string() + "' does not exist"));
   EXPECT_NO_THROW(load(cfg, {"tokenizer.train_vocab_size=100"}));
   put("tok.model", "x");
   EXPECT_NO_THROW(load(cfg));

@@ -7,7 +7,9 @@
 #include <fstream>
 
 #include "data/chat_template.h"
+#include "data/records.h"
 #include "data/tokenizer.h"
+#include "data_test_util.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -96,7 +98,9 @@ TEST_F(ChatTemplate, LossCoversAssistantTurnsWithTheirEndMarkerAndNoUserText) {
       const auto sample = chat.tokenize(rendered);
       for (size_t i = 0; i < sample.loss.size(); ++i) {
         const bool run_ends = sample.loss[i] && (i + 1 == sample.loss.size() || !sample.loss[i + 1]);
-        if (run_ends) EXPECT_TRUE(tok->is_special(sample.tokens[i])) << name << ": " << tok->id_to_piece(sample.tokens[i]);
+        if (run_ends) {
+          EXPECT_TRUE(tok->is_special(sample.tokens[i])) << name << ": " << tok->id_to_piece(sample.tokens[i]);
+        }
       }
       // last_only keeps one turn: the last.
       const auto last = chat.render(messages, false, /*last_only=*/true);
@@ -132,6 +136,36 @@ TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
   auto count = [&](const data::TokenizedSample& s) { return std::count(s.tokens.begin(), s.tokens.end(), eot); };
   EXPECT_EQ(count(exact), count(safe) + 2);  // the user's and the assistant's spelled <|eot_id|>
   EXPECT_EQ(count(safe), 3);                  // the template's own: system, user and assistant turns
+}
+
+}  // namespace
+}  // namespace ft::test
+
+namespace ft::test {
+namespace {
+
+// ShareGPT's conversations and a system column give the same sample as the OpenAI-style messages they stand for;
+// an unknown speaker is an error naming the field.
+TEST(ChatRecords, ShareGptAndSystemColumnAreMessages) {
+  const auto tok = load_test_tokenizer();
+  data::RecordOptions o;
+  o.format = data::Format::kChat;
+  o.template_name = "chatml";
+  const auto openai = data::tokenize_record(
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+          {"role": "assistant", "content": "hello"}]})",
+      o, *tok);
+  const auto sharegpt = data::tokenize_record(
+      R"({"system": "Be brief.", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]})",
+      o, *tok);
+  EXPECT_EQ(sharegpt.tokens, openai.tokens);
+  EXPECT_EQ(sharegpt.loss, openai.loss);
+  try {
+    data::tokenize_record(R"({"conversations": [{"from": "robot", "value": "x"}]})", o, *tok);
+    ADD_FAILURE() << "an unknown speaker must be refused";
+  } catch (const data::RecordError& e) {
+    EXPECT_EQ(e.field(), "conversations[0].from");
+  }
 }
 
 }  // namespace
