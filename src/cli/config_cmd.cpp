@@ -1,9 +1,14 @@
 // `finetune config show|validate --config FILE [key=value ...]`: print the resolved config, or check it.
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "config/loader.h"
+#include "data/chat_template.h"
+#include "data/templates.h"
 #include "data/tokenizer.h"
 
 namespace ft::cli {
@@ -22,6 +27,46 @@ CLI::App* add_action(CLI::App& parent, const char* name, const char* description
   sub->add_option("--config,-c", options->config, "YAML config file")->required();
   sub->add_option("overrides", options->overrides, "Config overrides key=value (value parsed as YAML)");
   return sub;
+}
+
+// The template chat data would be rendered with, parsed (auto) or checked against the tokenizer (built-in).
+void check_chat_template(const Config& cfg, const data::Tokenizer& tokenizer) {
+  const auto is_chat = [](const DataSource& s) { return s.format == "chat"; };
+  if (std::none_of(cfg.data.train.begin(), cfg.data.train.end(), is_chat) &&
+      std::none_of(cfg.data.eval.begin(), cfg.data.eval.end(), is_chat)) {
+    return;
+  }
+  if (cfg.data.template_name != "auto") {
+    data::check_template_markers(cfg.data.template_name, tokenizer);
+    std::cout << "chat template: built-in " << cfg.data.template_name << "\n";
+    return;
+  }
+  auto source = data::find_chat_template(cfg.model.path);
+  if (!source) source = data::find_chat_template(tokenizer.model_file().parent_path());
+  if (!source) {
+    std::cout << "chat template: plain (the model directory has none)\n";
+    return;
+  }
+  const data::JinjaChat chat(*source, tokenizer);  // parses: an unsupported construct fails here, with its line
+  std::cout << "chat template: the model's own, from " << source->origin.string() << "\n";
+}
+
+// data.seq_len within the model's max_position_embeddings (config.json of model.path).
+void check_context_length(const Config& cfg) {
+  if (cfg.model.path.empty()) return;
+  const auto file = std::filesystem::path(cfg.model.path) / "config.json";
+  std::ifstream in(file);
+  if (!in) return;
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("max_position_embeddings") || !j["max_position_embeddings"].is_number_integer()) {
+    return;
+  }
+  const auto limit = j["max_position_embeddings"].get<int64_t>();
+  if (cfg.data.seq_len > limit) {
+    throw ConfigError("data.seq_len " + std::to_string(cfg.data.seq_len) + " exceeds the model's max_position_embeddings " +
+                          std::to_string(limit) + " (" + file.string() + ")",
+                      "lower data.seq_len to at most " + std::to_string(limit));
+  }
 }
 
 }  // namespace
@@ -52,13 +97,16 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     // Throws ft::ConfigError listing every problem; main prints it and exits with code 2.
     const auto loaded = config::load_config(validate_options->config, validate_options->overrides);
     const auto& cfg = loaded.config;
-    // The tokenizer loads now (not after the model): a wrong or malformed file fails here with exit code 2.
+    // Pre-flight without loading weights: the tokenizer, the chat template and the model's context length, so a
+    // problem fails here with exit code 2 rather than after the model has loaded.
     if (cfg.tokenizer.train_vocab_size == 0) {
       const std::filesystem::path where = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
       const auto tokenizer = data::Tokenizer::load(where, cfg.model.path);
       std::cout << "tokenizer: " << tokenizer->model_file().string() << " (" << tokenizer->kind() << ", "
                 << tokenizer->vocab_size() << " tokens)\n";
+      check_chat_template(cfg, *tokenizer);
     }
+    check_context_length(cfg);
     std::cout << "config OK\n";
     exit_code = 0;
   });

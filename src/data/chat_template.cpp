@@ -75,7 +75,9 @@ JinjaChat::JinjaChat(const ChatTemplateSource& source, const Tokenizer& tokenize
   specials_["pad_token"] = spelling(tokenizer.pad_id());
 }
 
-uint64_t JinjaChat::fingerprint() const { return hash_bytes(source_.text.data(), source_.text.size()); }
+uint64_t JinjaChat::fingerprint() const {
+  return hash_bytes(source_.text.data(), source_.text.size());
+}
 
 jinja::RenderResult JinjaChat::render_raw(const jinja::Value& messages, bool add_generation_prompt) const {
   return template_.render(jinja::make_chat_context(messages, nullptr, nullptr, add_generation_prompt, specials_));
@@ -159,8 +161,8 @@ TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special
   TokenizedSample out;
   auto add = [&](size_t begin, size_t end, bool split_special) {
     if (begin >= end) return;
-    const auto enc = tokenizer_.encode_with_offsets(std::string_view(chat.text).substr(begin, end - begin),
-                                                    split_special);
+    const auto enc =
+        tokenizer_.encode_with_offsets(std::string_view(chat.text).substr(begin, end - begin), split_special);
     for (size_t i = 0; i < enc.ids.size(); ++i) {
       out.tokens.push_back(static_cast<int32_t>(enc.ids[i]));
       out.loss.push_back(inside(begin + enc.offsets[i].first, chat.trained) ? 1 : 0);

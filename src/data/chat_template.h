@@ -20,8 +20,8 @@ class Tokenizer;
 // The template transformers would use for `dir`: chat_template.jinja, else tokenizer_config.json's "chat_template"
 // (a string, or the entry named "default" of a list of {name, template}). nullopt when the model has none.
 struct ChatTemplateSource {
-  std::string text;                 // Jinja source
-  std::filesystem::path origin;     // the file it came from
+  std::string text;              // Jinja source
+  std::filesystem::path origin;  // the file it came from
 };
 std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path& dir);
 
@@ -41,9 +41,10 @@ class JinjaChat {
   // Renders `messages` (objects with at least role and content; other keys such as tool_calls pass through).
   // Trained spans: the {% generation %} blocks where the template has them; otherwise each assistant turn as the
   // difference between the conversation rendered up to it with the generation prompt and rendered through it
-  // (content plus the end-of-turn marker; whitespace after the marker is layout and left out), or, where the template renders earlier turns differently, the
-  // message's content found in the text plus an EOS that directly follows. `last_only`: only the last assistant
-  // turn. Template errors (raise_exception) throw ft::Error with the template's message.
+  // (content plus the end-of-turn marker; whitespace after the marker is layout and left out), or, where the template
+  // renders earlier turns differently, the message's content found in the text plus an EOS that directly follows.
+  // `last_only`: only the last assistant turn. Template errors (raise_exception) throw ft::Error with the template's
+  // message.
   RenderedChat render(const jinja::Value& messages, bool add_generation_prompt, bool last_only) const;
 
   // Ids of the rendered text as apply_chat_template(tokenize=True) gives them, and per token whether it is a

@@ -120,6 +120,9 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
       return build(with_chat, tok);
     }
   }
+  const bool has_chat = std::any_of(o.sources.begin(), o.sources.end(),
+                                    [](const DataSource& src) { return parse_format(src.format) == Format::kChat; });
+  if (has_chat && !o.chat) check_template_markers(o.template_name, tok);
   std::shared_ptr<TokenizedDataset> ds(new TokenizedDataset());
   ds->seq_len_ = o.seq_len;
   ds->part_begin_.push_back(0);

@@ -144,6 +144,24 @@ std::vector<Segment> render_chat(const std::string& name, const std::vector<Chat
   return render_plain(messages, add_generation_prompt);  // plain, and auto for a model without a template
 }
 
+std::vector<std::string> template_markers(const std::string& name) {
+  if (name == "llama3") return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+  if (name == "chatml") return {"<|im_start|>", "<|im_end|>"};
+  return {};
+}
+
+void check_template_markers(const std::string& name, const Tokenizer& tokenizer) {
+  std::string missing;
+  for (const auto& marker : template_markers(name)) {
+    if (tokenizer.piece_to_id(marker) < 0) missing += (missing.empty() ? "" : " ") + marker;
+  }
+  if (missing.empty()) return;
+  throw ConfigError("data.template " + name + ": the tokenizer (" + tokenizer.model_file().string() +
+                        ") has no single token for " + missing +
+                        "; they would be trained as plain text and the model would not learn to end its turn",
+                    "use data.template: auto (the model's own chat template) or a tokenizer that has these tokens");
+}
+
 std::string chat_template_jinja(const std::string& name) {
   check_template_name(name);
   if (name == "auto") return {};  // the model directory's own template is kept as it is

@@ -37,6 +37,13 @@ void check_template_name(const std::string& name);
 std::vector<Segment> render_chat(const std::string& name, const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt = false);
 
+// The markers built-in template `name` writes as special tokens (llama3: <|start_header_id|> ..., chatml:
+// <|im_start|> <|im_end|>); empty for templates without any.
+std::vector<std::string> template_markers(const std::string& name);
+// Throws ft::ConfigError when `tokenizer` lacks one of template `name`'s markers as a single token: they would be
+// trained as plain text and the model would never learn to end its turn.
+void check_template_markers(const std::string& name, const Tokenizer& tokenizer);
+
 // The Jinja `chat_template` of tokenizer_config.json for template `name` (official strings for llama2/llama3/chatml;
 // empty for auto, whose model directory keeps its own).
 std::string chat_template_jinja(const std::string& name);

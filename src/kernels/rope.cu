@@ -10,14 +10,34 @@
 namespace ft::kernels {
 namespace {
 
-template <class T> __device__ float to_f(T v);
-template <> __device__ float to_f(float v) { return v; }
-template <> __device__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ float to_f(__half v) { return __half2float(v); }
-template <class T> __device__ T from_f(float v);
-template <> __device__ float from_f(float v) { return v; }
-template <> __device__ __nv_bfloat16 from_f(float v) { return __float2bfloat16(v); }
-template <> __device__ __half from_f(float v) { return __float2half(v); }
+template <class T>
+__device__ float to_f(T v);
+template <>
+__device__ float to_f(float v) {
+  return v;
+}
+template <>
+__device__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ float to_f(__half v) {
+  return __half2float(v);
+}
+template <class T>
+__device__ T from_f(float v);
+template <>
+__device__ float from_f(float v) {
+  return v;
+}
+template <>
+__device__ __nv_bfloat16 from_f(float v) {
+  return __float2bfloat16(v);
+}
+template <>
+__device__ __half from_f(float v) {
+  return __float2half(v);
+}
 
 // One thread per rotated pair (i, i + D/2) of one head of one row; consecutive threads take consecutive i, so the
 // loads of a warp are contiguous.
@@ -27,7 +47,7 @@ __global__ void rope_kernel(const T* __restrict__ x, const T* __restrict__ cos, 
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= pairs) return;
   const int64_t i = p % half;
-  const int64_t nh = p / half;      // row * heads + head
+  const int64_t nh = p / half;  // row * heads + head
   const int64_t row = nh / heads;
   const int64_t base = nh * 2 * half;
   const int64_t t = row * 2 * half;
@@ -39,31 +59,39 @@ __global__ void rope_kernel(const T* __restrict__ x, const T* __restrict__ cos, 
 }
 
 template <class T>
-void launch(const void* x, const void* c, const void* s, void* y, int64_t rows, int64_t heads, int64_t half,
-            float sign, cudaStream_t stream) {
+void launch(const void* x, const void* c, const void* s, void* y, int64_t rows, int64_t heads, int64_t half, float sign,
+            cudaStream_t stream) {
   const int64_t pairs = rows * heads * half;
   if (pairs == 0) return;
   constexpr int kThreads = 256;
   const auto blocks = static_cast<unsigned>((pairs + kThreads - 1) / kThreads);
   rope_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(c),
-                                                   static_cast<const T*>(s), static_cast<T*>(y), pairs, heads, half,
-                                                   sign);
+                                                  static_cast<const T*>(s), static_cast<T*>(y), pairs, heads, half,
+                                                  sign);
 }
 
 }  // namespace
 
 void rope(const void* x, const void* cos, const void* sin, void* y, int64_t rows, int64_t heads, int64_t head_dim,
           float sin_sign, DType dtype, void* stream) {
-  if (head_dim % 2 != 0) throw std::runtime_error("rope kernel: head_dim must be even, got " + std::to_string(head_dim));
+  if (head_dim % 2 != 0)
+    throw std::runtime_error("rope kernel: head_dim must be even, got " + std::to_string(head_dim));
   auto st = static_cast<cudaStream_t>(stream);
   const int64_t half = head_dim / 2;
   switch (dtype) {
-    case DType::kF32: launch<float>(x, cos, sin, y, rows, heads, half, sin_sign, st); break;
-    case DType::kBF16: launch<__nv_bfloat16>(x, cos, sin, y, rows, heads, half, sin_sign, st); break;
-    case DType::kF16: launch<__half>(x, cos, sin, y, rows, heads, half, sin_sign, st); break;
+    case DType::kF32:
+      launch<float>(x, cos, sin, y, rows, heads, half, sin_sign, st);
+      break;
+    case DType::kBF16:
+      launch<__nv_bfloat16>(x, cos, sin, y, rows, heads, half, sin_sign, st);
+      break;
+    case DType::kF16:
+      launch<__half>(x, cos, sin, y, rows, heads, half, sin_sign, st);
+      break;
   }
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw std::runtime_error(std::string("rope kernel launch failed: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("rope kernel launch failed: ") + cudaGetErrorString(err));
 }
 
 }  // namespace ft::kernels

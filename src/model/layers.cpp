@@ -133,7 +133,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   };
   at::Tensor q = rotary(q_proj->forward(x).view({b, t, num_heads, head_dim}));     // [B, T, H, D]
   at::Tensor k = rotary(k_proj->forward(x).view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
-  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim});                          // [B, T, Hkv, D]
+  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim});          // [B, T, Hkv, D]
   if (mask.varlen()) {
     // Packed rows: every piece is its own causal sequence over the flattened tokens; no [T, T] mask exists.
     FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");

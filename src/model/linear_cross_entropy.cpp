@@ -24,30 +24,31 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     const int64_t n = hidden.size(0);
     const at::Tensor w = weight.to(cdt);  // [V, H]
     at::Tensor total = at::zeros({}, hidden.options().dtype(at::kFloat));
-    at::Tensor dh = grad_h ? at::empty_like(hidden) : at::Tensor();                       // [N, H]
-    at::Tensor dw = grad_w ? at::zeros(weight.sizes(), weight.options().dtype(at::kFloat)) : at::Tensor();  // F32 [V, H]
+    at::Tensor dh = grad_h ? at::empty_like(hidden) : at::Tensor();  // [N, H]
+    at::Tensor dw =
+        grad_w ? at::zeros(weight.sizes(), weight.options().dtype(at::kFloat)) : at::Tensor();  // F32 [V, H]
     for (int64_t start = 0; start < n; start += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - start);
-      const at::Tensor h = hidden.narrow(0, start, rows).to(cdt);                      // [n, H]
-      const at::Tensor label = labels.narrow(0, start, rows);                          // I64 [n]
-      const at::Tensor valid = label.ne(kIgnoreIndex);                                 // Bool [n]
+      const at::Tensor h = hidden.narrow(0, start, rows).to(cdt);                             // [n, H]
+      const at::Tensor label = labels.narrow(0, start, rows);                                 // I64 [n]
+      const at::Tensor valid = label.ne(kIgnoreIndex);                                        // Bool [n]
       const at::Tensor target = at::where(valid, label, at::zeros_like(label)).unsqueeze(1);  // I64 [n, 1]
       // One kernel from the cdt logits to F32 log-probabilities (what cross_entropy on upcast logits computes).
-      const at::Tensor logits = at::mm(h, w.t());                                      // cdt [n, V]
+      const at::Tensor logits = at::mm(h, w.t());  // cdt [n, V]
       // The half_to_float kernel exists for fp16 on CUDA only; elsewhere upcast first.
       const bool upcast_inside = cdt == at::kHalf && logits.is_cuda();
       const at::Tensor logp = upcast_inside ? at::_log_softmax(logits, 1, /*half_to_float=*/true)
                                             : at::_log_softmax(logits.to(at::kFloat), 1, false);  // F32 [n, V]
-      const at::Tensor picked = logp.gather(1, target).squeeze(1);                     // F32 [n]
+      const at::Tensor picked = logp.gather(1, target).squeeze(1);                                // F32 [n]
       total -= at::where(valid, picked, at::zeros_like(picked)).sum();
       if (!grad_h && !grad_w) continue;
       // d(sum CE)/d logits = softmax - one_hot(target), written straight in cdt; the target column gets its value
       // from F32 (p - 1 rounded once). Ignored rows are not zeroed here (a full [n, V] pass): their rows of h and
       // of dh are, which removes them from both gradients.
-      at::Tensor g = at::empty(logp.sizes(), logp.options().dtype(cdt));                // [n, V]
+      at::Tensor g = at::empty(logp.sizes(), logp.options().dtype(cdt));  // [n, V]
       at::exp_out(g, logp);
       g.scatter_(1, target, (picked.exp() - 1.0).unsqueeze(1).to(cdt));
-      const at::Tensor keep = valid.unsqueeze(1);                                      // Bool [n, 1]
+      const at::Tensor keep = valid.unsqueeze(1);  // Bool [n, 1]
       if (grad_h) dh.narrow(0, start, rows).copy_(at::mm(g, w).masked_fill_(keep.logical_not(), 0));
       if (grad_w) {
         const at::Tensor hk = h.masked_fill(keep.logical_not(), 0);
@@ -86,8 +87,7 @@ at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& 
   FT_CHECK(labels.dim() == 1 && labels.size(0) == hidden.size(0), "linear_cross_entropy_sum: labels [N] expected");
   if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 28) / std::max<int64_t>(1, weight.size(0)));
   const bool with_grads = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  return LinearCrossEntropy::apply(hidden, weight, labels, static_cast<int64_t>(compute_dtype), chunk_rows,
-                                   with_grads);
+  return LinearCrossEntropy::apply(hidden, weight, labels, static_cast<int64_t>(compute_dtype), chunk_rows, with_grads);
 }
 
 }  // namespace ft::model

@@ -20,10 +20,14 @@ using torch::autograd::variable_list;
 
 kernels::DType kernel_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return kernels::DType::kF32;
-    case at::kBFloat16: return kernels::DType::kBF16;
-    case at::kHalf: return kernels::DType::kF16;
-    default: throw Error(std::string("fused rope: unsupported dtype ") + c10::toString(t));
+    case at::kFloat:
+      return kernels::DType::kF32;
+    case at::kBFloat16:
+      return kernels::DType::kBF16;
+    case at::kHalf:
+      return kernels::DType::kF16;
+    default:
+      throw Error(std::string("fused rope: unsupported dtype ") + c10::toString(t));
   }
 }
 
@@ -62,12 +66,15 @@ at::Tensor fused_rope_apply(const at::Tensor& x, const at::Tensor& cos, const at
   FT_CHECK(x.dim() == 4 && cos.dim() == 3 && x.size(0) == cos.size(0) && x.size(1) == cos.size(1) &&
                x.size(3) == cos.size(2),
            "fused rope: x [B, T, H, D] and cos/sin [B, T, D] expected");
-  return RopeFunction::apply(x, cos.expand({x.size(0), x.size(1), x.size(3)}), sin.expand({x.size(0), x.size(1), x.size(3)}));
+  return RopeFunction::apply(x, cos.expand({x.size(0), x.size(1), x.size(3)}),
+                             sin.expand({x.size(0), x.size(1), x.size(3)}));
 }
 
 #else
 
-bool fused_rope_available(const at::Tensor&, const at::Tensor&) { return false; }
+bool fused_rope_available(const at::Tensor&, const at::Tensor&) {
+  return false;
+}
 
 at::Tensor fused_rope_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   throw Error("fused rope: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");

@@ -246,10 +246,9 @@ void Trainer::setup_optimizer() {
   autocast_dtype_ = fp16 ? at::kHalf : at::kBFloat16;
   compute_dtype_ = autocast_ ? autocast_dtype_ : param_dtype(cfg_);
   fused_loss_ = cfg_.train.fused_kernels && device_.is_cuda();
-  FT_LOG_INFO("kernels: attention {}; loss {}; RMSNorm {}",
-              model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
-              fused_loss_ ? "chunked linear + cross-entropy" : "full logits + cross-entropy",
-              cfg_.train.fused_kernels && device_.is_cuda() ? "fused" : "composite");
+  FT_LOG_INFO("kernels: attention {}; {}", model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
+              fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
+                          : "full logits + cross-entropy, composite RMSNorm and RoPE");
   profiler_ = std::make_unique<StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
                                              run_dir_ / "profile", rank_, device_);
   GradScalerOptions scaler;

@@ -113,14 +113,34 @@ TEST_F(ChatTemplate, LossCoversAssistantTurnsWithTheirEndMarkerAndNoUserText) {
 TEST_F(ChatTemplate, TokenizerCliEncodesAModelDirectoryAsTransformers) {
   for (const char* name : {"llama31", "mistral"}) {
     const auto& c = ref_[name]["cases"][0];
-    const auto r = run_finetune("tokenizer encode --json --tokenizer " +
-                                shell_quote(ref_[name]["dir"].get<std::string>()) + " --text " +
-                                shell_quote(c["text"].get<std::string>()));
+    const auto r =
+        run_finetune("tokenizer encode --json --tokenizer " + shell_quote(ref_[name]["dir"].get<std::string>()) +
+                     " --text " + shell_quote(c["text"].get<std::string>()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto out = nlohmann::json::parse(r.output.substr(r.output.find('{')));
     EXPECT_EQ(out["kind"], "tokenizer.json");
     EXPECT_EQ(out["ids"], c["ids"]) << name;
   }
+}
+
+// `config validate` names the template chat data would use, and refuses a built-in one whose markers the
+// tokenizer lacks (they would be trained as text) with exit code 2.
+TEST_F(ChatTemplate, ValidateNamesTheTemplateAndRefusesMarkersTheTokenizerLacks) {
+  const auto cfg = dir_->path() / "validate.yaml";
+  const auto data = dir_->path() / "chat.jsonl";
+  std::ofstream(data) << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})"
+                      << "\n";
+  auto validate = [&](const std::string& name, const std::string& tmpl) {
+    std::ofstream(cfg) << "tokenizer: {path: " << ref_[name]["dir"].get<std::string>() << "}\n"
+                       << "data: {train: [{path: " << data.string() << ", format: chat}], template: " << tmpl << "}\n";
+    return run_finetune("config validate --config " + shell_quote(cfg.string()));
+  };
+  auto r = validate("llama31", "auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chat template: the model's own"), std::string::npos) << r.output;
+  r = validate("mistral", "chatml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no single token for <|im_start|> <|im_end|>"), std::string::npos) << r.output;
 }
 
 TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
@@ -135,7 +155,7 @@ TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
   const int64_t eot = tok->piece_to_id("<|eot_id|>");
   auto count = [&](const data::TokenizedSample& s) { return std::count(s.tokens.begin(), s.tokens.end(), eot); };
   EXPECT_EQ(count(exact), count(safe) + 2);  // the user's and the assistant's spelled <|eot_id|>
-  EXPECT_EQ(count(safe), 3);                  // the template's own: system, user and assistant turns
+  EXPECT_EQ(count(safe), 3);                 // the template's own: system, user and assistant turns
 }
 
 }  // namespace

@@ -88,7 +88,10 @@ TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     model::RMSNorm norm(64, 1e-5);
     norm->to(at::kCUDA, dtype);
-    { at::NoGradGuard g; norm->weight.uniform_(0.5, 1.5); }
+    {
+      at::NoGradGuard g;
+      norm->weight.uniform_(0.5, 1.5);
+    }
     const at::Tensor x0 = at::randn({4, 33, 64}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
     auto run = [&](bool fused) {
       norm->fused = fused;
@@ -166,7 +169,11 @@ TEST(FusedKernels, GpuPackedRowsNeverAttendAcrossSamples) {
     cu.push_back(cu.back() + static_cast<int32_t>(len));
     col += len;
     ++piece;
-    if (col == 64) { ++row; col = 0; piece = 0; }
+    if (col == 64) {
+      ++row;
+      col = 0;
+      piece = 0;
+    }
   }
   model::PackedPieces packed{at::tensor(cu, at::kInt).to(at::kCUDA), 64};
   const at::Tensor varlen = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA), nullptr, &packed);
