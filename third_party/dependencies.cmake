@@ -60,7 +60,7 @@ find_path(NCCL_INCLUDE_DIR nccl.h
           HINTS ${CUDAToolkit_INCLUDE_DIRS} "${FT_TORCH_ROOT}/../nvidia/nccl/include"
                 "${FT_TORCH_ROOT}/../nvidia/cu13/include")
 
-# ft_torch: LibTorch for our targets, with torch's own fmt used header-only (see PLATFORMS.md: the fmt trap).
+# ft_torch: LibTorch for our targets, with torch's own fmt used header-only (see docs/platforms.md: the fmt trap).
 add_library(ft_torch INTERFACE)
 target_link_libraries(ft_torch INTERFACE ${TORCH_LIBRARIES})
 target_compile_definitions(ft_torch INTERFACE FMT_HEADER_ONLY=1)

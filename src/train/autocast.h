@@ -1,4 +1,4 @@
-// RAII scope for autocast (LibTorch ships no guard; see PLATFORMS.md): enables autocast to `dtype` on `device_type`
+// RAII scope for autocast (LibTorch ships no guard; see docs/platforms.md): enables autocast to `dtype` on `device_type`
 // for the scope and restores the previous state after.
 #pragma once
 

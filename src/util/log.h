@@ -1,4 +1,4 @@
-// Rank-aware logging. spdlog lives behind this header (log.cpp never sees torch's fmt, see PLATFORMS.md);
+// Rank-aware logging. spdlog lives behind this header (log.cpp never sees torch's fmt, see docs/platforms.md);
 // callers format their message first, usually with FT_LOG_* from util/fmt.h.
 #pragma once
 
