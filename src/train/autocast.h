@@ -1,5 +1,5 @@
-// RAII scope for autocast (LibTorch ships no guard; see docs/platforms.md): enables autocast to `dtype` on `device_type`
-// for the scope and restores the previous state after.
+// RAII scope for autocast (LibTorch ships no guard; see docs/platforms.md): enables autocast to `dtype` on
+// `device_type` for the scope and restores the previous state after.
 #pragma once
 
 #include <ATen/autocast_mode.h>
