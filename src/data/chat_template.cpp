@@ -152,7 +152,7 @@ TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special
   std::vector<std::pair<size_t, size_t>> protect;
   if (split_special_in_content) {
     for (const auto& [b, e] : chat.content) {
-      const auto ids = tokenizer_.encode(std::string_view(chat.text).substr(b, e - b));
+      const auto ids = tokenizer_.encode_with_offsets(std::string_view(chat.text).substr(b, e - b)).ids;
       if (std::any_of(ids.begin(), ids.end(), [&](int64_t id) { return tokenizer_.is_special(id); })) {
         protect.emplace_back(b, e);
       }

@@ -190,3 +190,51 @@ TEST(ChatRecords, ShareGptAndSystemColumnAreMessages) {
 
 }  // namespace
 }  // namespace ft::test
+
+namespace ft::test {
+namespace {
+
+// The special ids of the other tokenizer kinds, from real files that pinned packages ship: Mistral's tekken and v3
+// sentencepiece model (mistral-common), Llama 3's tiktoken file (llama-models). In a sentencepiece model, text that
+// spells a control piece ([INST]) becomes that piece where the template writes it, as transformers' slow
+// LlamaTokenizer does, and the text between is encoded on its own (Python sentencepiece gives the reference).
+TEST(TokenizerKinds, RealTekkenTiktokenAndSentencepieceFilesGiveTheirSpecialIds) {
+  nlohmann::json files;
+  try {
+    files = run_python(
+        "import json, os, sys, mistral_common, sentencepiece as spm, llama_models.llama3.tokenizer as t\n"
+        "d = os.path.dirname(mistral_common.__file__) + '/data'\n"
+        "v3 = d + '/mistral_instruct_tokenizer_240323.model.v3'\n"
+        "print(json.dumps({'tekken': d + '/tekken_240911.json', 'v3': v3,\n"
+        "  'tiktoken': os.path.dirname(t.__file__) + '/tokenizer.model',\n"
+        "  'between': spm.SentencePieceProcessor(model_file=v3).encode(' hi ')}))\n",
+        nlohmann::json::object());
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "reference packages missing: " << e.what();
+  }
+  const auto tekken = data::Tokenizer::load(files["tekken"].get<std::string>());
+  EXPECT_EQ(tekken->kind(), "tekken");
+  EXPECT_EQ(tekken->bos_id(), 1);
+  EXPECT_EQ(tekken->eos_id(), 2);
+  const auto llama3 = data::Tokenizer::load(files["tiktoken"].get<std::string>());
+  EXPECT_EQ(llama3->kind(), "tiktoken");
+  EXPECT_EQ(llama3->bos_id(), 128000);
+  EXPECT_EQ(llama3->eos_id(), 128001);
+  EXPECT_TRUE(llama3->is_special(128009));
+  const auto v3 = data::Tokenizer::load(files["v3"].get<std::string>());
+  EXPECT_EQ(v3->kind(), "sentencepiece");
+  const auto enc = v3->encode_with_offsets("[INST] hi [/INST]");
+  std::vector<int64_t> expected{3};
+  for (const auto& id : files["between"]) expected.push_back(id.get<int64_t>());
+  expected.push_back(4);
+  EXPECT_EQ(enc.ids, expected);
+  ASSERT_EQ(enc.offsets.size(), enc.ids.size());
+  EXPECT_EQ(enc.offsets.front(), std::make_pair(size_t{0}, size_t{6}));
+  EXPECT_EQ(enc.offsets.back(), std::make_pair(size_t{10}, size_t{17}));
+  // split_special keeps the spelling as text.
+  const auto as_text = v3->encode_with_offsets("[INST] hi [/INST]", /*split_special=*/true).ids;
+  EXPECT_EQ(std::count(as_text.begin(), as_text.end(), 3), 0);
+}
+
+}  // namespace
+}  // namespace ft::test
