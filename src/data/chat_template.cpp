@@ -124,7 +124,7 @@ RenderedChat JinjaChat::render(const jinja::Value& messages, bool add_generation
     try {
       const jinja::Value before(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k));
       const jinja::Value through(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(k + 1));
-      const std::string p = k == 0 ? std::string() : render_raw(before, true).text;
+      const std::string p = render_raw(before, true).text;  // with k == 0: a default system block, the prompt
       const std::string f = render_raw(through, false).text;
       if (f.size() > p.size() && f.compare(0, p.size(), p) == 0 && out.text.compare(0, f.size(), f) == 0) {
         // The separator a template writes after the end-of-turn marker ("<|im_end|>\n") belongs to the layout
