@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <ATen/autocast_mode.h>
+
 #include "model/rope.h"
 #include "util/error.h"
 
@@ -69,6 +71,78 @@ void LinearImpl::merge_lora() {
   lora_b = at::Tensor();
 }
 
+std::vector<at::Tensor> linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
+  const auto separate = [&] {
+    std::vector<at::Tensor> out;
+    out.reserve(layers.size());
+    for (LinearImpl* layer : layers) out.push_back(layer->forward(x));
+    return out;
+  };
+  if (!fused || layers.size() < 2) return separate();
+  const at::ScalarType weight_dtype = layers[0]->weight.scalar_type();
+  const bool with_bias = layers[0]->bias.defined();
+  for (const LinearImpl* layer : layers) {
+    if (layer->weight.scalar_type() != weight_dtype || layer->bias.defined() != with_bias) return separate();
+  }
+  const auto device_type = x.device().type();
+  const bool autocast = at::autocast::is_autocast_enabled(device_type);
+  const at::ScalarType dtype = autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
+  const at::Tensor xin = x.to(dtype);  // [..., in]: cast once instead of once per layer
+  std::vector<at::Tensor> out;         // per layer: [..., out_i]
+  if (weight_dtype != dtype) {
+    // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM [..., sum].
+    std::vector<at::Tensor> weights, biases;
+    std::vector<int64_t> sizes;
+    for (const LinearImpl* layer : layers) {
+      weights.push_back(layer->weight.to(dtype));
+      if (with_bias) biases.push_back(layer->bias.to(dtype));
+      sizes.push_back(layer->weight.size(0));
+    }
+    out = at::linear(xin, at::cat(weights), with_bias ? at::cat(biases) : at::Tensor()).split_with_sizes(sizes, -1);
+  } else {
+    // Weights already in the compute dtype (a frozen bf16 base): concatenating them would copy every weight each
+    // step, so only the input is shared.
+    for (const LinearImpl* layer : layers) out.push_back(at::linear(xin, layer->weight, layer->bias));
+  }
+
+  // Adapters: with dropout each layer draws its own mask (as PEFT), so their A GEMMs stay apart.
+  std::vector<size_t> adapted;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i]->has_lora()) adapted.push_back(i);
+  }
+  if (adapted.empty()) return out;
+  const bool train_dropout = [&] {
+    for (size_t i : adapted) {
+      if (layers[i]->lora_dropout > 0.0 && layers[i]->is_training()) return true;
+    }
+    return false;
+  }();
+  // As LinearImpl::forward: x in the adapter's dtype (under autocast the GEMM casts it back, so xin serves).
+  const at::Tensor h = autocast ? xin : x.to(layers[adapted[0]]->lora_a.scalar_type());
+  std::vector<at::Tensor> down;  // per adapted layer: [..., r_i]
+  if (train_dropout) {
+    for (size_t i : adapted) {
+      const LinearImpl& l = *layers[i];
+      const at::Tensor hi = l.lora_dropout > 0.0 ? at::dropout(h, l.lora_dropout, true) : h;
+      down.push_back(at::linear(hi, l.lora_a));
+    }
+  } else {
+    std::vector<at::Tensor> a;
+    std::vector<int64_t> ranks;
+    for (size_t i : adapted) {
+      a.push_back(layers[i]->lora_a);
+      ranks.push_back(layers[i]->lora_a.size(0));
+    }
+    down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
+  }
+  for (size_t j = 0; j < adapted.size(); ++j) {
+    const LinearImpl& l = *layers[adapted[j]];
+    at::Tensor& yi = out[adapted[j]];
+    yi = yi + (at::linear(down[j], l.lora_b) * l.lora_scaling).to(yi.scalar_type());
+  }
+  return out;
+}
+
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", at::ones({dim}));
 }
@@ -131,9 +205,10 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   auto rotary = [&](const at::Tensor& h) {
     return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
   };
-  at::Tensor q = rotary(q_proj->forward(x).view({b, t, num_heads, head_dim}));     // [B, T, H, D]
-  at::Tensor k = rotary(k_proj->forward(x).view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
-  at::Tensor v = v_proj->forward(x).view({b, t, num_kv_heads, head_dim});          // [B, T, Hkv, D]
+  const auto qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda());
+  at::Tensor q = rotary(qkv[0].view({b, t, num_heads, head_dim}));     // [B, T, H, D]
+  at::Tensor k = rotary(qkv[1].view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
+  at::Tensor v = qkv[2].view({b, t, num_kv_heads, head_dim});          // [B, T, Hkv, D]
   if (mask.varlen()) {
     // Packed rows: every piece is its own causal sequence over the flattened tokens; no [T, T] mask exists.
     FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");
@@ -172,7 +247,8 @@ MLPImpl::MLPImpl(const ModelArgs& a) {
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
-  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  const auto gate_up = linear_group(x, {gate_proj.get(), up_proj.get()}, fused_linears && x.is_cuda());
+  return down_proj->forward(at::silu(gate_up[0]) * gate_up[1]);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {

@@ -42,6 +42,13 @@ class LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Linear);
 
+// The outputs of `layers` (all [out_i, in] weights of one dtype, all with or all without bias) on the same input x
+// [..., in]. With `fused`: one GEMM over the concatenated weights, x cast once to the compute dtype (autocast's, else
+// the weights'), and one GEMM over the concatenated lora_A of the layers that have an adapter when its dropout is 0;
+// returns slices of that output [..., out_i]. Otherwise, or when the layers do not fit the rule, each layer's own
+// forward. Both agree up to the rounding of the GEMMs.
+std::vector<at::Tensor> linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
+
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale.
 class RMSNormImpl : public torch::nn::Module {
  public:
@@ -89,7 +96,8 @@ class AttentionImpl : public torch::nn::Module {
                      KVCache* cache, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   int64_t num_heads, num_kv_heads, head_dim;
-  bool fused_rope = false;  // CUDA: rotary embedding in one kernel per direction (model/rope.h)
+  bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
+  bool fused_linears = false;  // CUDA: q, k and v projections as one linear_group
 };
 TORCH_MODULE(Attention);
 
@@ -98,6 +106,7 @@ class MLPImpl : public torch::nn::Module {
   explicit MLPImpl(const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x);  // [B, T, hidden]
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group
 };
 TORCH_MODULE(MLP);
 

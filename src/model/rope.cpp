@@ -31,12 +31,15 @@ kernels::DType kernel_dtype(at::ScalarType t) {
   }
 }
 
+// x [B, T, H, D]: read in place when only its rows are strided (a slice of a fused q/k/v output), else copied.
 at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, float sign) {
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty_like(xc);
-  const int64_t d = x.size(-1), heads = x.size(-2);
-  kernels::rope(xc.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), xc.numel() / (heads * d), heads, d, sign,
-                kernel_dtype(x.scalar_type()), c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+  const int64_t d = x.size(3), heads = x.size(2);
+  const bool rows_strided = x.stride(3) == 1 && x.stride(2) == d && x.stride(0) == x.size(1) * x.stride(1);
+  const at::Tensor xc = rows_strided ? x : x.contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  kernels::rope(xc.data_ptr(), xc.stride(1), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), x.size(0) * x.size(1),
+                heads, d, sign, kernel_dtype(x.scalar_type()),
+                c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   return y;
 }
 

@@ -34,7 +34,11 @@ void Transformer::set_fused_kernels(bool on) {
   fused_ = on;
   for (const auto& module : modules()) {
     if (auto* norm = module->as<RMSNormImpl>()) norm->fused = on;
-    if (auto* attention = module->as<AttentionImpl>()) attention->fused_rope = on;
+    if (auto* attention = module->as<AttentionImpl>()) {
+      attention->fused_rope = on;
+      attention->fused_linears = on;
+    }
+    if (auto* mlp = module->as<MLPImpl>()) mlp->fused_linears = on;
   }
 }
 

@@ -1,7 +1,11 @@
-// The fused paths against the composite ATen ops they replace: the chunked linear + cross-entropy (CPU and GPU),
-// fused RMSNorm and varlen flash attention over packed rows (GPU; skipped without CUDA).
+// The fused paths against the composite ATen ops they replace: the chunked linear + cross-entropy and the grouped
+// projections (CPU and GPU), fused RMSNorm, RoPE and varlen flash attention over packed rows (GPU; skipped without
+// CUDA).
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include "model/layers.h"
 #include "model/linear_cross_entropy.h"
 #include "model/rope.h"
 #include "model/transformer.h"
@@ -83,6 +87,96 @@ TEST(LinearCrossEntropy, GpuBf16MatchesTheCompositeAndScalesTheUpstreamGradient)
   EXPECT_LT(rel(got.dw, ref.dw), 2e-2);
 }
 
+// Autocast on `device` to `dtype` for a scope (the model tests do not link the trainer's guard).
+struct ScopedAutocast {
+  ScopedAutocast(c10::DeviceType device, at::ScalarType dtype) : device_(device) {
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::set_autocast_dtype(device_, dtype);
+  }
+  ~ScopedAutocast() {
+    at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device_, false);
+  }
+  c10::DeviceType device_;
+};
+
+struct GroupRun {
+  std::vector<at::Tensor> outputs;  // per layer [B, T, out_i], F32
+  std::vector<at::Tensor> grads;    // x's, then every layer's parameters in order
+};
+
+// q/k/v-like layers (LoRA on the first and last) through linear_group, fused or not; loss = sum(y * cos(y)).
+GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, double dropout) {
+  at::manual_seed(7);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  std::vector<model::Linear> layers = {model::Linear(48, 64, bias), model::Linear(48, 16, bias),
+                                       model::Linear(48, 16, bias)};
+  for (auto& l : layers) {
+    at::NoGradGuard g;
+    l->weight.normal_(0, 0.2);
+    if (bias) l->bias.normal_(0, 0.2);
+  }
+  layers[0]->add_lora(4, 8.0, dropout, gen);
+  layers[2]->add_lora(4, 8.0, dropout, gen);
+  for (auto& l : layers) {
+    at::NoGradGuard g;
+    if (l->has_lora()) l->lora_b.normal_(0, 0.2);
+    l->to(device);
+  }
+  at::Tensor x = at::randn({2, 5, 48}).to(device).requires_grad_(true);
+  std::vector<model::LinearImpl*> ptrs;
+  for (auto& l : layers) ptrs.push_back(l.get());
+  GroupRun run;
+  at::Tensor loss = at::zeros({}, at::TensorOptions().device(device));
+  {
+    std::unique_ptr<ScopedAutocast> guard;
+    if (autocast) guard = std::make_unique<ScopedAutocast>(device.type(), at::kBFloat16);
+    at::manual_seed(11);
+    for (const at::Tensor& y : model::linear_group(x, ptrs, fused)) {
+      const at::Tensor yf = y.to(at::kFloat);
+      run.outputs.push_back(yf.detach());
+      loss = loss + (yf * at::cos(yf.detach())).sum();
+    }
+  }
+  loss.backward();
+  run.grads.push_back(x.grad());
+  for (auto& l : layers) {
+    for (const auto& p : l->parameters()) run.grads.push_back(p.grad());
+  }
+  return run;
+}
+
+void expect_group_match(const GroupRun& fused, const GroupRun& plain, double tol) {
+  ASSERT_EQ(fused.outputs.size(), plain.outputs.size());
+  for (size_t i = 0; i < plain.outputs.size(); ++i) EXPECT_LT(rel(fused.outputs[i], plain.outputs[i]), tol) << i;
+  ASSERT_EQ(fused.grads.size(), plain.grads.size());
+  for (size_t i = 0; i < plain.grads.size(); ++i) {
+    ASSERT_TRUE(fused.grads[i].defined() && plain.grads[i].defined()) << i;
+    EXPECT_LT(rel(fused.grads[i], plain.grads[i]), tol) << "gradient " << i;
+  }
+}
+
+TEST(LinearGroup, OneGemmGivesEachLayersOutputAndGradientsWithAdaptersAndBias) {
+  for (const bool bias : {false, true}) {
+    // F32 weights and no autocast: the layers share the input, with one GEMM over the adapters' A.
+    expect_group_match(run_group(true, false, at::kCPU, bias, 0.0), run_group(false, false, at::kCPU, bias, 0.0),
+                       1e-5);
+    // F32 weights under bf16 autocast: one GEMM over the concatenated bf16 weights; bf16 rounding apart.
+    expect_group_match(run_group(true, true, at::kCPU, bias, 0.0), run_group(false, true, at::kCPU, bias, 0.0), 2e-2);
+  }
+}
+
+TEST(LinearGroup, AdapterDropoutKeepsOneMaskPerLayerInEvalAndTraining) {
+  // In training each adapter draws its own dropout mask, in layer order as the separate layers do, so the same seed
+  // gives the same masks and both paths agree.
+  expect_group_match(run_group(true, false, at::kCPU, true, 0.1), run_group(false, false, at::kCPU, true, 0.1), 1e-5);
+}
+
+TEST(LinearGroup, GpuBf16AutocastMatchesSeparateLayers) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  expect_group_match(run_group(true, true, at::kCUDA, true, 0.0), run_group(false, true, at::kCUDA, true, 0.0), 2e-2);
+}
+
 TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
@@ -132,6 +226,18 @@ TEST(FusedKernels, GpuFusedRopeMatchesTheCompositeForwardAndBackward) {
     EXPECT_LT(rel(y1, y0), tol);
     EXPECT_LT(rel(g1, g0), tol);
   }
+}
+
+TEST(FusedKernels, GpuFusedRopeReadsASliceOfAFusedProjectionInPlace) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  const at::Tensor qkv = at::randn({2, 9, 3 * 4 * 64}, opts);
+  const at::Tensor k = qkv.narrow(-1, 4 * 64, 4 * 64).view({2, 9, 4, 64});  // rows strided by 3 * 4 * 64
+  ASSERT_FALSE(k.is_contiguous());
+  const at::Tensor angle = at::rand({2, 9, 32}, opts.dtype(at::kFloat)) * 6.28;
+  const at::Tensor emb = at::cat({angle, angle}, -1);
+  const at::Tensor cos = emb.cos().to(at::kBFloat16), sin = emb.sin().to(at::kBFloat16);
+  EXPECT_TRUE(at::equal(model::fused_rope_apply(k, cos, sin), model::fused_rope_apply(k.contiguous(), cos, sin)));
 }
 
 // Packed rows through varlen flash attention: each sample's logits and gradients are those of the sample run alone
