@@ -1,43 +1,13 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 #include <string>
 
+#include "kernels/convert.cuh"
 #include "kernels/rope.h"
 
 namespace ft::kernels {
 namespace {
-
-template <class T>
-__device__ float to_f(T v);
-template <>
-__device__ float to_f(float v) {
-  return v;
-}
-template <>
-__device__ float to_f(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <>
-__device__ float to_f(__half v) {
-  return __half2float(v);
-}
-template <class T>
-__device__ T from_f(float v);
-template <>
-__device__ float from_f(float v) {
-  return v;
-}
-template <>
-__device__ __nv_bfloat16 from_f(float v) {
-  return __float2bfloat16(v);
-}
-template <>
-__device__ __half from_f(float v) {
-  return __float2half(v);
-}
 
 // One thread per rotated pair (i, i + D/2) of one head of one row; consecutive threads take consecutive i, so the
 // loads of a warp are contiguous.
@@ -80,17 +50,9 @@ void rope(const void* x, int64_t x_row_stride, const void* cos, const void* sin,
     throw std::runtime_error("rope kernel: head_dim must be even, got " + std::to_string(head_dim));
   auto st = static_cast<cudaStream_t>(stream);
   const int64_t half = head_dim / 2;
-  switch (dtype) {
-    case DType::kF32:
-      launch<float>(x, x_row_stride, cos, sin, y, rows, heads, half, sin_sign, st);
-      break;
-    case DType::kBF16:
-      launch<__nv_bfloat16>(x, x_row_stride, cos, sin, y, rows, heads, half, sin_sign, st);
-      break;
-    case DType::kF16:
-      launch<__half>(x, x_row_stride, cos, sin, y, rows, heads, half, sin_sign, st);
-      break;
-  }
+  dispatch(dtype, [&](auto zero) {
+    launch<decltype(zero)>(x, x_row_stride, cos, sin, y, rows, heads, half, sin_sign, st);
+  });
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("rope kernel launch failed: ") + cudaGetErrorString(err));

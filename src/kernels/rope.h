@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-namespace ft::kernels {
+#include "kernels/dtype.h"
 
-enum class DType { kF32, kBF16, kF16 };
+namespace ft::kernels {
 
 // y[n, h, :] = x[n, h, :] * cos[n, :] + rotate_half(x[n, h, :]) * sin_sign * sin[n, :], rotate_half(v) =
 // [-v[D/2:], v[:D/2]] (transformers' layout), computed in F32 and rounded once. sin_sign = -1 is the backward

@@ -5,6 +5,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "model/rope.h"
+#include "model/swiglu.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -38,13 +39,31 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
   if (with_bias) bias = register_parameter("bias", at::zeros({out_features}));
 }
 
+namespace {
+
+// The input of the adapter's GEMMs: under autocast the GEMM casts it to the compute dtype anyway, so `x` (or the copy
+// already cast for the base GEMM) serves; elsewhere x in the adapter's dtype, as PEFT's lora_A(x.to(A.dtype)).
+at::Tensor adapter_input(const at::Tensor& x, const LinearImpl& layer) {
+  if (at::autocast::is_autocast_enabled(x.device().type())) return x;
+  return x.to(layer.lora_a.scalar_type());
+}
+
+// y2d [N, out] += scaling * down [N, r] B^T, in place in the GEMM's epilogue: B [out, r] is scaled (cheap) instead
+// of the product [N, out], and no separate add pass runs.
+void add_adapter_(at::Tensor y2d, const at::Tensor& down, const LinearImpl& layer) {
+  const at::ScalarType dtype = y2d.scalar_type();
+  y2d.addmm_(down.reshape({-1, down.size(-1)}).to(dtype), (layer.lora_b * layer.lora_scaling).to(dtype).t());
+}
+
+}  // namespace
+
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
-  at::Tensor y = at::linear(x, weight, bias);
+  at::Tensor y = at::linear(x, weight, bias);  // [..., out]
   if (!has_lora()) return y;
-  at::Tensor h = x.to(lora_a.scalar_type());
+  at::Tensor h = adapter_input(x, *this);
   if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
-  at::Tensor delta = at::linear(at::linear(h, lora_a), lora_b) * lora_scaling;
-  return y + delta.to(y.scalar_type());
+  add_adapter_(y.view({-1, y.size(-1)}), at::linear(h, lora_a), *this);
+  return y;
 }
 
 void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
@@ -71,11 +90,10 @@ void LinearImpl::merge_lora() {
   lora_b = at::Tensor();
 }
 
-std::vector<at::Tensor> linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
+LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
   const auto separate = [&] {
-    std::vector<at::Tensor> out;
-    out.reserve(layers.size());
-    for (LinearImpl* layer : layers) out.push_back(layer->forward(x));
+    LinearGroupOutput out;
+    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x));
     return out;
   };
   if (!fused || layers.size() < 2) return separate();
@@ -88,59 +106,70 @@ std::vector<at::Tensor> linear_group(const at::Tensor& x, const std::vector<Line
   const bool autocast = at::autocast::is_autocast_enabled(device_type);
   const at::ScalarType dtype = autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
   const at::Tensor xin = x.to(dtype);  // [..., in]: cast once instead of once per layer
-  std::vector<at::Tensor> out;         // per layer: [..., out_i]
+  std::vector<int64_t> sizes;
+  for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
+  std::vector<at::Tensor> out;  // per layer: [..., out_i]
+  at::Tensor fused_out;         // [N, sum out_i] when one GEMM computes them all
   if (weight_dtype != dtype) {
-    // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM [..., sum].
+    // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM.
     std::vector<at::Tensor> weights, biases;
-    std::vector<int64_t> sizes;
     for (const LinearImpl* layer : layers) {
       weights.push_back(layer->weight.to(dtype));
       if (with_bias) biases.push_back(layer->bias.to(dtype));
-      sizes.push_back(layer->weight.size(0));
     }
-    out = at::linear(xin, at::cat(weights), with_bias ? at::cat(biases) : at::Tensor()).split_with_sizes(sizes, -1);
+    fused_out = at::linear(xin.reshape({-1, xin.size(-1)}), at::cat(weights),
+                           with_bias ? at::cat(biases) : at::Tensor());
   } else {
     // Weights already in the compute dtype (a frozen bf16 base): concatenating them would copy every weight each
     // step, so only the input is shared.
     for (const LinearImpl* layer : layers) out.push_back(at::linear(xin, layer->weight, layer->bias));
   }
+  // Each adapter's output, as a [N, out_i] matrix the adapter adds into.
+  auto target = [&](size_t i) {
+    if (!fused_out.defined()) return out[i].view({-1, sizes[i]});
+    int64_t offset = 0;
+    for (size_t j = 0; j < i; ++j) offset += sizes[j];
+    return fused_out.narrow(1, offset, sizes[i]);
+  };
 
   // Adapters: with dropout each layer draws its own mask (as PEFT), so their A GEMMs stay apart.
   std::vector<size_t> adapted;
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i]->has_lora()) adapted.push_back(i);
   }
-  if (adapted.empty()) return out;
-  const bool train_dropout = [&] {
-    for (size_t i : adapted) {
-      if (layers[i]->lora_dropout > 0.0 && layers[i]->is_training()) return true;
+  if (!adapted.empty()) {
+    const bool train_dropout = [&] {
+      for (size_t i : adapted) {
+        if (layers[i]->lora_dropout > 0.0 && layers[i]->is_training()) return true;
+      }
+      return false;
+    }();
+    const at::Tensor h = autocast ? xin : adapter_input(x, *layers[adapted[0]]);
+    std::vector<at::Tensor> down;  // per adapted layer: [..., r_i]
+    if (train_dropout) {
+      for (size_t i : adapted) {
+        const LinearImpl& l = *layers[i];
+        down.push_back(at::linear(l.lora_dropout > 0.0 ? at::dropout(h, l.lora_dropout, true) : h, l.lora_a));
+      }
+    } else {
+      std::vector<at::Tensor> a;
+      std::vector<int64_t> ranks;
+      for (size_t i : adapted) {
+        a.push_back(layers[i]->lora_a);
+        ranks.push_back(layers[i]->lora_a.size(0));
+      }
+      down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
     }
-    return false;
-  }();
-  // As LinearImpl::forward: x in the adapter's dtype (under autocast the GEMM casts it back, so xin serves).
-  const at::Tensor h = autocast ? xin : x.to(layers[adapted[0]]->lora_a.scalar_type());
-  std::vector<at::Tensor> down;  // per adapted layer: [..., r_i]
-  if (train_dropout) {
-    for (size_t i : adapted) {
-      const LinearImpl& l = *layers[i];
-      const at::Tensor hi = l.lora_dropout > 0.0 ? at::dropout(h, l.lora_dropout, true) : h;
-      down.push_back(at::linear(hi, l.lora_a));
-    }
-  } else {
-    std::vector<at::Tensor> a;
-    std::vector<int64_t> ranks;
-    for (size_t i : adapted) {
-      a.push_back(layers[i]->lora_a);
-      ranks.push_back(layers[i]->lora_a.size(0));
-    }
-    down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
+    for (size_t j = 0; j < adapted.size(); ++j) add_adapter_(target(adapted[j]), down[j], *layers[adapted[j]]);
   }
-  for (size_t j = 0; j < adapted.size(); ++j) {
-    const LinearImpl& l = *layers[adapted[j]];
-    at::Tensor& yi = out[adapted[j]];
-    yi = yi + (at::linear(down[j], l.lora_b) * l.lora_scaling).to(yi.scalar_type());
+  if (fused_out.defined()) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    for (const at::Tensor& piece : fused_out.split_with_sizes(sizes, 1)) {
+      shape.back() = piece.size(1);
+      out.push_back(piece.view(shape));
+    }
   }
-  return out;
+  return {out, fused_out};
 }
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
@@ -205,7 +234,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   auto rotary = [&](const at::Tensor& h) {
     return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
   };
-  const auto qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda());
+  const auto qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda()).outputs;
   at::Tensor q = rotary(qkv[0].view({b, t, num_heads, head_dim}));     // [B, T, H, D]
   at::Tensor k = rotary(qkv[1].view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
   at::Tensor v = qkv[2].view({b, t, num_kv_heads, head_dim});          // [B, T, Hkv, D]
@@ -247,8 +276,13 @@ MLPImpl::MLPImpl(const ModelArgs& a) {
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
-  const auto gate_up = linear_group(x, {gate_proj.get(), up_proj.get()}, fused_linears && x.is_cuda());
-  return down_proj->forward(at::silu(gate_up[0]) * gate_up[1]);
+  const bool fused = fused_linears && x.is_cuda();
+  const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
+  const at::Tensor& gate = gu.outputs[0];  // [B, T, I]
+  const at::Tensor& up = gu.outputs[1];    // [B, T, I]
+  if (!fused || !fused_swiglu_available(gate, up)) return down_proj->forward(at::silu(gate) * up);
+  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint).view(gate.sizes()));
+  return down_proj->forward(fused_swiglu(gate, up));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {

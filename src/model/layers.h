@@ -42,12 +42,19 @@ class LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Linear);
 
+// The outputs of several Linear layers on one input.
+struct LinearGroupOutput {
+  std::vector<at::Tensor> outputs;  // per layer: [..., out_i]
+  at::Tensor joint;                 // [N, sum out_i] (N = rows of x) when one GEMM made them all, else undefined
+};
+
 // The outputs of `layers` (all [out_i, in] weights of one dtype, all with or all without bias) on the same input x
-// [..., in]. With `fused`: one GEMM over the concatenated weights, x cast once to the compute dtype (autocast's, else
-// the weights'), and one GEMM over the concatenated lora_A of the layers that have an adapter when its dropout is 0;
-// returns slices of that output [..., out_i]. Otherwise, or when the layers do not fit the rule, each layer's own
+// [..., in]. With `fused`: x cast once to the compute dtype (autocast's, else the weights'); one GEMM over the
+// concatenated weights when they need a cast anyway (F32 weights under autocast), else one GEMM per layer on the
+// shared input; one GEMM over the concatenated lora_A of the adapted layers when no adapter dropout is active; the
+// adapters' B GEMMs add into the outputs in place. Otherwise, or when the layers do not fit the rule, each layer's own
 // forward. Both agree up to the rounding of the GEMMs.
-std::vector<at::Tensor> linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
+LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
 
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale.
 class RMSNormImpl : public torch::nn::Module {
@@ -106,7 +113,7 @@ class MLPImpl : public torch::nn::Module {
   explicit MLPImpl(const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x);  // [B, T, hidden]
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group
+  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU in one kernel
 };
 TORCH_MODULE(MLP);
 

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/rope.h"
+#include "model/kernel_dtype.h"
 #endif
 
 namespace ft::model {
@@ -17,19 +18,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-kernels::DType kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return kernels::DType::kF32;
-    case at::kBFloat16:
-      return kernels::DType::kBF16;
-    case at::kHalf:
-      return kernels::DType::kF16;
-    default:
-      throw Error(std::string("fused rope: unsupported dtype ") + c10::toString(t));
-  }
-}
 
 // x [B, T, H, D]: read in place when only its rows are strided (a slice of a fused q/k/v output), else copied.
 at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, float sign) {
@@ -61,7 +49,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
 
 bool fused_rope_available(const at::Tensor& x, const at::Tensor& cos) {
   const auto t = x.scalar_type();
-  return x.is_cuda() && cos.scalar_type() == t && (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) &&
+  return x.is_cuda() && cos.scalar_type() == t && kernel_supports(t) &&
          x.size(-1) % 2 == 0;
 }
 

@@ -8,6 +8,7 @@
 #include "model/layers.h"
 #include "model/linear_cross_entropy.h"
 #include "model/rope.h"
+#include "model/swiglu.h"
 #include "model/transformer.h"
 #include "support/test_support.h"
 
@@ -132,7 +133,7 @@ GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, doub
     std::unique_ptr<ScopedAutocast> guard;
     if (autocast) guard = std::make_unique<ScopedAutocast>(device.type(), at::kBFloat16);
     at::manual_seed(11);
-    for (const at::Tensor& y : model::linear_group(x, ptrs, fused)) {
+    for (const at::Tensor& y : model::linear_group(x, ptrs, fused).outputs) {
       const at::Tensor yf = y.to(at::kFloat);
       run.outputs.push_back(yf.detach());
       loss = loss + (yf * at::cos(yf.detach())).sum();
@@ -166,7 +167,7 @@ TEST(LinearGroup, OneGemmGivesEachLayersOutputAndGradientsWithAdaptersAndBias) {
   }
 }
 
-TEST(LinearGroup, AdapterDropoutKeepsOneMaskPerLayerInEvalAndTraining) {
+TEST(LinearGroup, AdapterDropoutDrawsOneMaskPerLayerAsTheSeparateLayersDo) {
   // In training each adapter draws its own dropout mask, in layer order as the separate layers do, so the same seed
   // gives the same masks and both paths agree.
   expect_group_match(run_group(true, false, at::kCPU, true, 0.1), run_group(false, false, at::kCPU, true, 0.1), 1e-5);
@@ -238,6 +239,87 @@ TEST(FusedKernels, GpuFusedRopeReadsASliceOfAFusedProjectionInPlace) {
   const at::Tensor emb = at::cat({angle, angle}, -1);
   const at::Tensor cos = emb.cos().to(at::kBFloat16), sin = emb.sin().to(at::kBFloat16);
   EXPECT_TRUE(at::equal(model::fused_rope_apply(k, cos, sin), model::fused_rope_apply(k.contiguous(), cos, sin)));
+}
+
+TEST(FusedKernels, GpuSwigluMatchesTheCompositeOnPairsAndJointOutputs) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t cols : {64, 37}) {  // vectorized and scalar widths
+      const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+      const at::Tensor gu0 = at::randn({3 * 7, 2 * cols}, opts) * 3;
+      const at::Tensor up_grad = at::randn({3 * 7, cols}, opts);
+      auto run = [&](int variant) {  // 0 composite, 1 pair of strided halves, 2 joint
+        at::Tensor gu = gu0.clone().requires_grad_(true);
+        const at::Tensor g = gu.narrow(1, 0, cols), u = gu.narrow(1, cols, cols);
+        at::Tensor y = variant == 0   ? at::silu(g) * u
+                       : variant == 1 ? model::fused_swiglu(g, u)
+                                      : model::fused_swiglu_joint(gu);
+        (y.to(at::kFloat) * up_grad.to(at::kFloat)).sum().backward();
+        return std::make_pair(y.detach(), gu.grad());
+      };
+      const auto [y0, g0] = run(0);
+      const double tol = dtype == at::kFloat ? 1e-5 : 1.6e-2;
+      for (const int variant : {1, 2}) {
+        const auto [y, g] = run(variant);
+        EXPECT_LT(rel(y, y0), tol) << "variant " << variant << " cols " << cols;
+        EXPECT_LT(rel(g, g0), tol) << "variant " << variant << " cols " << cols;
+      }
+    }
+  }
+}
+
+// A whole model, forward and backward, with train.fused_kernels on and off: F32 weights under bf16 autocast (one GEMM
+// over concatenated weights, the joint SwiGLU) and a bf16 base with LoRA (shared input, per-layer GEMMs).
+TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const bool lora : {false, true}) {
+    model::ModelArgs a;
+    a.vocab_size = 101;
+    a.hidden_size = 128;
+    a.intermediate_size = 320;
+    a.num_layers = 2;
+    a.num_heads = 4;
+    a.num_kv_heads = 2;
+    a.head_dim = 32;
+    a.attention_bias = true;
+    a.max_position_embeddings = 64;
+    at::manual_seed(5);
+    auto model = std::make_shared<model::Transformer>(a);
+    for (auto& p : model->parameters()) {
+      at::NoGradGuard g;
+      p.normal_(0, 0.05);
+    }
+    model->to(at::kCUDA, lora ? at::kBFloat16 : at::kFloat);
+    if (lora) {
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+      for (const auto& m : model->modules()) {
+        if (auto* l = m->as<model::LinearImpl>()) {
+          l->weight.requires_grad_(false);
+          l->add_lora(8, 16.0, 0.0, gen);
+          at::NoGradGuard g;
+          l->lora_b.normal_(0, 0.05);
+        }
+      }
+    }
+    const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
+    auto run = [&](bool fused) {
+      model->set_fused_kernels(fused);
+      model->zero_grad();
+      ScopedAutocast autocast(c10::kCUDA, at::kBFloat16);
+      const at::Tensor logits = model->forward(ids).to(at::kFloat);
+      (logits * at::cos(logits.detach())).sum().backward();
+      std::vector<at::Tensor> grads;
+      for (const auto& p : model->parameters()) {
+        if (p.requires_grad()) grads.push_back(p.grad().clone());
+      }
+      return std::make_pair(logits.detach(), grads);
+    };
+    const auto [l0, g0] = run(false);
+    const auto [l1, g1] = run(true);
+    EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora" : "full");
+    ASSERT_EQ(g0.size(), g1.size());
+    for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i;
+  }
 }
 
 // Packed rows through varlen flash attention: each sample's logits and gradients are those of the sample run alone

@@ -59,6 +59,25 @@ TEST_P(GpuParity, Bf16AutocastMatchesTransformers) {
   EXPECT_LT(err, 2.0 * hf_err + 0.005);
 }
 
+// The training path of train.fused_kernels (grouped q/k/v and gate/up GEMMs, the RoPE and SwiGLU kernels, fused
+// RMSNorm) under bf16 autocast: as close to transformers as the ATen path.
+TEST_P(GpuParity, Bf16AutocastWithFusedKernelsMatchesTransformers) {
+  const auto r = io::read_safetensors(dir() / "ref.safetensors");
+  auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
+  model->set_fused_kernels(true);
+  at::NoGradGuard no_grad;
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  const at::Tensor logits = model->forward(r.at("input_ids").to(at::kCUDA));
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  const double err = rel_err(logits, r.at("logits"));
+  const double hf_err = rel_err(r.at("logits_bf16"), r.at("logits"));
+  std::cout << GetParam() << " bf16 autocast, fused kernels: max abs err / max |logit| = " << err
+            << " (transformers bf16 weights: " << hf_err << ")\n";
+  EXPECT_LT(err, 2.0 * hf_err + 0.005);
+}
+
 TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {
   auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
   const auto j = nlohmann::json::parse(read_file(dir() / "ref.json"));

@@ -1,0 +1,127 @@
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/convert.cuh"
+#include "kernels/swiglu.h"
+
+namespace ft::kernels {
+namespace {
+
+// V consecutive elements, loaded and stored as one aligned vector (16 bytes for 16-bit types at V = 8).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <class T, int V>
+__device__ __forceinline__ Pack<T, V> load(const Matrix& m, int64_t row, int64_t col) {
+  return *reinterpret_cast<const Pack<T, V>*>(static_cast<const T*>(m.data) + row * m.ld + col);
+}
+template <class T, int V>
+__device__ __forceinline__ void store(const Matrix& m, int64_t row, int64_t col, const Pack<T, V>& p) {
+  *reinterpret_cast<Pack<T, V>*>(static_cast<T*>(m.data) + row * m.ld + col) = p;
+}
+
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + __expf(-x));
+}
+
+// One thread per V consecutive columns of one row.
+template <class T, int V>
+__global__ void forward_kernel(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t vec_cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * vec_cols) return;
+  const int64_t row = i / vec_cols, col = (i % vec_cols) * V;
+  const auto g = load<T, V>(gate, row, col), u = load<T, V>(up, row, col);
+  Pack<T, V> y;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const float gf = to_f(g.v[k]);
+    y.v[k] = from_f<T>(gf * sigmoid(gf) * to_f(u.v[k]));
+  }
+  store<T, V>(out, row, col, y);
+}
+
+template <class T, int V>
+__global__ void backward_kernel(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows,
+                                int64_t vec_cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * vec_cols) return;
+  const int64_t row = i / vec_cols, col = (i % vec_cols) * V;
+  const auto d = load<T, V>(d_out, row, col), g = load<T, V>(gate, row, col), u = load<T, V>(up, row, col);
+  Pack<T, V> dg, du;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const float gf = to_f(g.v[k]), df = to_f(d.v[k]);
+    const float s = sigmoid(gf);
+    du.v[k] = from_f<T>(df * gf * s);
+    dg.v[k] = from_f<T>(df * to_f(u.v[k]) * s * (1.0f + gf * (1.0f - s)));
+  }
+  store<T, V>(d_gate, row, col, dg);
+  store<T, V>(d_up, row, col, du);
+}
+
+// The widest vector (16 bytes) every matrix allows: aligned pointers and row strides, and cols divisible by it.
+template <class T>
+int vector_width(int64_t cols, std::initializer_list<Matrix> ms) {
+  int v = static_cast<int>(16 / sizeof(T));
+  auto fits = [&](int w) {
+    if (cols % w != 0) return false;
+    for (const Matrix& m : ms) {
+      if (reinterpret_cast<uintptr_t>(m.data) % (w * sizeof(T)) != 0 || m.ld % w != 0) return false;
+    }
+    return true;
+  };
+  while (v > 1 && !fits(v)) v /= 2;
+  return v;
+}
+
+template <class T, int V, class K, class... Args>
+void launch_v(K kernel, int64_t rows, int64_t cols, cudaStream_t stream, Args... args) {
+  const int64_t threads = rows * (cols / V);
+  if (threads == 0) return;
+  constexpr int kBlock = 256;
+  kernel<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream>>>(args..., rows, cols / V);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  dispatch(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    switch (vector_width<T>(cols, {gate, up, out})) {
+      case 8: launch_v<T, 8>(forward_kernel<T, 8>, rows, cols, st, gate, up, out); break;
+      case 4: launch_v<T, 4>(forward_kernel<T, 4>, rows, cols, st, gate, up, out); break;
+      case 2: launch_v<T, 2>(forward_kernel<T, 2>, rows, cols, st, gate, up, out); break;
+      default: launch_v<T, 1>(forward_kernel<T, 1>, rows, cols, st, gate, up, out); break;
+    }
+  });
+  check_launch("swiglu forward kernel");
+}
+
+void swiglu_backward(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows, int64_t cols,
+                     DType dtype, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  dispatch(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    switch (vector_width<T>(cols, {d_out, gate, up, d_gate, d_up})) {
+      case 8: launch_v<T, 8>(backward_kernel<T, 8>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+      case 4: launch_v<T, 4>(backward_kernel<T, 4>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+      case 2: launch_v<T, 2>(backward_kernel<T, 2>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+      default: launch_v<T, 1>(backward_kernel<T, 1>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+    }
+  });
+  check_launch("swiglu backward kernel");
+}
+
+}  // namespace ft::kernels

@@ -1,0 +1,25 @@
+// SwiGLU (silu(gate) * up) in one CUDA kernel per direction, for the fused MLP path of model/swiglu.h.
+// Plain CUDA: no LibTorch header; the caller passes raw pointers, row strides (in elements) and a stream.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace ft::kernels {
+
+// A [rows, cols] matrix whose rows are `ld` elements apart and whose columns are contiguous.
+struct Matrix {
+  void* data;
+  int64_t ld;
+};
+
+// out = silu(gate) * up, computed in F32 and rounded once. gate, up: [rows, cols] (may be the two halves of one
+// [rows, 2 * cols] projection); out: [rows, cols].
+void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream);
+
+// d_gate = d_out * up * silu'(gate), d_up = d_out * silu(gate), in F32, rounded once each.
+void swiglu_backward(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows, int64_t cols,
+                     DType dtype, void* stream);
+
+}  // namespace ft::kernels

@@ -1,0 +1,119 @@
+#include "model/swiglu.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
+
+#ifdef FT_WITH_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/swiglu.h"
+#include "model/kernel_dtype.h"
+#endif
+
+namespace ft::model {
+
+#ifdef FT_WITH_KERNELS
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// t [..., C] as a [rows, C] matrix with contiguous columns: a view when the leading dims collapse, else a copy.
+at::Tensor as_rows(const at::Tensor& t) {
+  at::Tensor m = t.reshape({-1, t.size(-1)});
+  if (m.size(1) > 1 && m.stride(1) != 1) m = m.contiguous();
+  return m;
+}
+
+kernels::Matrix matrix(const at::Tensor& m, int64_t column_offset = 0) {
+  const int64_t ld = m.size(0) > 1 ? m.stride(0) : m.size(1);
+  return {static_cast<char*>(m.data_ptr()) + column_offset * static_cast<int64_t>(m.element_size()), ld};
+}
+
+void* stream_of(const at::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
+class SwigluPair : public torch::autograd::Function<SwigluPair> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    const at::Tensor g = as_rows(gate), u = as_rows(up);
+    at::Tensor out = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));  // [rows, I]
+    kernels::swiglu_forward(matrix(g), matrix(u), matrix(out), g.size(0), g.size(1), kernel_dtype(g.scalar_type()),
+                            stream_of(g));
+    ctx->save_for_backward({g, u});
+    ctx->saved_data["shape"] = gate.sizes().vec();
+    return out.view(gate.sizes());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& g = saved[0];
+    const at::Tensor& u = saved[1];
+    const at::Tensor d = as_rows(grad_out[0].to(g.scalar_type()));
+    at::Tensor dg = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor du = at::empty_like(dg);
+    kernels::swiglu_backward(matrix(d), matrix(g), matrix(u), matrix(dg), matrix(du), g.size(0), g.size(1),
+                             kernel_dtype(g.scalar_type()), stream_of(g));
+    const auto shape = ctx->saved_data["shape"].toIntVector();
+    return {dg.view(shape), du.view(shape)};
+  }
+};
+
+class SwigluJoint : public torch::autograd::Function<SwigluJoint> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+    const at::Tensor gu = as_rows(gate_up);  // [N, 2 I]
+    const int64_t n = gu.size(0), i = gu.size(1) / 2;
+    at::Tensor out = at::empty({n, i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
+    kernels::swiglu_forward(matrix(gu), matrix(gu, i), matrix(out), n, i, kernel_dtype(gu.scalar_type()),
+                            stream_of(gu));
+    ctx->save_for_backward({gu});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const at::Tensor gu = ctx->get_saved_variables()[0];
+    const int64_t n = gu.size(0), i = gu.size(1) / 2;
+    const at::Tensor d = as_rows(grad_out[0].to(gu.scalar_type()));
+    at::Tensor dgu = at::empty({n, 2 * i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
+    kernels::swiglu_backward(matrix(d), matrix(gu), matrix(gu, i), matrix(dgu), matrix(dgu, i), n, i,
+                             kernel_dtype(gu.scalar_type()), stream_of(gu));
+    return {dgu};
+  }
+};
+
+}  // namespace
+
+bool fused_swiglu_available(const at::Tensor& gate, const at::Tensor& up) {
+  return gate.is_cuda() && up.is_cuda() && gate.scalar_type() == up.scalar_type() &&
+         kernel_supports(gate.scalar_type()) && gate.sizes() == up.sizes() && gate.dim() >= 1;
+}
+
+at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  FT_CHECK(fused_swiglu_available(gate, up), "fused swiglu: gate and up must be CUDA tensors of one shape and dtype");
+  return SwigluPair::apply(gate, up);
+}
+
+at::Tensor fused_swiglu_joint(const at::Tensor& gate_up) {
+  FT_CHECK(gate_up.dim() == 2 && gate_up.size(1) % 2 == 0 && fused_swiglu_available(gate_up, gate_up),
+           "fused swiglu: gate_up must be a CUDA [N, 2 I] tensor");
+  return SwigluJoint::apply(gate_up);
+}
+
+#else
+
+bool fused_swiglu_available(const at::Tensor&, const at::Tensor&) {
+  return false;
+}
+
+at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&) {
+  throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
+}
+
+at::Tensor fused_swiglu_joint(const at::Tensor&) {
+  throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
+}
+
+#endif
+
+}  // namespace ft::model
