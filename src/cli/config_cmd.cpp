@@ -37,8 +37,10 @@ void check_chat_template(const Config& cfg, const data::Tokenizer& tokenizer) {
     return;
   }
   if (cfg.data.template_name != "auto") {
-    data::check_template_markers(cfg.data.template_name, tokenizer);
-    std::cout << "chat template: built-in " << cfg.data.template_name << "\n";
+    const std::string name = data::resolve_template(cfg.data.template_name, tokenizer);  // mistral: its variant
+    data::check_template_markers(name, tokenizer);
+    std::cout << "chat template: built-in " << name
+              << (name == cfg.data.template_name ? "" : " (data.template " + cfg.data.template_name + ")") << "\n";
     return;
   }
   auto source = data::find_chat_template(cfg.model.path);

@@ -146,7 +146,7 @@ struct DataConfig {
   std::vector<DataSource> train;      // training sources
   std::vector<DataSource> eval;       // evaluation sources (optional)
   DataFields fields;                  // JSON field names
-  std::string template_name = "auto";   // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain
+  std::string template_name = "auto";   // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain | gemma | mistral (v1/v3/tekken by the tokenizer) | mistral-v1 | mistral-v3 | mistral-tekken
   std::string train_on = "all";         // chat with the model's template: loss on all | last assistant turn(s)
   int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
   bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)

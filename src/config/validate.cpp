@@ -169,7 +169,8 @@ void check_data(const Config& c, Checker& k) {
   if (d.train.empty()) k.fail("data.train", "empty (expected at least one training source)");
   check_sources("data.train", d.train, synth, k);
   check_sources("data.eval", d.eval, synth, k);
-  k.one_of("data.template", d.template_name, {"auto", "llama2", "llama3", "chatml", "plain"});
+  k.one_of("data.template", d.template_name, {"auto", "llama2", "llama3", "chatml", "plain", "gemma", "mistral",
+                                               "mistral-v1", "mistral-v3", "mistral-tekken"});
   k.one_of("data.train_on", d.train_on, {"all", "last"});
   k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
   k.one_of("data.overlong", d.overlong, {"truncate", "drop"});

@@ -122,7 +122,16 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
   }
   const bool has_chat = std::any_of(o.sources.begin(), o.sources.end(),
                                     [](const DataSource& src) { return parse_format(src.format) == Format::kChat; });
-  if (has_chat && !o.chat) check_template_markers(o.template_name, tok);
+  if (has_chat && !o.chat) {
+    // A family name (mistral) becomes the variant the tokenizer needs (mistral-v1, mistral-v3, mistral-tekken).
+    if (std::string variant = resolve_template(o.template_name, tok); variant != o.template_name) {
+      DatasetOptions resolved = o;
+      resolved.template_name = std::move(variant);
+      FT_LOG_INFO("chat template: built-in {} (data.template {})", resolved.template_name, o.template_name);
+      return build(resolved, tok);
+    }
+    check_template_markers(o.template_name, tok);
+  }
   std::shared_ptr<TokenizedDataset> ds(new TokenizedDataset());
   ds->seq_len_ = o.seq_len;
   ds->part_begin_.push_back(0);
