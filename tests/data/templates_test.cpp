@@ -33,6 +33,17 @@ TEST(Templates, RenderTheOfficialStrings) {
             "<|im_start|>assistant\nHello! <|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
             "<|im_start|>assistant\n4<|im_end|>\n");
   EXPECT_EQ(render("plain"), "<s>You are terse.\n Hi there \nHello! </s>2+2?\n4</s>");
+  // Gemma 3: the system message opens the first user turn; contents trimmed.
+  EXPECT_EQ(render("gemma"),
+            "<s><start_of_turn>user\nYou are terse.\n\nHi there<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\n2+2?<end_of_turn>\n"
+            "<start_of_turn>model\n4<end_of_turn>\n");
+  // mistral-common: v1 puts the system prompt before the first user message, v3/tekken before the last; a space
+  // shows sentencepiece's word marker before each message encoded on its own.
+  EXPECT_EQ(render("mistral-v1"),
+            "<s>[INST] You are terse.\n\n Hi there  [/INST] Hello! </s>[INST] 2+2? [/INST] 4</s>");
+  EXPECT_EQ(render("mistral-v3"), "<s>[INST]  Hi there [/INST] Hello!</s>[INST] You are terse.\n\n2+2?[/INST] 4</s>");
+  EXPECT_EQ(render("mistral-tekken"), "<s>[INST] Hi there [/INST]Hello!</s>[INST]You are terse.\n\n2+2?[/INST]4</s>");
 }
 
 TEST(Templates, JinjaSourcesRenderLikeTheCppTemplates) {
@@ -71,6 +82,17 @@ TEST(Templates, BadConversationsAreErrors) {
   EXPECT_THROW(data::render_chat("chatml", {{"user", "a"}, {"system", "late"}}), Error);
   EXPECT_THROW(data::render_chat("chatml", {{"robot", "a"}}), Error);
   EXPECT_THROW(data::render_chat("nope", {{"user", "a"}}), ConfigError);
+  EXPECT_THROW(data::render_chat("mistral", {{"user", "a"}, {"assistant", "b"}}), ConfigError);  // not resolved
+  EXPECT_THROW(data::render_chat("gemma", {{"user", "a"}, {"user", "b"}}), Error);
+  EXPECT_THROW(data::render_chat("gemma", {{"assistant", "a"}}), Error);
+  // mistral-common's refusals: a system message after an assistant one, a training conversation that does not end
+  // with the assistant, an empty assistant message.
+  EXPECT_THROW(data::render_chat("mistral-v3", {{"user", "a"}, {"assistant", "b"}, {"system", "c"}, {"user", "d"},
+                                                {"assistant", "e"}}),
+               Error);
+  EXPECT_THROW(data::render_chat("mistral-v1", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}), Error);
+  EXPECT_THROW(data::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", ""}}), Error);
+  EXPECT_NO_THROW(data::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, true));
 }
 
 TEST(Templates, Llama3LossCoversAssistantContentAndEotOnly) {
