@@ -36,12 +36,7 @@ std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const d
                       "tokenizer_config.json's chat_template)",
                       "drop --chat and write the prompt in the model's format, or add the template to the directory");
   }
-  const data::JinjaChat chat(*source, tokenizer);
-  jinja::Value messages = jinja::Value::array();
-  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-  messages.push_back({{"role", "user"}, {"content", user}});
-  const auto sample = chat.tokenize(chat.render(messages, /*add_generation_prompt=*/true, false));
-  return {sample.tokens.begin(), sample.tokens.end()};
+  return data::chat_prompt_ids("auto", model_dir, tokenizer, system, user);
 }
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tekken.json"};

@@ -83,6 +83,7 @@ struct TokenizerConfig {
   std::string train_model_type = "bpe";  // trained model type: bpe | unigram
   bool add_bos = true;              // prepend BOS to every sample
   bool add_eos = true;              // append EOS to every completion / text sample
+  std::vector<std::string> add_tokens;  // special tokens added to the vocabulary (new embedding/LM-head rows, trained)
 
   template <class V> void visit(V& v) {
     v("path", path);
@@ -90,6 +91,7 @@ struct TokenizerConfig {
     v("train_model_type", train_model_type);
     v("add_bos", add_bos);
     v("add_eos", add_eos);
+    v("add_tokens", add_tokens);
   }
 };
 
@@ -148,6 +150,8 @@ struct DataConfig {
   DataFields fields;                  // JSON field names
   std::string template_name = "auto";   // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain | gemma | mistral (v1/v3/tekken by the tokenizer) | mistral-v1 | mistral-v3 | mistral-tekken
   std::string train_on = "all";         // chat with the model's template: loss on all | last assistant turn(s)
+  std::vector<std::string> roles;       // chat: extra role names as name=role (role: system|user|assistant|tool)
+  std::string system_prompt;            // chat: system message for conversations without one; empty = none
   int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
   bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)
   bool shuffle = true;                // reshuffle the samples every epoch (false: file order, for reference runs)
@@ -164,6 +168,8 @@ struct DataConfig {
     v("fields", fields);
     v("template", template_name);
     v("train_on", train_on);
+    v("roles", roles);
+    v("system_prompt", system_prompt);
     v("seq_len", seq_len);
     v("packing", packing);
     v("shuffle", shuffle);
@@ -246,6 +252,7 @@ struct EvalConfig {
   int64_t exact_match_samples = 0;      // prompt_completion eval samples scored by greedy exact match
   int64_t max_new_tokens = 32;          // generation length for exact match and samples
   std::vector<std::string> prompts;     // prompts whose generations are logged at each evaluation
+  std::string prompt_format = "auto";   // prompts as: text | chat (a user turn in the chat template) | auto (chat when training on chat data)
 
   template <class V> void visit(V& v) {
     v("every_steps", every_steps);
@@ -253,6 +260,7 @@ struct EvalConfig {
     v("exact_match_samples", exact_match_samples);
     v("max_new_tokens", max_new_tokens);
     v("prompts", prompts);
+    v("prompt_format", prompt_format);
   }
 };
 

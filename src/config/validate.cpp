@@ -134,6 +134,13 @@ void check_tokenizer(const Config& c, Checker& k) {
   const auto& t = c.tokenizer;
   k.one_of("tokenizer.train_model_type", t.train_model_type, {"bpe", "unigram"});
   k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
+  for (size_t i = 0; i < t.add_tokens.size(); ++i) {
+    const std::string at = "tokenizer.add_tokens[" + std::to_string(i) + "]";
+    if (t.add_tokens[i].empty()) k.fail(at, "empty (expected the token's text, e.g. <|im_start|>)");
+    for (size_t j = 0; j < i; ++j) {
+      if (t.add_tokens[j] == t.add_tokens[i]) k.fail(at, "'" + t.add_tokens[i] + "' is listed twice");
+    }
+  }
   if (t.train_vocab_size > 0) return;  // trained at start (and written to tokenizer.path when set)
   if (!t.path.empty()) {
     std::error_code ec;
@@ -172,6 +179,16 @@ void check_data(const Config& c, Checker& k) {
   k.one_of("data.template", d.template_name, {"auto", "llama2", "llama3", "chatml", "plain", "gemma", "mistral",
                                                "mistral-v1", "mistral-v3", "mistral-tekken"});
   k.one_of("data.train_on", d.train_on, {"all", "last"});
+  for (size_t i = 0; i < d.roles.size(); ++i) {
+    const std::string& entry = d.roles[i];
+    const size_t eq = entry.find('=');
+    const std::string role = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    if (eq == std::string::npos || eq == 0 ||
+        (role != "system" && role != "user" && role != "assistant" && role != "tool")) {
+      k.fail("data.roles[" + std::to_string(i) + "]",
+             "'" + entry + "' is not name=role with role system, user, assistant or tool (e.g. bot=assistant)");
+    }
+  }
   k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
   k.one_of("data.overlong", d.overlong, {"truncate", "drop"});
   k.one_of("data.on_error", d.on_error, {"fail", "skip"});
@@ -232,6 +249,7 @@ void check_rest(const Config& c, Checker& k) {
   k.at_least<int64_t>("eval.max_batches", e.max_batches, 0);
   k.at_least<int64_t>("eval.exact_match_samples", e.exact_match_samples, 0);
   k.at_least<int64_t>("eval.max_new_tokens", e.max_new_tokens, 1);
+  k.one_of("eval.prompt_format", e.prompt_format, {"auto", "text", "chat"});
   if (e.exact_match_samples > 0 && c.data.eval.empty()) {
     k.fail("eval.exact_match_samples", "exact match scores eval samples, but data.eval is empty");
   }

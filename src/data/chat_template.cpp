@@ -178,4 +178,28 @@ TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special
   return out;
 }
 
+std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std::filesystem::path& model_dir,
+                                     const Tokenizer& tokenizer, const std::string& system, const std::string& user) {
+  std::optional<ChatTemplateSource> source;
+  if (template_name == "auto") {
+    if (!model_dir.empty()) source = find_chat_template(model_dir);
+    if (!source) source = find_chat_template(tokenizer.model_file().parent_path());
+  }
+  TokenizedSample sample;
+  if (source) {
+    const JinjaChat chat(*source, tokenizer);
+    jinja::Value messages = jinja::Value::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    messages.push_back({{"role", "user"}, {"content", user}});
+    sample = chat.tokenize(chat.render(messages, /*add_generation_prompt=*/true, /*last_only=*/false));
+  } else {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", user});
+    const std::string name = resolve_template(template_name == "auto" ? "plain" : template_name, tokenizer);
+    sample = tokenize_segments(tokenizer, render_chat(name, messages, /*add_generation_prompt=*/true));
+  }
+  return {sample.tokens.begin(), sample.tokens.end()};
+}
+
 }  // namespace ft::data

@@ -83,6 +83,11 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
   o.template_name = d.template_name;
   o.model_dir = config.model.path;
   o.last_turn_only = d.train_on == "last";
+  for (const std::string& entry : d.roles) {  // name=role, checked by the config validation
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) o.roles[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  o.system_prompt = d.system_prompt;
   o.seq_len = d.seq_len;
   o.overlong = d.overlong;
   o.on_error = d.on_error;

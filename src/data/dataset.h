@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,6 +39,8 @@ struct DatasetOptions {
   std::filesystem::path model_dir;            // auto: where the model's chat template is looked for
   bool last_turn_only = false;                // chat with the model's template: loss on the last assistant turn
   std::shared_ptr<const JinjaChat> chat;      // set by build() when auto finds the model's template
+  std::map<std::string, std::string> roles;   // chat: dataset role name -> system|user|assistant|tool (data.roles)
+  std::string system_prompt;                  // chat: system message for conversations without one
   int64_t seq_len = 512;                      // the longest sample kept (tokens); pretokenized row length
   std::string overlong = "truncate";          // truncate | drop
   std::string on_error = "fail";              // fail | skip

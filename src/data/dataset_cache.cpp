@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/chat_template.h"
+#include "data/json_records.h"
 #include "data/records.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
@@ -59,6 +60,8 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   ro.template_name = o.template_name == "auto" ? "plain" : o.template_name;  // auto without a model template
   ro.chat = o.chat.get();
   ro.last_turn_only = o.last_turn_only;
+  ro.roles = o.roles;
+  ro.system_prompt = o.system_prompt;
   ro.add_bos = o.add_bos;
   ro.add_eos = o.add_eos;
   const bool skip = o.on_error == "skip";
@@ -68,8 +71,7 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   st.path = path.string();
   st.format = source.format;
   st.weight = source.weight;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path.string(), "check the data path and permissions");
+  RecordReader reader(path);
   Writer w(dir);
   // Lines are tokenized in batches on every core, then kept or counted in file order (so the cache and its
   // statistics do not depend on the thread count).
@@ -147,13 +149,10 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
     lines.clear();
     line_numbers.clear();
   };
-  std::string line;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  std::string record;
+  while (reader.next(record, line_no)) {
     ++records;
-    lines.push_back(std::move(line));
+    lines.push_back(std::move(record));
     line_numbers.push_back(line_no);
     if (lines.size() == kBatch) {
       process();
@@ -214,6 +213,8 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
   k["add_eos"] = o.add_eos;
   const auto& f = o.fields;
   k["fields"] = {f.text, f.prompt, f.input, f.completion, f.messages, f.role, f.content};
+  if (!o.roles.empty()) k["roles"] = o.roles;
+  if (!o.system_prompt.empty()) k["system_prompt"] = o.system_prompt;
   return hex64(hash_string(k.dump()));
 }
 

@@ -1,7 +1,6 @@
 // Prompt/completion pairs for exact-match evaluation, read with the dataset's record rules.
-#include <fstream>
-
 #include "data/dataset.h"
+#include "data/json_records.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -14,8 +13,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
   for (const auto& src : sources) {
     const Format format = parse_format(src.format);
     if (format != Format::kPromptCompletion && format != Format::kAlpaca) continue;
-    std::ifstream in(src.path, std::ios::binary);
-    if (!in) throw Error("cannot read " + src.path, "check data.eval paths");
+    RecordReader reader(src.path);
     RecordOptions ro;
     ro.format = format;
     ro.fields = fields;
@@ -23,9 +21,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
     ro.add_eos = false;
     std::string line;
     int64_t line_no = 0;
-    while (static_cast<int64_t>(out.size()) < max_samples && std::getline(in, line)) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    while (static_cast<int64_t>(out.size()) < max_samples && reader.next(line, line_no)) {
       std::vector<Segment> segs;
       try {
         segs = parse_record(line, ro);

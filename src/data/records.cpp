@@ -32,13 +32,32 @@ std::string optional_string(const json& obj, const std::string& key) {
   return obj[key].get<std::string>();
 }
 
-// The record's messages as {"role", "content", ...} objects (data.fields names mapped to role/content; other keys
-// kept for the template, e.g. tool_calls). Built-in templates know system, user and assistant only.
+// A role or ShareGPT speaker name as system|user|assistant|tool: data.roles first, then the names datasets use.
+std::string map_role(const std::string& name, const RecordOptions& o) {
+  static const std::map<std::string, std::string> kKnown = {
+      {"human", "user"}, {"gpt", "assistant"}, {"function_call", "assistant"}, {"observation", "tool"}};
+  if (const auto it = o.roles.find(name); it != o.roles.end()) return it->second;
+  if (const auto it = kKnown.find(name); it != kKnown.end()) return it->second;
+  return name;
+}
+
+// The Alpaca field that holds `what` (data.fields' name, or Alpaca's own when the record uses it instead of the
+// default name): instruction for prompt, output for completion.
+const char* alpaca_name(const json& record, const std::string& configured, const char* default_name,
+                        const char* alpaca) {
+  if (!record.contains(configured) && configured == default_name && record.contains(alpaca)) return alpaca;
+  return configured.c_str();
+}
+
+// Roles a conversation may use: the built-in templates know system, user and assistant; the models' own templates
+// also tool calls and their results under the names their families use.
+bool known_role(const std::string& role, bool model_template) {
+  if (role == "system" || role == "user" || role == "assistant") return true;
+  return model_template && (role == "tool" || role == "ipython" || role == "function" || role == "developer");
+}
+
 // ShareGPT's {"conversations": [{"from": "human", "value": ...}]} as role/content messages.
-json from_sharegpt(const json& conversations) {
-  static const std::map<std::string, std::string> kRoles = {
-      {"human", "user"}, {"user", "user"}, {"gpt", "assistant"}, {"assistant", "assistant"}, {"system", "system"},
-      {"tool", "tool"}, {"function_call", "assistant"}, {"observation", "tool"}};
+json from_sharegpt(const json& conversations, const RecordOptions& o) {
   if (!conversations.is_array()) {
     throw RecordError("conversations", "field 'conversations' must be an array, got " + type_name(conversations));
   }
@@ -48,30 +67,57 @@ json from_sharegpt(const json& conversations) {
     const auto& turn = conversations[i];
     if (!turn.is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(turn));
     const std::string from = get_string(turn, "from", path + ".from");
-    const auto role = kRoles.find(from);
-    if (role == kRoles.end()) {
+    const std::string role = map_role(from, o);
+    if (!known_role(role, /*model_template=*/true)) {
       throw RecordError(path + ".from", "unknown speaker '" + from + "' in '" + path +
-                                            ".from' (expected human, gpt, system, tool, function_call or observation)");
+                                            ".from' (expected human, gpt, system, tool, function_call or observation; "
+                                            "map other names with data.roles, e.g. bot=assistant)");
     }
-    out.push_back({{"role", role->second}, {"content", get_string(turn, "value", path + ".value")}});
+    out.push_back({{"role", role}, {"content", get_string(turn, "value", path + ".value")}});
   }
   return out;
 }
 
-jinja::Value parse_messages(const json& record, const RecordOptions& o, bool any_role) {
+// A single-turn record (Alpaca's instruction/input/output, or prompt/completion) as user and assistant messages.
+json from_single_turn(const json& record, const RecordOptions& o) {
+  const auto& f = o.fields;
+  const std::string prompt_key = alpaca_name(record, f.prompt, "prompt", "instruction");
+  const std::string completion_key = alpaca_name(record, f.completion, "completion", "output");
+  std::string user = get_string(record, prompt_key, prompt_key);
+  const std::string input = optional_string(record, f.input);
+  if (!input.empty()) user += "\n\n" + input;
+  return json::array({{{"role", "user"}, {"content", user}},
+                      {{"role", "assistant"}, {"content", get_string(record, completion_key, completion_key)}}});
+}
+
+// The record's messages as {"role", "content", ...} objects (data.fields names mapped to role/content; other keys
+// kept for the template, e.g. tool_calls). Built-in templates know system, user and assistant only.
+jinja::Value parse_messages(const json& record, const RecordOptions& o, bool model_template) {
   const auto& f = o.fields;
   json j = record;
-  if (!j.contains(f.messages) && j.contains("conversations")) {  // ShareGPT
-    j[f.messages] = from_sharegpt(j["conversations"]);
-    for (auto& m : j[f.messages]) m = {{f.role, m["role"]}, {f.content, m["content"]}};
+  if (!j.contains(f.messages)) {
+    json turns;
+    if (j.contains("conversations")) {
+      turns = from_sharegpt(j["conversations"], o);
+    } else if (j.contains(alpaca_name(j, f.prompt, "prompt", "instruction"))) {
+      turns = from_single_turn(j, o);
+    } else {
+      throw RecordError(f.messages, "missing field '" + f.messages +
+                                        "' (a chat record holds messages, ShareGPT conversations, Alpaca "
+                                        "instruction/output or prompt/completion)");
+    }
+    for (auto& m : turns) m = {{f.role, m["role"]}, {f.content, m["content"]}};
+    j[f.messages] = std::move(turns);
   }
-  // A "system" column becomes the first message unless the conversation has one.
-  if (j.contains("system") && j["system"].is_string() && j.contains(f.messages) && j[f.messages].is_array() &&
+  // A "system" column (else data.system_prompt) becomes the first message unless the conversation has one.
+  std::string system;
+  if (j.contains("system") && j["system"].is_string()) system = j["system"].get<std::string>();
+  if (system.empty()) system = o.system_prompt;
+  if (!system.empty() && j[f.messages].is_array() &&
       !(j[f.messages].size() > 0 && j[f.messages][0].is_object() && j[f.messages][0].contains(f.role) &&
-        j[f.messages][0][f.role] == "system")) {
-    j[f.messages].insert(j[f.messages].begin(), json{{f.role, "system"}, {f.content, j["system"]}});
+        j[f.messages][0][f.role].is_string() && map_role(j[f.messages][0][f.role].get<std::string>(), o) == "system")) {
+    j[f.messages].insert(j[f.messages].begin(), json{{f.role, "system"}, {f.content, system}});
   }
-  if (!j.contains(f.messages)) throw RecordError(f.messages, "missing field '" + f.messages + "'");
   const auto& msgs = j[f.messages];
   if (!msgs.is_array()) {
     throw RecordError(f.messages, "field '" + f.messages + "' must be an array, got " + type_name(msgs));
@@ -82,12 +128,15 @@ jinja::Value parse_messages(const json& record, const RecordOptions& o, bool any
     const std::string path = f.messages + "[" + std::to_string(i) + "]";
     if (!msgs[i].is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(msgs[i]));
     jinja::Value m = jinja::Value::object();
-    m["role"] = get_string(msgs[i], f.role, path + "." + f.role);
+    const std::string role = map_role(get_string(msgs[i], f.role, path + "." + f.role), o);
+    m["role"] = role;
     m["content"] = get_string(msgs[i], f.content, path + "." + f.content);
-    const auto& role = m["role"].get_ref<const std::string&>();
-    if (!any_role && role != "system" && role != "user" && role != "assistant") {
-      throw RecordError(path + "." + f.role, "unknown role '" + role + "' in '" + path + "." + f.role +
-                                                 "' (expected system, user or assistant)");
+    if (!known_role(role, model_template)) {
+      throw RecordError(path + "." + f.role,
+                        "unknown role '" + role + "' in '" + path + "." + f.role + "' (expected " +
+                            (model_template ? "system, user, assistant, tool, ipython, function or developer"
+                                      : "system, user or assistant") +
+                            "; map other names with data.roles, e.g. bot=assistant)");
     }
     for (const auto& [key, value] : msgs[i].items()) {
       if (key != f.role && key != f.content) m[key] = json_to_value(value);
@@ -163,8 +212,11 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
     }
     case Format::kPromptCompletion:
     case Format::kAlpaca: {
-      std::string prompt = get_string(j, f.prompt, f.prompt);
-      const auto& completion = get_string(j, f.completion, f.completion);
+      const bool alpaca = o.format == Format::kAlpaca;
+      const std::string prompt_key = alpaca ? alpaca_name(j, f.prompt, "prompt", "instruction") : f.prompt;
+      const std::string completion_key = alpaca ? alpaca_name(j, f.completion, "completion", "output") : f.completion;
+      std::string prompt = get_string(j, prompt_key, prompt_key);
+      const auto& completion = get_string(j, completion_key, completion_key);
       if (o.format == Format::kAlpaca) {
         const std::string input = optional_string(j, f.input);
         prompt = "### Instruction:\n" + prompt + "\n\n" + (input.empty() ? "" : "### Input:\n" + input + "\n\n") +
@@ -177,7 +229,7 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
       return out;
     }
     case Format::kChat: {
-      const auto messages = parse_messages(j, o, /*any_role=*/false);
+      const auto messages = parse_messages(j, o, /*model_template=*/false);
       std::vector<ChatMessage> plain;
       for (const auto& m : messages) plain.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
       try {
@@ -197,7 +249,7 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
 TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const Tokenizer& tokenizer) {
   if (o.format != Format::kChat || o.chat == nullptr) return tokenize_segments(tokenizer, parse_record(line, o));
   const json j = parse_object(line);
-  const auto messages = parse_messages(j, o, /*any_role=*/true);
+  const auto messages = parse_messages(j, o, /*model_template=*/true);
   try {
     return o.chat->tokenize(o.chat->render(messages, /*add_generation_prompt=*/false, o.last_turn_only));
   } catch (const ConfigError&) {

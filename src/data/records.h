@@ -1,6 +1,7 @@
 // One JSON Lines record -> loss-tagged segments, per dataset format. Errors name the offending field.
 #pragma once
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,6 +36,8 @@ struct RecordOptions {
   std::string template_name = "plain";
   const JinjaChat* chat = nullptr;  // chat records: the model's own template (data.template auto) instead of a built-in
   bool last_turn_only = false;      // chat through `chat`: loss on the last assistant turn only (data.train_on: last)
+  std::map<std::string, std::string> roles;  // chat: dataset role or speaker name -> system|user|assistant|tool
+  std::string system_prompt;  // chat: system message for conversations without one (empty: none)
   bool add_bos = true;  // text / prompt_completion / alpaca: prepend BOS (chat: the template decides)
   bool add_eos = true;  // text: append EOS; prompt_completion / alpaca: append EOS to the completion (a target)
 };
@@ -43,10 +46,13 @@ struct RecordOptions {
 // first bad byte.
 bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
 
-// Parses one non-blank line. Loss: text = every token; prompt_completion/alpaca = the completion and its EOS;
-// chat = assistant turns. Chat records hold OpenAI-style messages (data.fields.messages/role/content) or ShareGPT's
-// `conversations` of {from: human|gpt|system|tool, value}; a string `system` field becomes the first message unless
-// the conversation starts with one. Alpaca prompts read "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
+// Parses one record (a JSON Lines line or one element of a JSON array). Loss: text = every token;
+// prompt_completion/alpaca = the completion and its EOS; chat = assistant turns. Chat records hold OpenAI-style
+// messages (data.fields.messages/role/content), ShareGPT's `conversations` of {from: human|gpt|system|tool, value},
+// or a single turn as Alpaca (instruction, optional input, output) or prompt/completion fields; options.roles maps
+// other role names; a string `system` field (else options.system_prompt) becomes the first message unless the
+// conversation starts with one. Alpaca prompts read
+// "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
 // Throws RecordError (invalid UTF-8 or JSON, a missing field, a wrong type, an unknown role).
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& options);
 

@@ -1,9 +1,11 @@
 // Evaluation: eval loss and perplexity over the eval set (sharded over ranks), exact match on prompt_completion
 // samples by greedy generation, and sample generations for eval.prompts.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "data/batch.h"
+#include "data/chat_template.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synth.h"
@@ -30,6 +32,25 @@ class EvalModeGuard {
  private:
   torch::nn::Module& module_;
 };
+
+// Greedy generation settings of evaluation: stops at any EOS id of config.json or the tokenizer, as
+// `finetune generate` does (a chat model ends its turn with its own end-of-turn id).
+model::GenerateOptions eval_generation(const model::Transformer& model, const data::Tokenizer& tokenizer,
+                                       int64_t max_new_tokens) {
+  model::GenerateOptions gen;
+  gen.max_new_tokens = max_new_tokens;
+  gen.stop_ids = model.args().eos_token_ids;
+  if (tokenizer.eos_id() >= 0) gen.stop_ids.push_back(tokenizer.eos_id());
+  return gen;
+}
+
+// The generated ids without the stop id that ended them.
+std::vector<int64_t> without_stop(std::vector<int64_t> ids, const model::GenerateOptions& gen) {
+  if (!ids.empty() && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), ids.back()) != gen.stop_ids.end()) {
+    ids.pop_back();
+  }
+  return ids;
+}
 
 std::string one_line(std::string text) {
   for (size_t i = text.find('\n'); i != std::string::npos; i = text.find('\n', i + 2)) text.replace(i, 1, "\\n");
@@ -62,9 +83,7 @@ EvalResult Trainer::evaluate() {
   if (rank_ == 0 && cfg_.eval.exact_match_samples > 0) {
     const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
     int64_t correct = 0;
-    model::GenerateOptions gen;
-    gen.max_new_tokens = cfg_.eval.max_new_tokens;
-    gen.stop_ids = {tokenizer_->eos_id()};
+    const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
     for (const auto& sample : samples) {
       const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
       std::vector<int64_t> generated;
@@ -72,8 +91,7 @@ EvalResult Trainer::evaluate() {
         AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
         generated = model::generate(*model_, prompt_ids, gen);
       }
-      if (!generated.empty() && generated.back() == tokenizer_->eos_id()) generated.pop_back();
-      if (data::exact_match(tokenizer_->decode(generated), sample.completion)) ++correct;
+      if (data::exact_match(tokenizer_->decode(without_stop(generated, gen)), sample.completion)) ++correct;
     }
     if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
   }
@@ -105,18 +123,23 @@ EvalResult Trainer::evaluate() {
 
 std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
   std::vector<std::pair<std::string, std::string>> out;
-  model::GenerateOptions gen;
-  gen.max_new_tokens = cfg_.eval.max_new_tokens;
-  gen.stop_ids = {tokenizer_->eos_id()};
+  const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
+  // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
+  const bool chat = cfg_.eval.prompt_format == "chat" ||
+                    (cfg_.eval.prompt_format == "auto" &&
+                     std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
+                                 [](const DataSource& src) { return src.format == "chat"; }));
   for (const auto& prompt : cfg_.eval.prompts) {
-    const auto prompt_ids = data::encode_prompt(*tokenizer_, prompt, cfg_.tokenizer.add_bos);
+    const auto prompt_ids =
+        chat ? data::chat_prompt_ids(cfg_.data.template_name, cfg_.model.path, *tokenizer_, cfg_.data.system_prompt,
+                                     prompt)
+             : data::encode_prompt(*tokenizer_, prompt, cfg_.tokenizer.add_bos);
     std::vector<int64_t> generated;
     {
       AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
       generated = model::generate(*model_, prompt_ids, gen);
     }
-    if (!generated.empty() && generated.back() == tokenizer_->eos_id()) generated.pop_back();
-    out.emplace_back(prompt, tokenizer_->decode(generated));
+    out.emplace_back(prompt, tokenizer_->decode(without_stop(generated, gen)));
   }
   return out;
 }

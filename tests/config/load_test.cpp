@@ -246,12 +246,14 @@ Config all_changed(const std::filesystem::path& dir) {
   c.model.dtype = "bf16";
   c.model.activation_checkpointing = true;
   c.lora = {true, 4, 8.5, 0.05, {"k_proj", "down_proj"}};
-  c.tokenizer = {(dir / "tok.model").string(), 0, "unigram", false, false};
+  c.tokenizer = {(dir / "tok.model").string(), 0, "unigram", false, false, {"<|x|>", "[y]"}};
   c.data.train = {DataSource{(dir / "train.jsonl").string(), "chat", 0.25},
                   DataSource{(dir / "train.jsonl").string(), "alpaca", 3}};
   c.data.eval = {DataSource{(dir / "train.jsonl").string(), "text", 1}};
   c.data.fields = {"t", "p", "i", "c", "m", "r", "x"};
   c.data.template_name = "chatml";
+  c.data.roles = {"bot=assistant", "narrator=system"};
+  c.data.system_prompt = "Be brief: yes.";
   c.data.seq_len = 33;
   c.data.packing = true;
   c.data.shuffle = false;
@@ -264,7 +266,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.train = {12, 2, 3, 4, "bf16-pure", 0.5, 2, 1024.0, 100};
   c.optimizer = {"adamw", 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
   c.scheduler = {"wsd", 2, 0.1, 0.05, 0.2};
-  c.eval = {5, 6, 7, 8, {"true", "", "null", "123", "a: b", "${not-a-ref}"}};
+  c.eval = {5, 6, 7, 8, {"true", "", "null", "123", "a: b", "${not-a-ref}"}, "chat"};
   c.checkpoint = {10, 0, true, "never", 100};
   c.logging = {"debug", 2, true, "off", 989.5};
   c.distributed = {"gloo", 60, 12.5, "bf16", 1};

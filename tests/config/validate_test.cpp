@@ -54,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "pretokenized)"},
         BadValue{"data.template=vicuna",
                  "data.template: invalid value 'vicuna' (expected one of: auto, llama2, llama3, "
-                 "chatml, plain)"},
+                 "chatml, plain, gemma, mistral, mistral-v1, mistral-v3, mistral-tekken)"},
         BadValue{"data.overlong=wrap", "data.overlong: invalid value 'wrap' (expected one of: truncate, drop)"},
         BadValue{"data.on_error=ignore", "data.on_error: invalid value 'ignore' (expected one of: fail, skip)"},
         BadValue{"data.pretokenized_dtype=int8", "data.pretokenized_dtype: invalid value 'int8'"},

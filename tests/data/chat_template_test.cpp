@@ -188,6 +188,61 @@ TEST(ChatRecords, ShareGptAndSystemColumnAreMessages) {
   }
 }
 
+// The shapes users bring are one conversation: Alpaca (instruction/input/output) and prompt/completion records as a
+// single user/assistant turn, custom role names through data.roles, and data.system_prompt for conversations
+// without a system turn (a record's own system turn or column wins).
+TEST(ChatRecords, AlpacaPromptCompletionRoleMapAndDefaultSystemAreMessages) {
+  const auto tok = load_test_tokenizer();
+  data::RecordOptions o;
+  o.format = data::Format::kChat;
+  o.template_name = "chatml";
+  auto tokens = [&](const std::string& line) { return data::tokenize_record(line, o, *tok); };
+  const auto openai = tokens(
+      R"j({"messages": [{"role": "user", "content": "Add 2 and 3.\n\n(show work)"}, {"role": "assistant", "content": "5"}]})j");
+  const auto alpaca = tokens(R"j({"instruction": "Add 2 and 3.", "input": "(show work)", "output": "5"})j");
+  EXPECT_EQ(alpaca.tokens, openai.tokens);
+  EXPECT_EQ(alpaca.loss, openai.loss);
+  const auto pc = tokens(R"j({"prompt": "Add 2 and 3.\n\n(show work)", "completion": "5"})j");
+  EXPECT_EQ(pc.tokens, openai.tokens);
+
+  o.roles = {{"customer", "user"}, {"bot", "assistant"}};
+  const auto mapped = tokens(
+      R"j({"messages": [{"role": "customer", "content": "Add 2 and 3.\n\n(show work)"}, {"role": "bot", "content": "5"}]})j");
+  EXPECT_EQ(mapped.tokens, openai.tokens);
+  EXPECT_EQ(mapped.loss, openai.loss);
+  const auto mapped_sharegpt = tokens(
+      R"j({"conversations": [{"from": "customer", "value": "Add 2 and 3.\n\n(show work)"}, {"from": "bot", "value": "5"}]})j");
+  EXPECT_EQ(mapped_sharegpt.tokens, openai.tokens);
+
+  o.system_prompt = "Be brief.";
+  const auto with_default = tokens(R"j({"instruction": "Add 2 and 3.", "input": "(show work)", "output": "5"})j");
+  const auto explicit_system = tokens(
+      R"j({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Add 2 and 3.\n\n(show work)"}, {"role": "assistant", "content": "5"}]})j");
+  EXPECT_EQ(with_default.tokens, explicit_system.tokens);
+  EXPECT_EQ(with_default.loss, explicit_system.loss);
+  const auto own_system = tokens(
+      R"j({"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})j");
+  const std::string rendered = tok->decode(std::vector<int64_t>(own_system.tokens.begin(), own_system.tokens.end()));
+  EXPECT_NE(rendered.find("Be kind."), std::string::npos) << rendered;
+  EXPECT_EQ(rendered.find("Be brief."), std::string::npos) << rendered;
+
+  o.roles.clear();
+  o.system_prompt.clear();
+  try {
+    tokens(R"j({"messages": [{"role": "bot", "content": "x"}]})j");
+    ADD_FAILURE() << "an unmapped role must be refused";
+  } catch (const data::RecordError& e) {
+    EXPECT_EQ(e.field(), "messages[0].role");
+    EXPECT_NE(std::string(e.what()).find("data.roles"), std::string::npos) << e.what();
+  }
+  try {
+    tokens(R"j({"question": "x"})j");
+    ADD_FAILURE() << "a record without a conversation must be refused";
+  } catch (const data::RecordError& e) {
+    EXPECT_EQ(e.field(), "messages");
+  }
+}
+
 }  // namespace
 }  // namespace ft::test
 

@@ -229,6 +229,57 @@ TEST(Dataset, BadInputsNameFileLineAndField) {
   }
 }
 
+// A .json file holding one array of records gives the same samples as the JSON Lines file of those records; its
+// errors name the line the bad element starts on, and a broken array names where it breaks.
+TEST(Dataset, JsonArrayFilesAreReadLikeJsonLines) {
+  Fixture f;
+  const std::string a = R"({"prompt": "p1", "completion": "c1"})";
+  const std::string b = R"({"prompt": "two, [three]", "completion": "c\"2\""})";
+  auto lines = f.options("d.jsonl", "prompt_completion", a + "\n" + b + "\n");
+  auto array = f.options("d.json", "prompt_completion", "[\n  " + a + ",\n  " + b + "\n]\n");
+  const auto from_lines = TokenizedDataset::build(lines, *f.tok);
+  const auto from_array = TokenizedDataset::build(array, *f.tok);
+  ASSERT_EQ(from_array->size(), 2);
+  for (int64_t i = 0; i < 2; ++i) {
+    std::vector<int32_t> t1, t2;
+    std::vector<uint8_t> l1, l2;
+    from_lines->get(i, t1, l1);
+    from_array->get(i, t2, l2);
+    EXPECT_EQ(t1, t2);
+    EXPECT_EQ(l1, l2);
+  }
+  auto bad = f.options("bad.json", "prompt_completion", "[\n" + a + ",\n\n  {\"prompt\": 3,\n \"completion\": \"c\"}\n]");
+  try {
+    TokenizedDataset::build(bad, *f.tok);
+    ADD_FAILURE() << "no error for a bad element";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((f.dir / "bad.json").string() + ":4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("prompt"), std::string::npos) << e.what();
+  }
+  for (const std::string& broken : {"[" + a + ", " + b, "[" + a + ",]", "[" + a + "] x"}) {
+    auto o = f.options("broken.json", "prompt_completion", broken);
+    try {
+      TokenizedDataset::build(o, *f.tok);
+      ADD_FAILURE() << "no error for " << broken;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("broken.json:1"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Alpaca files as they are published (instruction/input/output) read without renaming data.fields.
+TEST(Dataset, AlpacaReadsInstructionAndOutputFields) {
+  Fixture f;
+  auto published = f.options("a.jsonl", "alpaca", R"({"instruction": "Sum", "input": "2 3", "output": "5"})" "\n");
+  auto renamed = f.options("b.jsonl", "alpaca", R"({"prompt": "Sum", "input": "2 3", "completion": "5"})" "\n");
+  std::vector<int32_t> t1, t2;
+  std::vector<uint8_t> l1, l2;
+  TokenizedDataset::build(published, *f.tok)->get(0, t1, l1);
+  TokenizedDataset::build(renamed, *f.tok)->get(0, t2, l2);
+  EXPECT_EQ(t1, t2);
+  EXPECT_EQ(l1, l2);
+}
+
 TEST(Dataset, EmptyAndMissingFilesAreErrors) {
   Fixture f;
   auto o = f.options("empty.jsonl", "text", "\n  \n");
