@@ -2,7 +2,8 @@
 // with a byte-level tokenizer.json in the style of Llama 3 or Qwen2.5 and that family's real chat template
 // (tests/loop/ref/chat_roundtrip.py) is LoRA-trained on chat data with data.template auto; transformers'
 // AutoTokenizer (from the exported adapter directory) prompts it with apply_chat_template as `finetune generate
-// --chat` does, and AutoModelForCausalLM + PEFT generate greedily the same ids.
+// --chat` does, and AutoModelForCausalLM + PEFT generate greedily the same ids; eval.prompts are prompted the
+// same way during training.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -29,10 +30,12 @@ TEST_P(ChatRoundTrip, LoraChatFineTuneGeneratesAsTransformersWithPeft) {
                         << "lora: {enabled: true, rank: 8, alpha: 16, dropout: 0.0,\n"
                         << "       targets: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}\n"
                         << "data: {train: [{path: " << (d / "chat.jsonl").string() << ", format: chat}],\n"
+                        << "       eval: [{path: " << (d / "chat.jsonl").string() << ", format: chat}],\n"
                         << "       template: auto, seq_len: 96, cache_dir: " << (d / "cache").string() << "}\n"
                         << "train: {max_steps: 30, micro_batch_size: 16, precision: fp32}\n"
                         << "optimizer: {lr: 1.0e-2}\nscheduler: {type: constant}\n"
-                        << "checkpoint: {every_steps: 0, resume: never}\neval: {every_steps: 0}\n"
+                        << "checkpoint: {every_steps: 0, resume: never}\n"
+                        << "eval: {every_steps: 0, max_new_tokens: 8, prompts: ['Reverse: red cat sun']}\n"
                         << "logging: {every_steps: 10, progress: \"off\"}\n";
   const auto trained = run(train_cmd(config));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
@@ -48,6 +51,19 @@ TEST_P(ChatRoundTrip, LoraChatFineTuneGeneratesAsTransformersWithPeft) {
   const auto checked = run(python() + " " + script + " check " + shell_quote((d / "model").string()) + " " +
                            shell_quote(adapter.string()) + " " + shell_quote((d / "ours.json").string()));
   EXPECT_EQ(checked.exit_code, 0) << "ours: " << generated.output << "\ntransformers: " << checked.output;
+
+  // eval.prompts on chat data are prompted in the same template: the final evaluation's sample is the completion
+  // `generate --chat` gives for that prompt.
+  std::string completion;
+  std::ifstream metrics(d / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto m = nlohmann::json::parse(line);
+    if (m.at("event") == "eval" && m.contains("samples")) {
+      completion = m.at("samples").at(0).at("completion").get<std::string>();
+    }
+  }
+  const auto ours = nlohmann::json::parse(generated.output.substr(generated.output.find('{')));
+  EXPECT_EQ(completion, ours.at("text").get<std::string>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, ChatRoundTrip, ::testing::Values("llama3", "qwen2"));
