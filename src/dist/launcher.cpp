@@ -6,12 +6,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -19,38 +17,13 @@
 
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/process.h"
+#include "util/signals.h"
 
 extern char** environ;
 
 namespace ft::dist {
 namespace {
-
-std::atomic<int> g_pending_signal{0};  // written by the signal handler only; the launcher has one live instance
-
-void on_signal(int sig) { g_pending_signal.store(sig); }
-
-// Installs the forwarding handlers for the launcher's lifetime and restores the previous ones after.
-class SignalForwarding {
- public:
-  SignalForwarding() {
-    g_pending_signal.store(0);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalForwarding() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SignalForwarding(const SignalForwarding&) = delete;
-  SignalForwarding& operator=(const SignalForwarding&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 class Fd {
  public:
@@ -94,27 +67,11 @@ struct Worker {
   std::string last_error;  // last line mentioning an error
 };
 
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own stdout is gone: nothing sensible left to do with the text
-    done += static_cast<size_t>(n);
-  }
-}
-
-bool mentions_error(const std::string& line) {
-  std::string lower(line);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  return lower.find("error") != std::string::npos || lower.find("terminate called") != std::string::npos;
-}
-
 void emit_line(Worker& w, Stream& s, const std::string& line) {
-  write_all(s.target, fmt::format("[rank {}] {}\n", w.rank, line));
+  process::write_all(s.target, fmt::format("[rank {}] {}\n", w.rank, line));
   if (line.find_first_not_of(" \t\r") == std::string::npos) return;
   if (s.target == 2 || w.last_line.empty()) w.last_line = line;
-  if (mentions_error(line)) w.last_error = line;
+  if (process::mentions_error(line)) w.last_error = line;
 }
 
 // Reads what is available; false at end of stream.
@@ -136,17 +93,6 @@ bool pump(Worker& w, Stream& s) {
   s.partial.erase(0, start);
   return true;
 }
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return fmt::format("was killed by signal {} ({})", sig, ::strsignal(sig));
-  }
-  return fmt::format("ended with status {}", status);
-}
-
-bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 std::vector<std::string> worker_environment(int rank, int nproc, const std::string& addr, int port,
                                             const std::string& run_id) {
@@ -176,37 +122,15 @@ std::vector<std::string> worker_environment(int rank, int nproc, const std::stri
   return env;
 }
 
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-void start(Worker& w, const std::string& exe, std::vector<std::string> argv, std::vector<std::string> env) {
+void start(Worker& w, const std::string& exe, const std::vector<std::string>& argv,
+           const std::vector<std::string>& env) {
   int out_pipe[2], err_pipe[2];
   FT_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0,
            std::string("launcher: pipe failed: ") + std::strerror(errno));
   Fd out_r(out_pipe[0]), out_w(out_pipe[1]), err_r(err_pipe[0]), err_w(err_pipe[1]);
-  auto c_argv = c_strings(argv);
-  auto c_env = c_strings(env);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  FT_CHECK(pid >= 0, std::string("launcher: fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    // Child: async-signal-safe calls only until exec. Own process group, so a terminal's Ctrl-C reaches the
-    // workers once (forwarded by us), and death with the launcher even if it is SIGKILLed.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(out_w.get(), 1);
-    ::dup2(err_w.get(), 2);
-    ::execve(exe.c_str(), c_argv.data(), c_env.data());
-    const char msg[] = "launcher: exec failed\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    ::_exit(127);
-  }
-  w.pid = pid;
+  // Own process group, so a terminal's Ctrl-C reaches the workers once (forwarded by us), and death with the
+  // launcher even if it is SIGKILLed.
+  w.pid = process::spawn(exe, argv, env, out_w.get(), err_w.get());
   w.running = true;
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
@@ -229,7 +153,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOp
   const int port = store->getPort();
   const std::string run_id = fmt::format("ft-{}-{}", ::getpid(), port);
 
-  SignalForwarding forwarding;
+  signals::Catcher forwarding;  // SIGINT/SIGTERM are forwarded to the workers below
   std::vector<Worker> workers(static_cast<size_t>(nproc));
   for (int r = 0; r < nproc; ++r) {
     std::vector<std::string> argv{options.executable};
@@ -262,7 +186,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOp
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents != 0) pump(*owners[i].first, *owners[i].second);
     }
-    if (const int sig = g_pending_signal.exchange(0); sig != 0) {
+    if (const int sig = forwarding.take(); sig != 0) {
       forwarded = sig;
       stop_others(sig);
       if (!kill_at) kill_at = std::chrono::steady_clock::now() + options.grace;
@@ -270,7 +194,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOp
     for (auto& w : workers) {
       if (!w.running || ::waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
       w.running = false;
-      if (failed(w.status) && first_failed < 0 && forwarded == 0 && !kill_at) {
+      if (process::failed(w.status) && first_failed < 0 && forwarded == 0 && !kill_at) {
         first_failed = w.rank;
         stop_others(SIGTERM);
         kill_at = std::chrono::steady_clock::now() + options.grace;
@@ -287,10 +211,10 @@ int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOp
   if (first_failed >= 0) {
     const Worker& w = workers[static_cast<size_t>(first_failed)];
     const std::string& why = w.last_error.empty() ? w.last_line : w.last_error;
-    write_all(2, fmt::format("finetune launcher: rank {} (pid {}) {}; stopped the other {} worker(s).\n"
-                             "finetune launcher: rank {}'s last error: {}\n",
-                             w.rank, w.pid, describe_status(w.status), nproc - 1, w.rank,
-                             why.empty() ? "(no output)" : why));
+    process::write_all(2, fmt::format("finetune launcher: rank {} (pid {}) {}; stopped the other {} worker(s).\n"
+                                      "finetune launcher: rank {}'s last error: {}\n",
+                                      w.rank, w.pid, process::describe_status(w.status), nproc - 1, w.rank,
+                                      why.empty() ? "(no output)" : why));
     if (WIFEXITED(w.status)) return WEXITSTATUS(w.status);
     return 1;
   }

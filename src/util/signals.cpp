@@ -21,7 +21,34 @@ extern "C" void on_signal(int sig) {
   }
 }
 
+std::atomic<int> g_caught{0};        // the Catcher's pending signal
+std::atomic<int> g_caught_count{0};  // signals the Catcher received
+struct sigaction g_old_int {}, g_old_term {};
+
+extern "C" void on_caught(int sig) {
+  g_caught.store(sig);
+  g_caught_count.fetch_add(1);
+}
+
 }  // namespace
+
+Catcher::Catcher() {
+  g_caught.store(0);
+  g_caught_count.store(0);
+  struct sigaction action {};
+  action.sa_handler = on_caught;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &g_old_int);
+  sigaction(SIGTERM, &action, &g_old_term);
+}
+
+Catcher::~Catcher() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+int Catcher::take() { return g_caught.exchange(0); }
+int Catcher::count() const { return g_caught_count.load(); }
 
 void install() {
   if (g_installed.exchange(true)) return;

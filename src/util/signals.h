@@ -13,4 +13,21 @@ int stop_signal();
 // For tests: forget an earlier request.
 void reset();
 
+// For supervisors of child processes (the built-in launcher, `finetune sweep`): while a Catcher lives, SIGINT and
+// SIGTERM are only recorded, never fatal, so the supervisor decides what each one means for its children (the
+// first is forwarded so that they checkpoint, a second kills them). The previous handlers return on destruction.
+// One Catcher at a time.
+class Catcher {
+ public:
+  Catcher();
+  ~Catcher();
+  Catcher(const Catcher&) = delete;
+  Catcher& operator=(const Catcher&) = delete;
+
+  // The signal received since the last call (the latest one when several arrived), or 0; clears it.
+  int take();
+  // Signals received since construction.
+  int count() const;
+};
+
 }  // namespace ft::signals
