@@ -41,7 +41,7 @@ const std::array<uint8_t, 7>* glyph(char c) {
       {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E}, {0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04},
       {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0A}, {0x11, 0x11, 0x0A, 0x04, 0x0A, 0x11, 0x11},
       {0x11, 0x11, 0x11, 0x0A, 0x04, 0x04, 0x04}, {0x1F, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1F}}};
-  static const std::array<std::pair<char, std::array<uint8_t, 7>>, 14> kSymbols = {{
+  static const std::array<std::pair<char, std::array<uint8_t, 7>>, 17> kSymbols = {{
       {' ', {0, 0, 0, 0, 0, 0, 0}},
       {'.', {0, 0, 0, 0, 0, 0x0C, 0x0C}},
       {'-', {0, 0, 0, 0x1F, 0, 0, 0}},
@@ -55,6 +55,9 @@ const std::array<uint8_t, 7>* glyph(char c) {
       {'=', {0, 0, 0x1F, 0, 0x1F, 0, 0}},
       {',', {0, 0, 0, 0, 0x0C, 0x04, 0x08}},
       {'|', {0x04, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04}},
+      {'[', {0x0E, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0E}},
+      {']', {0x0E, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0E}},
+      {'#', {0x0A, 0x0A, 0x1F, 0x0A, 0x1F, 0x0A, 0x0A}},
       {'?', {0x0E, 0x11, 0x01, 0x02, 0x04, 0, 0x04}}}};
   if (c >= '0' && c <= '9') return &kAlnum[static_cast<size_t>(c - '0')];
   if (c >= 'A' && c <= 'Z') return &kAlnum[static_cast<size_t>(10 + c - 'A')];
@@ -182,6 +185,20 @@ std::optional<double> number(const nlohmann::json& line, const char* key) {
   return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
+// Sorts by step; of points with the same step only the one logged last stays.
+void keep_last_per_step(Points& pts) {
+  std::stable_sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Points out;
+  for (const auto& p : pts) {
+    if (!out.empty() && out.back().first == p.first) {
+      out.back() = p;
+    } else {
+      out.push_back(p);
+    }
+  }
+  pts = std::move(out);
+}
+
 }  // namespace
 
 MetricSeries read_metric_series(const std::filesystem::path& metrics_jsonl) {
@@ -211,6 +228,7 @@ MetricSeries read_metric_series(const std::filesystem::path& metrics_jsonl) {
     if (auto v = number(line, "lr")) s.lr.emplace_back(*step, *v);
     if (auto v = number(line, "tokens_per_s")) s.tokens_per_s.emplace_back(*step, *v);
   }
+  for (Points* pts : {&s.train_loss, &s.eval_loss, &s.lr, &s.tokens_per_s}) keep_last_per_step(*pts);
   return s;
 }
 
@@ -231,6 +249,52 @@ PlotInfo plot_metrics(const MetricSeries& s, const std::filesystem::path& png_ou
   y += kPanel + kGap;
   info.points += draw_panel(cv, kLeft, y, kW - kRight, y + kPanel, "tokens/s", {{&s.tokens_per_s, orange}}, {});
   cv.text(kW / 2 - Canvas::text_width("step") / 2, height - 16, "step", kGray);
+  write_png_rgb(png_out, kW, height, cv.pixels());
+  return info;
+}
+
+PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::filesystem::path& png_out,
+                         const std::string& title) {
+  const bool any = std::any_of(runs.begin(), runs.end(), [](const LabeledSeries& r) {
+    return !r.series.train_loss.empty() || !r.series.eval_loss.empty();
+  });
+  if (!any) throw Error("no losses to plot", "no trial has logged a step yet");
+  // Tableau 20: the ten strong colours, then their light partners.
+  static const std::array<Rgb, 20> kPalette = {{{31, 119, 180},  {255, 127, 14},  {44, 160, 44},   {214, 39, 40},
+                                                {148, 103, 189}, {140, 86, 75},   {227, 119, 194}, {127, 127, 127},
+                                                {188, 189, 34},  {23, 190, 207},  {174, 199, 232}, {255, 187, 120},
+                                                {152, 223, 138}, {255, 152, 150}, {197, 176, 213}, {196, 156, 148},
+                                                {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}}};
+  constexpr size_t kMaxLegend = 40;
+  constexpr int kW = 960, kPanel = 260, kTop = 60, kGap = 70, kLeft = 90, kRight = 30, kLine = 13;
+  const size_t legend_rows = std::min(runs.size(), kMaxLegend) + (runs.size() > kMaxLegend ? 1 : 0);
+  const int height = kTop + 2 * kPanel + 2 * kGap + 30 + static_cast<int>(legend_rows) * kLine + 20;
+  Canvas cv(kW, height);
+  cv.text(kLeft, 14, title, kBlack, 2);
+  std::vector<std::pair<const Points*, Rgb>> train, eval;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Rgb color = kPalette[i % kPalette.size()];
+    train.emplace_back(&runs[i].series.train_loss, color);
+    eval.emplace_back(&runs[i].series.eval_loss, color);
+  }
+  PlotInfo info{kW, height, 0};
+  int y = kTop + 30;
+  info.points += draw_panel(cv, kLeft, y, kW - kRight, y + kPanel, "train loss", train, {});
+  y += kPanel + kGap;
+  info.points += draw_panel(cv, kLeft, y, kW - kRight, y + kPanel, "eval loss", eval, {});
+  y += kPanel + 30;
+  cv.text(kW / 2 - Canvas::text_width("step") / 2, y - 8, "step", kGray);
+  y += 12;
+  const size_t max_chars = static_cast<size_t>((kW - kRight - kLeft - 24) / 6);
+  for (size_t i = 0; i < runs.size() && i < kMaxLegend; ++i) {
+    const Rgb color = kPalette[i % kPalette.size()];
+    cv.fill(kLeft, y + 1, kLeft + 14, y + 5, color);
+    std::string label = runs[i].label;
+    if (label.size() > max_chars) label = label.substr(0, max_chars - 3) + "...";
+    cv.text(kLeft + 22, y, label, kBlack);
+    y += kLine;
+  }
+  if (runs.size() > kMaxLegend) cv.text(kLeft + 22, y, fmt::format("... and {} more", runs.size() - kMaxLegend), kGray);
   write_png_rgb(png_out, kW, height, cv.pixels());
   return info;
 }

@@ -18,7 +18,8 @@ struct MetricSeries {
   std::vector<std::pair<double, double>> train_loss, eval_loss, lr, tokens_per_s;
 };
 
-// Parses metrics.jsonl; throws ft::Error naming the file and line on malformed JSON or a missing file.
+// Parses metrics.jsonl; throws ft::Error naming the file and line on malformed JSON or a missing file. A step logged
+// twice (a resumed run replays the steps after its checkpoint) keeps its last value, so every curve is a function.
 MetricSeries read_metric_series(const std::filesystem::path& metrics_jsonl);
 
 struct PlotInfo {
@@ -30,5 +31,16 @@ struct PlotInfo {
 // Draws three stacked panels (loss with eval loss, lr, tokens/s) and writes a PNG to `png_out`.
 // Throws ft::Error when the series are all empty ("no metrics to plot").
 PlotInfo plot_metrics(const MetricSeries& series, const std::filesystem::path& png_out, const std::string& title);
+
+// One run of a comparison: its legend text and its curves.
+struct LabeledSeries {
+  std::string label;
+  MetricSeries series;
+};
+
+// Two stacked panels comparing runs (`finetune sweep`): train loss and eval loss, one colour per run, and a legend
+// of the labels below them (the first 40 runs; colours repeat after 20). Throws ft::Error when no run has a loss.
+PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::filesystem::path& png_out,
+                         const std::string& title);
 
 }  // namespace ft::train
