@@ -37,6 +37,7 @@ void add_all(CLI::App& app, const Globals& globals, int& exit_code) {
   add_tokenizer(app, globals, exit_code);
   add_data(app, globals, exit_code);
   add_plot(app, globals, exit_code);
+  add_sweep(app, globals, exit_code);
 }
 
 }  // namespace ft::cli

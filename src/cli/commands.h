@@ -30,5 +30,6 @@ void add_export(CLI::App& app, const Globals& globals, int& exit_code);     // e
 void add_tokenizer(CLI::App& app, const Globals& globals, int& exit_code);  // tokenizer_cmd.cpp: tokenizer train
 void add_data(CLI::App& app, const Globals& globals, int& exit_code);       // data_cmd.cpp: data inspect|synth
 void add_plot(CLI::App& app, const Globals& globals, int& exit_code);       // plot_cmd.cpp
+void add_sweep(CLI::App& app, const Globals& globals, int& exit_code);      // sweep_cmd.cpp: experiment sweeps
 
 }  // namespace ft::cli
