@@ -44,7 +44,7 @@ TEST(Cli, MissingSubcommandIsUsageError) {
 
 TEST(Cli, EverySubcommandHasHelpWithExample) {
   for (const char* sub : {"info", "train", "config show", "config validate", "generate", "export", "tokenizer train",
-                          "data synth", "data inspect", "plot"}) {
+                          "data synth", "data inspect", "plot", "sweep"}) {
     const auto result = run_finetune(std::string(sub) + " --help");
     EXPECT_EQ(result.exit_code, 0) << sub;
     EXPECT_NE(result.output.find("Example"), std::string::npos) << sub << ": " << result.output;
