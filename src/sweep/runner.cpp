@@ -223,7 +223,10 @@ class Supervisor {
         it = running_.erase(it);
         end(ended, status);  // after the erase: the progress line no longer counts it as running
       }
-      if (const int sig = catcher.take(); sig != 0) on_signal(sig);
+      if (const int sig = catcher.take(); sig != 0) {
+        // Two signals between two looks are two signals: the second kills.
+        while (signals_ < catcher.count()) on_signal(sig);
+      }
       if (Clock::now() - last_tick >= std::chrono::seconds(1)) {
         last_tick = Clock::now();
         watch();

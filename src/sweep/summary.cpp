@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include "train/metrics.h"
 #include "train/plot.h"
@@ -142,12 +143,14 @@ std::vector<Row> collect_rows(const fs::path& dir, const SweepRecord& record) {
     r.metric = best_of(metric_series(m, record.metric), record.mode);
     rows.push_back(std::move(r));
   }
-  auto group = [](const Row& r) { return r.metric ? (r.status == Status::kFinished ? 0 : 1) : 2; };
-  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-    if (group(a) != group(b)) return group(a) < group(b);
-    if (a.metric && b.metric && *a.metric != *b.metric) return better(*a.metric, *b.metric, record.mode);
-    return a.trial.index < b.trial.index;
-  });
+  // Sort key: finished trials with a value first, then other trials with one, then the rest; within each, the metric
+  // (best first), a tie (exact match 100 % for several trials, say) to the lower eval loss, then the lower index.
+  auto key = [&](const Row& r) {
+    const int group = r.metric ? (r.status == Status::kFinished ? 0 : 1) : 2;
+    const double metric = r.metric ? (record.mode == Mode::kMin ? *r.metric : -*r.metric) : 0.0;
+    return std::make_tuple(group, metric, r.eval_loss.value_or(INFINITY), r.trial.index);
+  };
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return key(a) < key(b); });
   if (!rows.empty() && rows.front().metric && rows.front().status == Status::kFinished) rows.front().best = true;
   return rows;
 }
@@ -191,11 +194,12 @@ std::string render_markdown(const fs::path& dir, const SweepRecord& record, cons
     md += std::string("| ") + (r.best ? "**best**" : "") + " | " +
           (r.best ? "**" + md_cell(r.trial.name) + "**" : md_cell(r.trial.name)) + " |";
     for (const auto& k : record.keys) md += " " + md_cell(value_of(r.trial, k)) + " |";
-    md +=
-        fmt::format(" {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", to_string(r.status), r.steps,
-                    md_number(r.train_loss), md_number(r.eval_loss), md_number(r.perplexity), md_number(r.exact_match),
-                    md_number(r.tokens_per_s, "{:.0f}"), md_number(r.peak_memory_gib, "{:.2f}"),
-                    r.wall_s > 0 ? train::format_duration(r.wall_s) : "", md_number(r.metric, "{:.6g}"));
+    md += fmt::format(" {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", to_string(r.status), r.steps,
+                      md_number(r.train_loss), md_number(r.eval_loss), md_number(r.perplexity),
+                      r.exact_match ? fmt::format("{:.1f}%", 100.0 * *r.exact_match) : "",
+                      md_number(r.tokens_per_s, "{:.0f}"),
+                      r.peak_memory_gib.value_or(0.0) > 0 ? md_number(r.peak_memory_gib, "{:.2f}") : "",
+                      r.wall_s > 0 ? train::format_duration(r.wall_s) : "", md_number(r.metric, "{:.6g}"));
   }
   std::string failed, pruned;
   for (const auto& r : rows) {

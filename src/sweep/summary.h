@@ -44,14 +44,14 @@ struct Row {
   std::optional<double> perplexity;       // best (lowest)
   std::optional<double> exact_match;      // best (highest)
   std::optional<double> tokens_per_s;     // mean over the train events
-  std::optional<double> peak_memory_gib;  // highest
+  std::optional<double> peak_memory_gib;  // highest (0 on the CPU, where it is not measured)
   std::optional<double> metric;           // the ranking metric's best value under the mode
   double wall_s = 0.0;                    // all attempts, the running one included
   bool best = false;                      // the best finished trial
 };
 
-// Rows of every trial of the sweep in `dir`, sorted: finished trials by the metric (best first), then the others
-// with a value, then those without (by index).
+// Rows of every trial of the sweep in `dir`, sorted: finished trials by the metric (best first; ties by the lower
+// eval loss), then the others with a value, then those without (by index).
 std::vector<Row> collect_rows(const std::filesystem::path& dir, const SweepRecord& record);
 
 // "4 trials: 2 finished, 1 running, 1 failed".
