@@ -179,6 +179,36 @@ TEST_F(Sweep, SigtermStopsTheRunningTrialWithACheckpointAndTheRerunResumesIt) {
   expect_rows_match_metrics(out, 2);
 }
 
+TEST_F(Sweep, ASecondSignalKillsTheRunningTrialAtOnce) {
+  // A large synthetic set makes the trial's setup (data, tokenizer) last seconds: the first signal, forwarded, asks
+  // it to stop after its first step, and the second one arrives well before that.
+  const auto sweep = write_sweep("twice", "output_dir: " + (dir_ / "twice").string() +
+                                              "\n"
+                                              "set: {data.synth.train_samples: 200000}\n"
+                                              "grid:\n"
+                                              "  optimizer.lr: [2.0e-3]\n");
+  const auto trial = dir_ / "twice" / "lr2.0e-3";
+  const auto log = dir_ / "twice.log";
+  BackgroundProcess process(sweep_cmd(base_, sweep), log);
+  auto logged = [&](const fs::path& file, const std::string& text) {
+    return wait_until(
+        [&] {
+          std::error_code ec;
+          return fs::exists(file, ec) && read_file(file).find(text) != std::string::npos;
+        },
+        std::chrono::seconds(120));
+  };
+  ASSERT_TRUE(logged(trial / "output.log", "run directory")) << read_file(log);
+  ::kill(process.pid(), SIGINT);
+  ASSERT_TRUE(logged(log, "a second signal kills them")) << read_file(log);
+  ::kill(process.pid(), SIGINT);
+  EXPECT_EQ(process.wait(std::chrono::seconds(60)), 130);
+  EXPECT_NE(read_file(log).find("second signal: killed 1 running trial"), std::string::npos) << read_file(log);
+  const auto state = trial_state(trial);
+  EXPECT_EQ(text_at(state, "status"), "interrupted");
+  EXPECT_EQ(number_at(state, "exit_code"), 128 + SIGKILL) << read_file(trial / "output.log");
+}
+
 TEST_F(Sweep, AFailingTrialIsRecordedWhileTheOthersFinish) {
   // An initialisation that only fails at run time: the first step's loss is not finite.
   const auto sweep = write_sweep("fail", "output_dir: " + (dir_ / "fail").string() +
