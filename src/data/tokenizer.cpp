@@ -9,7 +9,9 @@
 #include <unordered_map>
 
 #include "data/util.h"
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/text_tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -121,11 +123,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, co
       throw ConfigError("cannot load sentencepiece model " + file.string() + ": " + status.ToString(),
                         "the file must be a sentencepiece .model, a tokenizer.json, a tiktoken file or tekken.json");
     }
+    tok->sp_pieces_ = tok->sp_vocab_ = tok->sp_->GetPieceSize();
+    tok->sp_added_ = std::make_unique<tok::AddedVocabulary>();
+    tok->sp_matched_ = std::make_unique<tok::AddedVocabulary>();
     for (int id = 0; id < tok->sp_->GetPieceSize(); ++id) {
-      if (tok->sp_->IsControl(id) && !tok->sp_->IdToPiece(id).empty()) tok->sp_specials_.push_back(tok->sp_->IdToPiece(id));
+      if (!tok->sp_->IsControl(id) || tok->sp_->IdToPiece(id).empty()) continue;
+      tok::AddedToken control;
+      control.content = tok->sp_->IdToPiece(id);
+      control.id = id;
+      control.special = true;
+      control.normalized = false;
+      tok->sp_matched_->add(control);
     }
-    std::sort(tok->sp_specials_.begin(), tok->sp_specials_.end(),
-              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
     tok->bos_ = tok->sp_->bos_id();
     tok->eos_ = tok->sp_->eos_id();
     tok->pad_ = tok->sp_->pad_id();
@@ -138,6 +147,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, co
 
   // Without a model directory, the configs beside the tokenizer file (as transformers reads a tokenizer directory).
   const auto config_dir = model_dir.empty() ? file.parent_path() : model_dir;
+  if (tok->sp_ && !config_dir.empty()) {
+    // The tokens transformers adds in front of a sentencepiece model (what an export of tokenizer.add_tokens holds).
+    const auto config_file = config_dir / "tokenizer_config.json";
+    if (auto cfg = read_json_if_present(config_file);
+        cfg && cfg->is_object() && cfg->contains("added_tokens_decoder")) {
+      tok->sp_read_added_tokens((*cfg)["added_tokens_decoder"], config_file);
+    }
+  }
+  if (tok->sp_) {
+    tok->sp_added_->rebuild(nullptr);
+    tok->sp_matched_->rebuild(nullptr);
+  }
   if (!config_dir.empty()) {
     // Later files win: config.json and generation_config.json ids, then the token strings of the tokenizer configs.
     for (const char* name : {"config.json", "generation_config.json"}) {
@@ -168,10 +189,142 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, co
   if (tok->pad_ < 0 || tok->pad_ == tok->eos_) tok->pad_ = tok->eos_ == 0 ? 1 : 0;
   const auto probe = tok->encode("a");
   tok->dummy_prefix_ = !probe.empty() && tok->id_to_piece(probe[0]).rfind("\xe2\x96\x81", 0) == 0;
-  tok->fingerprint_ = hash_file(file);
-  for (int64_t id : {tok->bos_, tok->eos_, tok->pad_})
-    tok->fingerprint_ = hash_bytes(&id, sizeof(id), tok->fingerprint_);
+  tok->file_fingerprint_ = hash_file(file);
+  tok->update_fingerprint();
   return tok;
+}
+
+void Tokenizer::update_fingerprint() {
+  fingerprint_ = file_fingerprint_;
+  for (int64_t id : {bos_, eos_, pad_}) fingerprint_ = hash_bytes(&id, sizeof(id), fingerprint_);
+  // Without added tokens the key stays what it always was (existing dataset caches remain valid).
+  auto add = [&](const std::string& content, int64_t id) {
+    fingerprint_ = hash_bytes(content.data(), content.size(), fingerprint_);
+    fingerprint_ = hash_bytes(&id, sizeof(id), fingerprint_);
+  };
+  if (sp_added_) {
+    for (const auto& t : sp_added_->tokens()) add(t.content, t.id);
+  }
+  for (const auto& t : added_) add(t.content, t.id);
+}
+
+void Tokenizer::sp_read_added_tokens(const nlohmann::json& decoder, const std::filesystem::path& file) {
+  if (!decoder.is_object()) {
+    throw ConfigError(file.string() + ": added_tokens_decoder must be an object of id -> token",
+                      "fix the file or remove the key");
+  }
+  std::vector<std::pair<int64_t, nlohmann::json>> entries;
+  for (const auto& [key, value] : decoder.items()) {
+    int64_t id = -1;
+    try {
+      size_t used = 0;
+      id = std::stoll(key, &used);
+      if (used != key.size()) id = -1;
+    } catch (const std::exception&) {
+      id = -1;
+    }
+    if (id < 0 || !value.is_object() || !value.contains("content") || !value["content"].is_string()) {
+      throw ConfigError(file.string() + ": added_tokens_decoder entry \"" + key + "\" is not id: {\"content\": ...}",
+                        "fix the file or remove the key");
+    }
+    entries.emplace_back(id, value);
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [id, value] : entries) {
+    if (id < sp_pieces_) continue;  // the model's own pieces (<unk>, <s>, </s> ...)
+    const std::string content = value["content"].get<std::string>();
+    if (id != sp_vocab_ || content.empty() || sp_added_->find_content(content) != nullptr) {
+      throw ConfigError(fmt::format("{}: added_tokens_decoder entry {} (\"{}\") does not extend the {} pieces of {} "
+                                    "(ids must follow the vocabulary without gaps, contents must be new)",
+                                    file.string(), id, content, sp_vocab_, model_file_.string()),
+                        "fix the file or remove the entry");
+    }
+    const bool special = value.contains("special") && value["special"].is_boolean() && value["special"].get<bool>();
+    sp_add(content, id, special);
+  }
+}
+
+void Tokenizer::sp_add(const std::string& content, int64_t id, bool special) {
+  tok::AddedToken t;
+  t.content = content;
+  t.id = static_cast<int32_t>(id);
+  t.special = special;
+  t.normalized = false;
+  sp_added_->add(t);
+  sp_matched_->add(t);
+  sp_vocab_ = std::max(sp_vocab_, id + 1);
+}
+
+std::vector<Tokenizer::AddedId> Tokenizer::add_tokens(const std::vector<std::string>& tokens) {
+  std::vector<AddedId> out;
+  std::vector<int64_t> created;
+  for (const auto& token : tokens) {
+    if (token.empty()) throw ConfigError("tokenizer.add_tokens: empty token", "remove the empty string from the list");
+    tok::unicode::check_utf8(token, "tokenizer.add_tokens entry");
+  }
+  if (text_) {
+    const std::string kind = text_->kind();
+    if (kind == "tiktoken" || kind == "tekken") {
+      for (const auto& token : tokens) {
+        if (text_->token_to_id(token)) continue;
+        throw ConfigError("tokenizer.add_tokens: '" + token + "' is not in the vocabulary of " + model_file_.string() +
+                              ", and a " + kind + " file cannot hold new tokens",
+                          "use the model's tokenizer.json instead (transformers writes one: AutoTokenizer."
+                          "from_pretrained(dir).save_pretrained(dir)), or add only tokens the vocabulary has");
+      }
+    }
+    const int64_t before = text_->vocab_size();
+    const auto ids = text_->add_tokens(tokens, /*special=*/true);
+    for (int32_t id : ids) {
+      const bool is_new = id >= before && std::find(created.begin(), created.end(), id) == created.end();
+      if (is_new) created.push_back(id);
+      out.push_back({id, is_new});
+    }
+  } else {
+    for (const auto& token : tokens) {
+      if (const tok::AddedToken* t = sp_added_->find_content(token)) {
+        out.push_back({t->id, false});
+        continue;
+      }
+      int64_t id = piece_to_id(token);
+      const bool is_new = id < 0;
+      if (is_new) id = sp_vocab_;
+      sp_add(token, id, /*special=*/true);
+      out.push_back({id, is_new});
+    }
+    sp_added_->rebuild(nullptr);
+    sp_matched_->rebuild(nullptr);
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const bool listed =
+        std::any_of(added_.begin(), added_.end(), [&](const AddedToken& t) { return t.content == tokens[i]; });
+    if (!listed) added_.push_back({tokens[i], out[i].id, out[i].created});
+  }
+  update_fingerprint();
+  return out;
+}
+
+void Tokenizer::save(const std::filesystem::path& dir) const {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  if (text_ && !added_.empty()) {
+    text_->save(dir);  // tokenizer.json: the file with the added tokens appended
+    return;
+  }
+  // Byte for byte as loaded (sentencepiece keeps its added tokens in tokenizer_config.json).
+  const auto out = dir / model_file_.filename();
+  std::error_code ec;
+  if (fs::exists(out) && fs::equivalent(out, model_file_, ec)) return;
+  fs::copy_file(model_file_, out, fs::copy_options::overwrite_existing, ec);
+  if (ec)
+    throw Error(out.string() + ": cannot write the tokenizer: " + ec.message(), "check disk space and permissions");
+}
+
+std::vector<int64_t> Tokenizer::sp_encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(text, &ids);
+  if (!status.ok()) throw Error("sentencepiece encode failed: " + status.ToString());
+  return {ids.begin(), ids.end()};
 }
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text, bool split_special) const {
@@ -181,10 +334,22 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text, bool split_special
     const auto ids = text_->encode(text, opts);
     return {ids.begin(), ids.end()};
   }
-  std::vector<int> ids;
-  const auto status = sp_->Encode(text, &ids);
-  if (!status.ok()) throw Error("sentencepiece encode failed: " + status.ToString());
-  return {ids.begin(), ids.end()};
+  if (sp_added_->tokens().empty()) return sp_encode(text);
+  tok::Pieces pieces;
+  sp_added_->extract_and_normalize(text, nullptr, split_special, pieces);
+  std::vector<int64_t> out;
+  bool after_added = false;
+  for (const auto& piece : pieces) {
+    if (piece.id >= 0) {
+      out.push_back(piece.id);
+    } else {
+      const size_t skip = sp_space_after_added(piece.text, after_added);
+      const auto ids = sp_encode(std::string_view(piece.text).substr(skip));
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    after_added = piece.id >= 0;
+  }
+  return out;
 }
 
 Tokenizer::Encoding Tokenizer::encode_with_offsets(std::string_view text, bool split_special) const {
@@ -205,47 +370,69 @@ Tokenizer::Encoding Tokenizer::encode_with_offsets(std::string_view text, bool s
       out.offsets.emplace_back(begin + piece.begin(), begin + piece.end());
     }
   };
-  size_t chunk = 0, at = 0;
-  while (!split_special && !sp_specials_.empty() && at < text.size()) {
-    const std::string* hit = nullptr;
-    for (const auto& special : sp_specials_) {
-      if (text.compare(at, special.size(), special) == 0) {
-        hit = &special;
-        break;
-      }
+  // Control pieces and added tokens, leftmost-longest; the pieces between them partition the rest of the text.
+  tok::Pieces pieces;
+  sp_matched_->extract_and_normalize(text, nullptr, split_special, pieces);
+  size_t at = 0;
+  bool after_added = false;
+  for (const auto& piece : pieces) {
+    if (piece.id >= 0) {
+      out.ids.push_back(piece.id);
+      out.offsets.emplace_back(at, at + piece.text.size());
+    } else {
+      encode_chunk(at + sp_space_after_added(piece.text, after_added), at + piece.text.size());
     }
-    if (hit == nullptr) {
-      ++at;
-      continue;
-    }
-    encode_chunk(chunk, at);
-    out.ids.push_back(sp_->PieceToId(*hit));
-    out.offsets.emplace_back(at, at + hit->size());
-    at += hit->size();
-    chunk = at;
+    after_added = piece.id >= 0 && sp_added_->find_id(piece.id) != nullptr;
+    at += piece.text.size();
   }
-  encode_chunk(chunk, text.size());
   return out;
 }
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+size_t Tokenizer::sp_space_after_added(std::string_view chunk, bool after_added) const {
+  // transformers' LlamaTokenizer (legacy, tokenizers backend) starts the text after an added token with the word
+  // marker, which a space there becomes rather than adding a second one ("<|im_end|> and" -> "▁and").
+  return after_added && dummy_prefix_ && chunk.size() > 1 && chunk[0] == ' ' ? 1 : 0;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special) const {
   const int64_t n = vocab_size();
   for (int64_t id : ids) FT_CHECK(id >= 0 && id < n, fmt::format("token id {} outside the vocabulary [0, {})", id, n));
-  if (text_) return text_->decode(std::vector<int32_t>(ids.begin(), ids.end()), /*skip_special_tokens=*/true);
-  std::vector<int> v(ids.begin(), ids.end());
+  if (text_) return text_->decode(std::vector<int32_t>(ids.begin(), ids.end()), skip_special);
+  // Runs of the model's pieces are decoded by sentencepiece; added tokens are written as their text in between.
   std::string out;
-  const auto status = sp_->Decode(v, &out);
-  if (!status.ok()) throw Error("sentencepiece decode failed: " + status.ToString());
+  std::vector<int> run;
+  auto flush = [&] {
+    if (run.empty()) return;
+    std::string text;
+    const auto status = sp_->Decode(run, &text);
+    if (!status.ok()) throw Error("sentencepiece decode failed: " + status.ToString());
+    out += text;
+    run.clear();
+  };
+  for (int64_t id : ids) {
+    const tok::AddedToken* added = sp_added_->find_id(static_cast<int32_t>(id));
+    if (added != nullptr && added->special && skip_special) continue;
+    if (id < sp_pieces_) {
+      run.push_back(static_cast<int>(id));
+      continue;
+    }
+    flush();
+    if (added != nullptr) out += added->content;
+  }
+  flush();
   return out;
 }
 
-int64_t Tokenizer::vocab_size() const { return text_ ? text_->vocab_size() : sp_->GetPieceSize(); }
+int64_t Tokenizer::vocab_size() const {
+  return text_ ? text_->vocab_size() : sp_vocab_;
+}
 
 int64_t Tokenizer::piece_to_id(std::string_view piece) const {
   if (text_) {
     const auto id = text_->token_to_id(piece);
     return id ? *id : -1;
   }
+  if (const tok::AddedToken* added = sp_added_->find_content(piece)) return added->id;
   const int id = sp_->PieceToId(piece);
   // sentencepiece answers unk for unknown pieces; only the unk piece itself maps to unk.
   if (sp_->IsUnknown(id) && sp_->IdToPiece(id) != piece) return -1;
@@ -255,13 +442,18 @@ int64_t Tokenizer::piece_to_id(std::string_view piece) const {
 std::string Tokenizer::id_to_piece(int64_t id) const {
   FT_CHECK(id >= 0 && id < vocab_size(), fmt::format("token id {} outside the vocabulary", id));
   if (text_) return text_->id_to_token(static_cast<int32_t>(id)).value_or(std::string());
+  if (id >= sp_pieces_) {
+    const tok::AddedToken* added = sp_added_->find_id(static_cast<int32_t>(id));
+    return added != nullptr ? added->content : std::string();
+  }
   return sp_->IdToPiece(static_cast<int>(id));
 }
 
 bool Tokenizer::is_special(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return false;
   if (text_) return text_->is_special(static_cast<int32_t>(id));
-  return sp_->IsControl(static_cast<int>(id)) || sp_->IsUnknown(static_cast<int>(id));
+  if (const tok::AddedToken* added = sp_added_->find_id(static_cast<int32_t>(id))) return added->special;
+  return id < sp_pieces_ && (sp_->IsControl(static_cast<int>(id)) || sp_->IsUnknown(static_cast<int>(id)));
 }
 
 std::string Tokenizer::kind() const { return text_ ? text_->kind() : "sentencepiece"; }
