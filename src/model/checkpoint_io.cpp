@@ -9,8 +9,10 @@
 namespace ft::model {
 namespace {
 
-bool is_lora_name(const std::string& name) {
-  return name.find(".lora_A") != std::string::npos || name.find(".lora_B") != std::string::npos;
+// Adapter parameters: LoRA matrices and the trainable token rows of added tokens (model/lora.h).
+bool is_adapter_name(const std::string& name) {
+  return name.find(".lora_A") != std::string::npos || name.find(".lora_B") != std::string::npos ||
+         name.find(".token_rows") != std::string::npos;
 }
 
 bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble; }
@@ -20,7 +22,7 @@ bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 |
 std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& item : model.named_parameters(true)) {
-    if (!is_lora_name(item.key())) out.emplace_back(item.key(), item.value());
+    if (!is_adapter_name(item.key())) out.emplace_back(item.key(), item.value());
   }
   return out;
 }

@@ -26,12 +26,14 @@ void load_weights(Transformer& model, const std::filesystem::path& dir);
 // biases 0, RMSNorm weights 1 (drawn in F32 on the CPU, then cast). LoRA parameters are left alone.
 void init_weights(Transformer& model, double std, uint64_t seed);
 
-// The base (non-LoRA) parameters in registration order, HF names: what save_pretrained writes.
+// The base parameters (no LoRA matrices, no token rows) in registration order, HF names: what save_pretrained
+// writes.
 std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model);
 
 // Writes config.json (torch_dtype = the parameters' dtype) and the weights into `dir` (created if missing):
 // model.safetensors, or model-0000N-of-0000M.safetensors + model.safetensors.index.json when the weights exceed
-// `shard_size_bytes` (<= 0: never shard). LoRA adapters are not written (merge_lora first for a merged export).
+// `shard_size_bytes` (<= 0: never shard). LoRA adapters and token rows are not written (merge_lora first for a merged
+// export).
 void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes);
 
 // Copies tokenizer files (tokenizer.model, tokenizer.json, tokenizer_config.json, special_tokens_map.json,

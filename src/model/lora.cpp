@@ -15,6 +15,12 @@ namespace ft::model {
 namespace {
 
 constexpr const char* kPeftPrefix = "base_model.model.";
+// PEFT's trainable_token_indices (TrainableTokensWrapper): the trained rows, and the whole resized matrix PEFT adds
+// when the vocabulary changed (we write only the rows; loading accepts both).
+constexpr const char* kTokenDelta = ".token_adapter.trainable_tokens_delta";
+constexpr const char* kTokenBase = ".token_adapter.base_layer.weight";
+const std::string kEmbedPath = "model.embed_tokens";
+const std::string kLmHeadPath = "lm_head";
 
 // Every LoRA-capable projection, keyed by its HF module path (model.layers.N.self_attn.q_proj).
 std::vector<std::pair<std::string, Linear>> projections(const Transformer& model) {
@@ -66,6 +72,40 @@ void add_adapters(Transformer& model, const ft::LoraConfig& cfg, double scaling_
   }
 }
 
+std::vector<int64_t> index_list(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_array()) throw ConfigError(where + " must be a list of token ids");
+  std::vector<int64_t> ids;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0) throw ConfigError(where + " must hold token ids >= 0");
+    ids.push_back(x.get<int64_t>());
+  }
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw ConfigError(where + " lists a token id twice");
+  }
+  return ids;
+}
+
+// The token rows of `holder` (`path`: model.embed_tokens or lm_head) from the adapter file: rows stored in the
+// order of `file_ids`, the holder's rows sorted by id.
+void load_token_rows(WeightHolder& holder, const std::string& path, const std::vector<int64_t>& file_ids,
+                     io::SafetensorsFile& st, const std::filesystem::path& file) {
+  const std::string name = kPeftPrefix + path + kTokenDelta;
+  if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
+  const std::vector<int64_t> want{static_cast<int64_t>(file_ids.size()), holder.weight.size(1)};
+  if (st.info(name).shape != want) {
+    throw Error("tensor '" + name + "' in " + file.string() + " does not hold one row of " + std::to_string(want[1]) +
+                " per id of trainable_token_indices");
+  }
+  std::vector<int64_t> order;  // file row of each sorted id
+  for (int64_t id : holder.token_ids()) {
+    order.push_back(std::find(file_ids.begin(), file_ids.end(), id) - file_ids.begin());
+  }
+  at::NoGradGuard no_grad;
+  holder.token_rows.copy_(st.tensor(name).index_select(0, at::tensor(order, at::kLong)));
+}
+
 }  // namespace
 
 const std::vector<std::string>& lora_target_names() {
@@ -97,13 +137,19 @@ std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transforme
     out.emplace_back(kPeftPrefix + path + ".lora_A.weight", lin->lora_a);
     out.emplace_back(kPeftPrefix + path + ".lora_B.weight", lin->lora_b);
   }
+  if (model.embed_tokens().has_token_rows()) {
+    out.emplace_back(kPeftPrefix + kEmbedPath + kTokenDelta, model.embed_tokens().token_rows);
+  }
+  if (model.lm_head() != nullptr && model.lm_head()->has_token_rows()) {
+    out.emplace_back(kPeftPrefix + kLmHeadPath + kTokenDelta, model.lm_head()->token_rows);
+  }
   return out;
 }
 
 void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
                   const std::string& base_model_name_or_path) {
   const auto tensors = adapter_tensors(model);
-  FT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA adapters (apply_lora first)");
+  FT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA adapters or token rows (apply_lora first)");
   std::filesystem::create_directories(dir);
   io::TensorMap map;
   for (const auto& [name, t] : tensors) map.emplace(name, t.detach().to(at::kFloat));
@@ -128,6 +174,17 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
                       {"rank_pattern", nlohmann::json::object()},
                       {"alpha_pattern", nlohmann::json::object()},
                       {"revision", nullptr}};
+  // The rows of added tokens, as PEFT's trainable_token_indices: a list trains the input embedding (and a tied LM
+  // head with it); untied models name both modules.
+  const auto& embed_ids = model.embed_tokens().token_ids();
+  const std::vector<int64_t> lm_ids =
+      model.lm_head() != nullptr ? model.lm_head()->token_ids() : std::vector<int64_t>();
+  if (!lm_ids.empty()) {
+    j["trainable_token_indices"] = {{"embed_tokens", embed_ids}, {"lm_head", lm_ids}};
+    if (embed_ids.empty()) j["trainable_token_indices"].erase("embed_tokens");
+  } else if (!embed_ids.empty()) {
+    j["trainable_token_indices"] = embed_ids;
+  }
   ft::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
 }
 
@@ -180,14 +237,93 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
 
   const auto file = dir / "adapter_model.safetensors";
   io::SafetensorsFile st(file);
+
+  // trainable_token_indices (added tokens): a list for the input embedding (a tied LM head follows it), or
+  // {"embed_tokens": [...], "lm_head": [...]}.
+  std::vector<int64_t> embed_ids, lm_ids;
+  if (j.contains("trainable_token_indices") && !j["trainable_token_indices"].is_null()) {
+    const auto& t = j["trainable_token_indices"];
+    const std::string where = src + ": trainable_token_indices";
+    if (t.is_array()) {
+      embed_ids = index_list(t, where);
+    } else if (t.is_object()) {
+      for (const auto& [key, value] : t.items()) {
+        if (key == "embed_tokens" || key == kEmbedPath) {
+          embed_ids = index_list(value, where + "." + key);
+        } else if (key == kLmHeadPath) {
+          lm_ids = index_list(value, where + "." + key);
+        } else {
+          throw ConfigError(where + ": module '" + key + "' is not supported", "use embed_tokens and lm_head");
+        }
+      }
+    } else {
+      throw ConfigError(where + " must be a list of token ids or an object of module -> ids");
+    }
+  }
+  const bool tied = model.lm_head() == nullptr;
+  if (tied && !lm_ids.empty()) {
+    std::vector<int64_t> a = embed_ids, b = lm_ids;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) {
+      throw ConfigError(src +
+                        ": trainable_token_indices gives the LM head other ids than the embedding, but this "
+                        "model ties them");
+    }
+    lm_ids.clear();  // the tied LM head is the embedding
+  }
+  // The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present.
+  int64_t vocab = model.args().vocab_size;
+  for (const auto* ids : {&embed_ids, &lm_ids}) {
+    for (int64_t id : *ids) vocab = std::max(vocab, id + 1);
+  }
+  const std::string embed_base = kPeftPrefix + kEmbedPath + kTokenBase;
+  const std::string lm_base = kPeftPrefix + kLmHeadPath + kTokenBase;
+  for (const auto& name : {embed_base, lm_base}) {
+    if (!st.contains(name)) continue;
+    const auto& shape = st.info(name).shape;
+    if (shape.size() != 2 || shape[1] != model.args().hidden_size) {
+      throw Error("tensor '" + name + "' in " + file.string() + " is not a [vocab, hidden_size] matrix");
+    }
+    vocab = std::max(vocab, shape[0]);
+  }
+  if (vocab > model.args().vocab_size) model.resize_token_embeddings(vocab);
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, holder] : {std::pair{embed_base, &model.embed_tokens()}, {lm_base, model.lm_head()}}) {
+      if (holder == nullptr || !st.contains(name) || holder->has_token_rows()) continue;  // resumed: rows hold them
+      const at::Tensor w = st.tensor(name);
+      holder->weight.narrow(0, 0, w.size(0)).copy_(w);
+    }
+  }
+  auto attach = [&](WeightHolder* holder, const std::vector<int64_t>& ids, const std::string& what) {
+    if (holder == nullptr || ids.empty()) return;
+    std::vector<int64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    if (!holder->has_token_rows()) {
+      holder->add_token_rows(sorted);
+    } else if (holder->token_ids() != sorted) {
+      throw ConfigError(src + ": trainable_token_indices of " + what + " differ from the model's token rows");
+    }
+  };
+  attach(&model.embed_tokens(), embed_ids, "embed_tokens");
+  attach(model.lm_head(), lm_ids, "lm_head");
+
   std::map<std::string, at::Tensor> wanted;
-  for (const auto& [name, t] : adapter_tensors(model)) wanted.emplace(name, t);
+  for (const auto& [name, t] : adapter_tensors(model)) {
+    if (name.find(kTokenDelta) == std::string::npos) wanted.emplace(name, t);
+  }
   for (const auto& name : st.names()) {
-    if (!wanted.count(name)) {
+    const bool token_tensor = name == embed_base || name == lm_base ||
+                              (name == kPeftPrefix + kEmbedPath + kTokenDelta && !embed_ids.empty()) ||
+                              (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!lm_ids.empty() || tied));
+    if (!wanted.count(name) && !token_tensor) {
       throw Error("unexpected tensor '" + name + "' in " + file.string(),
                   "the adapter does not match this model or its adapter_config.json target_modules");
     }
   }
+  if (!embed_ids.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, embed_ids, st, file);
+  if (!lm_ids.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, lm_ids, st, file);
   at::NoGradGuard no_grad;
   for (auto& [name, param] : wanted) {
     if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
@@ -202,6 +338,7 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
 
 void merge_lora(Transformer& model) {
   for (auto& [path, lin] : projections(model)) lin->merge_lora();
+  model.merge_token_rows();
 }
 
 }  // namespace ft::model

@@ -22,20 +22,28 @@ void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed);
 // The parameters with requires_grad (every parameter without LoRA; only the adapters with it).
 std::vector<at::Tensor> trainable_parameters(Transformer& model);
 
-// The adapter tensors under PEFT's names (base_model.model.<module>.lora_A.weight), in registration order.
+// The adapter tensors under PEFT's names (base_model.model.<module>.lora_A.weight), in registration order, then the
+// token rows of added tokens (base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta, and
+// lm_head's when untied), as PEFT's trainable_token_indices stores them.
 std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transformer& model);
 
-// Writes adapter_model.safetensors (F32) and adapter_config.json (peft_type LORA, task_type CAUSAL_LM) into `dir`.
+// Writes adapter_model.safetensors (F32) and adapter_config.json (peft_type LORA, task_type CAUSAL_LM) into `dir`;
+// with token rows, adapter_config.json's trainable_token_indices lists their ids (a list when tied, else
+// {"embed_tokens": ids, "lm_head": ids}); PEFT (>= 0.15) loads that onto a base model resized to the vocabulary
+// (resize_token_embeddings(len(tokenizer)), which AutoPeftModelForCausalLM does by itself).
 void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
                   const std::string& base_model_name_or_path);
 
 // Reads adapter_config.json (r, lora_alpha, lora_dropout, target_modules, use_rslora) and the adapter weights,
-// adding adapters where missing. Throws ft::Error naming the file and tensor for a missing, unexpected or
-// mis-shaped tensor, and ft::ConfigError for PEFT options this model does not implement (DoRA, bias, patterns).
-// Returns the LoraConfig the adapter was saved with.
+// adding adapters where missing. trainable_token_indices (added tokens) grows the model's vocabulary to the
+// largest id (and to PEFT's saved resized embedding matrices, which are loaded when present) and adds token rows
+// holding the adapter's rows. Throws ft::Error naming the file and tensor for a missing, unexpected or
+// mis-shaped tensor, and ft::ConfigError for PEFT options this model does not implement (DoRA, bias, patterns,
+// modules_to_save). Returns the LoraConfig the adapter was saved with.
 ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir);
 
-// Folds every adapter into its base weight (W += alpha/r * B A) and removes the adapters.
+// Folds every adapter into its base weight (W += alpha/r * B A), writes the token rows into the embedding and LM
+// head, and removes them all.
 void merge_lora(Transformer& model);
 
 }  // namespace ft::model

@@ -2,9 +2,59 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
+
 #include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::model {
+
+void WeightHolder::add_token_rows(std::vector<int64_t> ids) {
+  FT_CHECK(!has_token_rows(), "add_token_rows: the module already has token rows");
+  std::sort(ids.begin(), ids.end());
+  FT_CHECK(!ids.empty() && std::adjacent_find(ids.begin(), ids.end()) == ids.end(),
+           "add_token_rows: the token ids must be distinct and not empty");
+  FT_CHECK(ids.front() >= 0 && ids.back() < weight.size(0),
+           fmt::format("add_token_rows: token id {} outside the {} rows", ids.back(), weight.size(0)));
+  token_ids_ = std::move(ids);
+  at::NoGradGuard no_grad;
+  token_rows = register_parameter("token_rows", weight.index_select(0, index_on_device()).to(at::kFloat).clone());
+}
+
+const at::Tensor& WeightHolder::index_on_device() const {
+  if (!index_.defined() || index_.device() != weight.device()) {
+    index_ = at::tensor(token_ids_, at::kLong).to(weight.device());
+  }
+  return index_;
+}
+
+at::Tensor WeightHolder::effective_weight() const {
+  if (!has_token_rows()) return weight;
+  return weight.index_copy(0, index_on_device(), token_rows.to(weight.scalar_type()));
+}
+
+at::Tensor WeightHolder::embed(const at::Tensor& ids) const {
+  at::Tensor h = at::embedding(weight, ids);  // [.., cols]
+  if (!has_token_rows()) return h;
+  // The position of each id in the sorted index; a hit where the id is there.
+  const at::Tensor& index = index_on_device();
+  const at::Tensor pos = at::searchsorted(index, ids).clamp_max(index.size(0) - 1);
+  const at::Tensor hit = index.index_select(0, pos.reshape({-1})).view(ids.sizes()).eq(ids);
+  const at::Tensor rows = at::embedding(token_rows.to(weight.scalar_type()), pos);
+  return at::where(hit.unsqueeze(-1), rows, h);
+}
+
+void WeightHolder::merge_token_rows() {
+  if (!has_token_rows()) return;
+  {
+    at::NoGradGuard no_grad;
+    weight.index_copy_(0, index_on_device(), token_rows.to(weight.scalar_type()));
+  }
+  parameters_.erase("token_rows");
+  token_rows = at::Tensor();
+  token_ids_.clear();
+  index_ = at::Tensor();
+}
 
 Backbone::Backbone(const ModelArgs& a) {
   embed_tokens = register_module("embed_tokens", std::make_shared<WeightHolder>(a.vocab_size, a.hidden_size));
@@ -27,7 +77,43 @@ DecoderLayer Transformer::layer(int64_t i) const {
 }
 
 at::Tensor Transformer::lm_head_weight() const {
-  return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
+  return lm_head_ ? lm_head_->effective_weight() : model_->embed_tokens->effective_weight();
+}
+
+void Transformer::resize_token_embeddings(int64_t vocab_size, const std::vector<int64_t>& mean_rows) {
+  const int64_t old = args_.vocab_size;
+  FT_CHECK(vocab_size >= old,
+           fmt::format("resize_token_embeddings: {} rows would shrink the vocabulary of {}", vocab_size, old));
+  for (int64_t id : mean_rows) {
+    FT_CHECK(id >= 0 && id < vocab_size,
+             fmt::format("resize_token_embeddings: row {} outside [0, {})", id, vocab_size));
+  }
+  auto grow = [&](WeightHolder& holder) {
+    FT_CHECK(!holder.has_token_rows(), "resize_token_embeddings: merge or drop the token rows first");
+    at::NoGradGuard no_grad;
+    const at::Tensor& w = holder.weight;                                   // [old, hidden]
+    const at::Tensor mean = w.to(at::kFloat).mean(0).to(w.scalar_type());  // [hidden]
+    if (vocab_size > old) {
+      at::Tensor grown = at::empty({vocab_size, w.size(1)}, w.options());
+      grown.narrow(0, 0, old).copy_(w);
+      grown.narrow(0, old, vocab_size - old).copy_(mean.expand({vocab_size - old, w.size(1)}));
+      holder.weight.set_data(grown);  // the same parameter, now [vocab_size, hidden]
+    }
+    for (int64_t id : mean_rows) holder.weight[id].copy_(mean);
+  };
+  grow(*model_->embed_tokens);
+  if (lm_head_) grow(*lm_head_);
+  args_.vocab_size = vocab_size;
+}
+
+void Transformer::add_token_rows(const std::vector<int64_t>& ids) {
+  model_->embed_tokens->add_token_rows(ids);
+  if (lm_head_) lm_head_->add_token_rows(ids);
+}
+
+void Transformer::merge_token_rows() {
+  model_->embed_tokens->merge_token_rows();
+  if (lm_head_) lm_head_->merge_token_rows();
 }
 
 void Transformer::set_fused_kernels(bool on) {
@@ -121,7 +207,7 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   // The tables in the dtype q and k will have (what apply_rotary would cast them to in every layer).
   cos = cos.to(compute_dtype);
   sin = sin.to(compute_dtype);
-  at::Tensor h = at::embedding(model_->embed_tokens->weight, input_ids);  // [B, T, hidden]
+  at::Tensor h = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
   const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
   for (size_t i = 0; i < model_->layers->size(); ++i) {
     auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);

@@ -7,6 +7,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <vector>
+
 #include "model/args.h"
 #include "model/layers.h"
 
@@ -18,11 +20,32 @@ struct PackedPieces {
   int64_t max_seqlen = 0;  // the longest piece
 };
 
-// A module holding one parameter named "weight" (embed_tokens, lm_head).
+// A module holding one parameter named "weight" (embed_tokens, lm_head). Under LoRA with tokenizer.add_tokens it
+// also holds trainable copies of some rows (PEFT's trainable_token_indices): "token_rows" replace the rows
+// `token_index` of the frozen weight in every forward, so only they are trained.
 class WeightHolder : public torch::nn::Module {
  public:
   WeightHolder(int64_t rows, int64_t cols) { weight = register_parameter("weight", at::empty({rows, cols})); }
-  at::Tensor weight;  // [rows, cols]
+
+  // Adds token_rows (F32, trainable) for `ids` (distinct, within the weight), initialised from the weight's rows.
+  void add_token_rows(std::vector<int64_t> ids);
+  bool has_token_rows() const { return token_rows.defined(); }
+  const std::vector<int64_t>& token_ids() const { return token_ids_; }  // sorted; empty without token rows
+  // The weight with the token rows written in (differentiable in token_rows, as PEFT's index_copy), else weight.
+  at::Tensor effective_weight() const;
+  // at::embedding(effective_weight(), ids) without building that matrix: ids [..] -> [.., cols].
+  at::Tensor embed(const at::Tensor& ids) const;
+  // Writes the token rows into weight (in its dtype) and removes them.
+  void merge_token_rows();
+
+  at::Tensor weight;      // [rows, cols]
+  at::Tensor token_rows;  // F32 [n, cols] or undefined (parameter "token_rows")
+
+ private:
+  const at::Tensor& index_on_device() const;  // token_ids_ as I64 [n] on the weight's device (copied once)
+
+  std::vector<int64_t> token_ids_;  // sorted
+  mutable at::Tensor index_;        // not a buffer: Module::to(dtype) would cast it
 };
 
 // transformers' LlamaModel: the part under the "model." prefix.
@@ -48,7 +71,21 @@ class Transformer : public torch::nn::Module {
   at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                            const at::Tensor& segment_ids = {}, KVCache* cache = nullptr,
                            const PackedPieces* packed = nullptr);
-  at::Tensor lm_head_weight() const;  // [V, hidden]: lm_head.weight, or the embeddings when tied
+  at::Tensor lm_head_weight() const;  // [V, hidden]: lm_head.weight, or the embeddings when tied (token rows in)
+
+  // tokenizer.add_tokens: grows the embedding and the LM head (one matrix when tied, so they stay tied) to
+  // `vocab_size` rows, as transformers' resize_token_embeddings with mean resizing: the new rows, and the rows
+  // `mean_rows` (new tokens whose ids fall inside the old matrix, e.g. a vocabulary padded past the tokenizer), get
+  // the mean of the old rows (in F32, per matrix). args().vocab_size follows. The parameters keep their identity
+  // (resized in place), but call this before an optimizer holds them. Not with token rows.
+  void resize_token_embeddings(int64_t vocab_size, const std::vector<int64_t>& mean_rows = {});
+  // Under LoRA: the rows `ids` of the embedding and, when untied, of the LM head become trainable token rows
+  // (their own F32 parameters model.embed_tokens.token_rows and lm_head.token_rows).
+  void add_token_rows(const std::vector<int64_t>& ids);
+  void merge_token_rows();  // writes the token rows into the weights and removes them
+  WeightHolder& embed_tokens() { return *model_->embed_tokens; }
+  const WeightHolder& embed_tokens() const { return *model_->embed_tokens; }
+  WeightHolder* lm_head() const { return lm_head_.get(); }  // nullptr when tied
 
   // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
   // no KV cache is used).
