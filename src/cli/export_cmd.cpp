@@ -1,4 +1,6 @@
-// `finetune export`: merge a LoRA adapter into its base model and write a Hugging Face model directory.
+// `finetune export`: merge a LoRA adapter into its base model and write a Hugging Face model directory. An adapter
+// trained with tokenizer.add_tokens brings its rows (PEFT trainable_token_indices): the merged model has the grown
+// vocabulary, and the adapter's tokenizer files (which hold the added tokens) replace the base model's.
 #include <iostream>
 #include <unistd.h>
 
@@ -27,6 +29,8 @@ void run_export(const ExportArgs& a) {
   // Merge in F32 on the CPU so W + (alpha/r) B A is rounded once, into the saved dtype.
   auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
   const auto lora = model::load_adapter(*model, a.adapter);
+  // Rows of tokens added in training (trainable_token_indices) grew the vocabulary; they are merged like the rest.
+  const int64_t vocab = model->args().vocab_size;
   model::merge_lora(*model);
   model->to(save_dtype);
   const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
@@ -38,8 +42,9 @@ void run_export(const ExportArgs& a) {
   for (const auto& name : model::copy_tokenizer_files(a.adapter, tmp)) copied.push_back(name + " (from adapter)");
   std::filesystem::remove(out);  // an empty directory, if any
   std::filesystem::rename(tmp, out);
-  FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}); copied {}", lora.rank, lora.alpha,
+  FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}{}); copied {}", lora.rank, lora.alpha,
               fmt::join(lora.targets, ","), out.string(), model::dtype_name(save_dtype),
+              vocab != base_args.vocab_size ? fmt::format(", vocabulary {} -> {}", base_args.vocab_size, vocab) : "",
               copied.empty() ? std::string("no tokenizer files") : fmt::format("{}", fmt::join(copied, ", ")));
 }
 

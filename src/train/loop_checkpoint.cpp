@@ -9,6 +9,7 @@
 //   manifest.json            sizes and checksums (CheckpointStore)
 #include <torch/version.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -93,12 +94,53 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
   return mine;
 }
 
+// The tokens of tokenizer.add_tokens, as transformers' save_pretrained records special tokens it added:
+// added_tokens_decoder entries (how a sentencepiece tokenizer keeps them) and the list of extra special tokens
+// (transformers 5's extra_special_tokens where the config has that list, else additional_special_tokens, which
+// every version reads); the same list in special_tokens_map.json when the directory has one.
+void record_added_tokens(const data::Tokenizer& tokenizer, nlohmann::json& tokenizer_config,
+                         const std::filesystem::path& dir) {
+  const auto& added = tokenizer.added_tokens();
+  if (added.empty()) return;
+  nlohmann::json& decoder = tokenizer_config["added_tokens_decoder"];
+  if (!decoder.is_object()) decoder = nlohmann::json::object();
+  for (const auto& t : added) {
+    decoder[std::to_string(t.id)] = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
+                                     {"rstrip", false},      {"single_word", false}, {"special", true}};
+  }
+  auto extend = [&](nlohmann::json& config) {
+    const bool v5_list = config.contains("extra_special_tokens") && config["extra_special_tokens"].is_array();
+    nlohmann::json& list = config[v5_list ? "extra_special_tokens" : "additional_special_tokens"];
+    if (!list.is_array()) list = nlohmann::json::array();
+    for (const auto& t : added) {
+      const bool listed = std::any_of(list.begin(), list.end(), [&](const nlohmann::json& v) {
+        return (v.is_string() && v == t.content) ||
+               (v.is_object() && v.contains("content") && v["content"] == t.content);
+      });
+      if (!listed) list.push_back(t.content);
+    }
+  };
+  extend(tokenizer_config);
+  // transformers' LlamaTokenizer encodes the text after a special token with the word marker only in legacy mode,
+  // which is how sentencepiece encodes each stretch between added tokens here.
+  if (tokenizer.kind() == "sentencepiece" && !tokenizer_config.contains("legacy")) tokenizer_config["legacy"] = true;
+  const auto map_file = dir / "special_tokens_map.json";
+  if (std::filesystem::exists(map_file)) {
+    auto map = nlohmann::json::parse(read_text(map_file));
+    if (map.is_object()) {
+      extend(map);
+      ft::write_file(map_file, map.dump(2));
+    }
+  }
+}
+
 // The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
 // chat template the run trained with and, unless the base model says otherwise, whether a BOS starts each text (as
-// tokenizer.add_bos did in training), so the exported model is prompted and chats the way it learned to.
-void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const std::string& base_model_dir,
-                           const data::Tokenizer& tokenizer, const std::string& template_name, bool add_bos,
-                           const std::filesystem::path& dir) {
+// tokenizer.add_bos did in training), so the exported model is prompted and chats the way it learned to. The
+// tokenizer itself is the one the run used: with tokenizer.add_tokens, tokenizer.json holds the added tokens (a
+// sentencepiece model keeps them in tokenizer_config.json).
+void write_tokenizer_files(const std::string& base_model_dir, const data::Tokenizer& tokenizer,
+                           const std::string& template_name, bool add_bos, const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   nlohmann::json tokenizer_config = nlohmann::json::object();
   if (!base_model_dir.empty()) {
@@ -108,8 +150,7 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
     }
   }
   // The file the run tokenized with, under its own name (tokenizer.model, tokenizer.json or tekken.json).
-  if (fs::exists(tokenizer_file))
-    fs::copy_file(tokenizer_file, dir / tokenizer_file.filename(), fs::copy_options::overwrite_existing);
+  if (fs::exists(tokenizer.model_file())) tokenizer.save(dir);
   if (!tokenizer_config.contains("tokenizer_class")) {
     tokenizer_config["tokenizer_class"] =
         tokenizer.kind() == "sentencepiece" ? "LlamaTokenizer" : "PreTrainedTokenizerFast";
@@ -121,6 +162,7 @@ void write_tokenizer_files(const std::filesystem::path& tokenizer_file, const st
   if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
   const std::string chat_template = data::chat_template_jinja(template_name);
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
+  record_added_tokens(tokenizer, tokenizer_config, dir);
   ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
@@ -137,6 +179,8 @@ std::string Trainer::fingerprint() const {
   nlohmann::json sources = nlohmann::json::array();
   for (const auto& s : cfg_.data.train) sources.push_back({s.path, s.format, s.weight});
   f["data_sources"] = sources;
+  if (!cfg_.tokenizer.add_tokens.empty())
+    f["add_tokens"] = cfg_.tokenizer.add_tokens;  // absent: older checkpoints match
   return f.dump();
 }
 
@@ -147,8 +191,7 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
   } else {
     model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1024 * 1024);
   }
-  write_tokenizer_files(tokenizer_file_, cfg_.model.path, *tokenizer_, cfg_.data.template_name, cfg_.tokenizer.add_bos,
-                        dir);
+  write_tokenizer_files(cfg_.model.path, *tokenizer_, cfg_.data.template_name, cfg_.tokenizer.add_bos, dir);
 }
 
 void Trainer::save_checkpoint() {
@@ -263,8 +306,8 @@ bool Trainer::try_resume() {
   const auto state = nlohmann::json::parse(read_text(dir / "trainer_state.json"));
   if (state.at("fingerprint").get<std::string>() != fingerprint()) {
     throw ConfigError("cannot resume from " + dir.string() +
-                          ": the model or data shape differs from the run that wrote it (model dims, LoRA, seq_len, "
-                          "packing, template, batch layout or data sources changed)",
+                          ": the model or data shape differs from the run that wrote it (model dims, LoRA, "
+                          "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources changed)",
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or set checkpoint.resume=never");
   }

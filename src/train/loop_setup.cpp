@@ -2,6 +2,7 @@
 #include <ATen/Context.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <fstream>
 #include <numeric>
 
@@ -114,6 +115,18 @@ void Trainer::setup_tokenizer() {
   }
   tokenizer_ = data::Tokenizer::load(file, std::filesystem::path(cfg_.model.path));
   tokenizer_file_ = tokenizer_->model_file();
+  if (!cfg_.tokenizer.add_tokens.empty()) {
+    const auto& tokens = cfg_.tokenizer.add_tokens;
+    const auto ids = tokenizer_->add_tokens(tokens);
+    std::vector<std::string> added, existing;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      (ids[i].created ? added : existing).push_back(fmt::format("{} #{}", tokens[i], ids[i].id));
+    }
+    FT_LOG_INFO("tokenizer.add_tokens: {} new ({}){}", added.size(), fmt::join(added, ", "),
+                existing.empty()
+                    ? std::string()
+                    : fmt::format("; already in the vocabulary, now special: {}", fmt::join(existing, ", ")));
+  }
   FT_LOG_INFO("tokenizer: {} ({}, {} tokens; bos {}, eos {}, pad {})", tokenizer_file_.string(), tokenizer_->kind(),
               tokenizer_->vocab_size(), tokenizer_->bos_id(), tokenizer_->eos_id(), tokenizer_->pad_id());
 }
@@ -128,7 +141,32 @@ void Trainer::setup_model() {
     model::init_weights(*model_, cfg_.model.init_std, static_cast<uint64_t>(cfg_.run.seed));
     model_->to(device_, dtype);
   }
+  // tokenizer.add_tokens: the new tokens get rows, the mean of the old ones (as transformers'
+  // resize_token_embeddings), in the embedding and the LM head; under LoRA those rows are trained too.
+  std::vector<int64_t> created;
+  for (const auto& t : tokenizer_->added_tokens()) {
+    if (t.created) created.push_back(t.id);
+  }
+  const int64_t old_vocab = model_->args().vocab_size;
+  const int64_t vocab = std::max(old_vocab, tokenizer_->vocab_size());
+  // A model trained from scratch was built with rows for them (random, like every other row).
+  if (!created.empty() && (!cfg_.model.path.empty() || vocab > old_vocab)) {
+    // mean_rows: new ids inside the old matrices of a pretrained model (a padded vocabulary); fresh: all rows that
+    // start as the mean.
+    std::vector<int64_t> mean_rows, fresh;
+    for (int64_t id : created) {
+      if (id < old_vocab && !cfg_.model.path.empty()) mean_rows.push_back(id);
+      if (id >= old_vocab || !cfg_.model.path.empty()) fresh.push_back(id);
+    }
+    model_->resize_token_embeddings(vocab, mean_rows);
+    FT_LOG_INFO(
+        "tokenizer.add_tokens: embedding and LM head{} from {} to {} rows; rows {} start as the mean of the "
+        "old rows{}",
+        model_->args().tie_word_embeddings ? " (tied)" : "", old_vocab, vocab, fmt::join(fresh, ", "),
+        cfg_.lora.enabled ? " and are trained with the adapters" : "");
+  }
   if (cfg_.lora.enabled) model::apply_lora(*model_, cfg_.lora, static_cast<uint64_t>(cfg_.run.seed));
+  if (cfg_.lora.enabled && !created.empty()) model_->add_token_rows(created);
   model_->set_activation_checkpointing(cfg_.model.activation_checkpointing);
   model_->set_fused_kernels(cfg_.train.fused_kernels);
   model_->train();
