@@ -104,6 +104,7 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     if (cfg.tokenizer.train_vocab_size == 0) {
       const std::filesystem::path where = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
       const auto tokenizer = data::Tokenizer::load(where, cfg.model.path);
+      if (!cfg.tokenizer.add_tokens.empty()) tokenizer->add_tokens(cfg.tokenizer.add_tokens);  // as training does
       std::cout << "tokenizer: " << tokenizer->model_file().string() << " (" << tokenizer->kind() << ", "
                 << tokenizer->vocab_size() << " tokens)\n";
       check_chat_template(cfg, *tokenizer);

@@ -79,6 +79,7 @@ void inspect(const InspectOptions& o) {
   const auto loaded = config::load_config(o.config, o.overrides);
   const Config& cfg = loaded.config;
   const auto tok = data::Tokenizer::load(tokenizer_file(cfg), cfg.model.path);
+  if (!cfg.tokenizer.add_tokens.empty()) tok->add_tokens(cfg.tokenizer.add_tokens);  // as training does
   const auto options = data::DatasetOptions::from_config(cfg, o.eval);
   const auto ds = data::TokenizedDataset::build(options, *tok);
   const auto& st = ds->stats();

@@ -50,10 +50,15 @@ void run_generate(const GenerateArgs& a) {
     model->to(device);
   }
   std::unique_ptr<data::Tokenizer> tokenizer;
-  const bool has_tokenizer =
-      std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
-                  [&](const char* name) { return std::filesystem::exists(model_dir / name); });
-  if (has_tokenizer) tokenizer = data::Tokenizer::load(model_dir, model_dir);
+  const auto has_tokenizer = [](const std::filesystem::path& dir) {
+    return std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
+                       [&](const char* name) { return std::filesystem::exists(dir / name); });
+  };
+  // An adapter written by training holds the tokenizer and chat template it trained with (with tokenizer.add_tokens,
+  // tokens the base model's tokenizer lacks): they win over the base model's.
+  const std::filesystem::path tokenizer_dir =
+      !a.adapter.empty() && has_tokenizer(a.adapter) ? std::filesystem::path(a.adapter) : model_dir;
+  if (has_tokenizer(tokenizer_dir)) tokenizer = data::Tokenizer::load(tokenizer_dir, tokenizer_dir);
   std::vector<int64_t> prompt;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids, "--prompt-ids");
@@ -64,7 +69,7 @@ void run_generate(const GenerateArgs& a) {
                         "tekken.json) in the model directory");
     }
     if (a.chat) {
-      prompt = chat_prompt(model_dir, *tokenizer, a.system, a.prompt);
+      prompt = chat_prompt(tokenizer_dir, *tokenizer, a.system, a.prompt);
     } else {
       if (!a.no_bos && tokenizer->bos_id() >= 0) prompt.push_back(tokenizer->bos_id());
       const auto body = tokenizer->encode(a.prompt);
@@ -108,7 +113,8 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       "  finetune generate --model /models/Meta-Llama-3-8B-Instruct --chat --prompt \"Hi!\" --max-new-tokens 32");
   auto a = std::make_shared<GenerateArgs>();
   sub->add_option("--model", a->model, "Hugging Face model directory (config.json + safetensors)")->required();
-  sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to apply");
+  sub->add_option("--adapter", a->adapter,
+                  "PEFT LoRA adapter directory to apply (its tokenizer and chat template, if any, are used)");
   auto* text = sub->add_option("--prompt", a->prompt, "Prompt text (needs the model's tokenizer; BOS is prepended)");
   auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. \"1 2 3\"");
   text->excludes(ids);

@@ -134,10 +134,6 @@ void check_tokenizer(const Config& c, Checker& k) {
   const auto& t = c.tokenizer;
   k.one_of("tokenizer.train_model_type", t.train_model_type, {"bpe", "unigram"});
   k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
-  if (!t.add_tokens.empty()) {
-    k.fail("tokenizer.add_tokens", "adding tokens to the vocabulary is not implemented yet (the embedding and LM head "
-                                   "cannot grow); use a tokenizer that already has the tokens, or data.template auto");
-  }
   for (size_t i = 0; i < t.add_tokens.size(); ++i) {
     const std::string at = "tokenizer.add_tokens[" + std::to_string(i) + "]";
     if (t.add_tokens[i].empty()) k.fail(at, "empty (expected the token's text, e.g. <|im_start|>)");

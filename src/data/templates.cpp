@@ -378,7 +378,14 @@ void check_template_markers(const std::string& template_name, const Tokenizer& t
   throw ConfigError("data.template " + name + ": the tokenizer (" + tokenizer.model_file().string() +
                         ") has no single token for " + missing +
                         "; they would be trained as plain text and the model would not learn to end its turn",
-                    "use data.template: auto (the model's own chat template) or a tokenizer that has these tokens");
+                    "add them with tokenizer.add_tokens: [" + [&] {
+                      std::string list = "\"" + missing + "\"";  // the YAML list of the missing markers
+                      for (size_t at = list.find(' '); at != std::string::npos; at = list.find(' ', at + 4)) {
+                        list.replace(at, 1, "\", \"");
+                      }
+                      return list;
+                    }() + "] (new tokens whose embedding rows are trained), use data.template: auto (the model's own "
+                          "chat template) or a tokenizer that has these tokens");
 }
 
 namespace {

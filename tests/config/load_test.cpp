@@ -246,7 +246,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.model.dtype = "bf16";
   c.model.activation_checkpointing = true;
   c.lora = {true, 4, 8.5, 0.05, {"k_proj", "down_proj"}};
-  c.tokenizer = {(dir / "tok.model").string(), 0, "unigram", false, false, {}};  // add_tokens: refused for now
+  c.tokenizer = {(dir / "tok.model").string(), 0, "unigram", false, false, {"<|im_start|>"}};
   c.data.train = {DataSource{(dir / "train.jsonl").string(), "chat", 0.25},
                   DataSource{(dir / "train.jsonl").string(), "alpaca", 3}};
   c.data.eval = {DataSource{(dir / "train.jsonl").string(), "text", 1}};

@@ -55,8 +55,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"data.template=vicuna",
                  "data.template: invalid value 'vicuna' (expected one of: auto, llama2, llama3, "
                  "chatml, plain, gemma, mistral, mistral-v1, mistral-v3, mistral-tekken)"},
-        BadValue{"tokenizer.add_tokens=[<x>]",
-                 "tokenizer.add_tokens: adding tokens to the vocabulary is not implemented yet"},
+        BadValue{"tokenizer.add_tokens=[<x>, <x>]", "tokenizer.add_tokens[1]: '<x>' is listed twice"},
+        BadValue{"tokenizer.add_tokens=['']", "tokenizer.add_tokens[0]: empty"},
         BadValue{"data.overlong=wrap", "data.overlong: invalid value 'wrap' (expected one of: truncate, drop)"},
         BadValue{"data.on_error=ignore", "data.on_error: invalid value 'ignore' (expected one of: fail, skip)"},
         BadValue{"data.pretokenized_dtype=int8", "data.pretokenized_dtype: invalid value 'int8'"},
