@@ -1,9 +1,12 @@
-// Per-layer activation checkpointing: a reentrant autograd Function that stores only the layer input and reruns
-// the layer under grad mode in backward. The layer's trainable parameters are inputs of the Function, so their
-// gradients flow back through the ordinary engine (and its hooks) even when the hidden state itself does not
-// require grad (frozen embeddings under LoRA).
+// Per-layer activation checkpointing: a reentrant autograd Function that stores only the layer input (the sum of the
+// residual and pending delta it is given) and reruns the layer under grad mode in backward. The layer's trainable
+// parameters are inputs of the Function, so their gradients flow back through the ordinary engine (and its hooks) even
+// when the hidden state itself does not require grad (frozen embeddings under LoRA).
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
+
+#include <optional>
+#include <tuple>
 
 #include "model/transformer.h"
 #include "util/error.h"
@@ -87,10 +90,12 @@ class RngScope {
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
-  // inputs: x [B, T, hidden], cos/sin [B, T, D], then the layer's trainable parameters. The mask is no autograd
-  // input (an undefined tensor cannot be one), so it travels in saved_data.
-  static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const AttentionMask* mask, at::Tensor x,
-                               at::Tensor cos, at::Tensor sin, at::TensorList params) {
+  // inputs: residual and pending [B, T, hidden] (pending absent before the first layer), cos/sin [B, T, D], then the
+  // layer's trainable parameters. The mask is no autograd input (an undefined tensor cannot be one), so it travels in
+  // saved_data. Keeps h = residual + pending [B, T, hidden], the layer input, as the one activation.
+  static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const AttentionMask* mask,
+                               const at::Tensor& residual, const std::optional<at::Tensor>& pending, at::Tensor cos,
+                               at::Tensor sin, at::TensorList params) {
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);  // the model outlives its autograd graph
     ctx->saved_data["causal"] = mask->causal;
     if (mask->mask.defined()) ctx->saved_data["mask"] = mask->mask;
@@ -106,9 +111,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->saved_data["ac_cpu_dtype"] = ac.cpu_dtype;
     ctx->saved_data["ac_cuda_dtype"] = ac.cuda_dtype;
     ctx->saved_data["rng_cpu"] = at::detail::getDefaultCPUGenerator().get_state();
-    if (x.is_cuda()) ctx->saved_data["rng_dev"] = at::globalContext().defaultGenerator(x.device()).get_state();
-    ctx->save_for_backward({x, cos, sin});
-    return {layer->forward(x, cos, sin, *mask, nullptr)};
+    if (residual.is_cuda()) {
+      ctx->saved_data["rng_dev"] = at::globalContext().defaultGenerator(residual.device()).get_state();
+    }
+    ctx->saved_data["h_grad"] = residual.requires_grad() || (pending && pending->requires_grad());
+    ctx->saved_data["pending_dtype"] = pending ? static_cast<int64_t>(pending->scalar_type()) : int64_t{-1};
+    const auto [h, normed] = layer->input_norm(residual, pending ? *pending : at::Tensor());
+    ctx->save_for_backward({h, cos, sin});
+    const auto [out_residual, out_delta] = layer->forward_normed(h, normed, cos, sin, *mask, nullptr);
+    return {out_residual, out_delta};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -121,7 +132,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ac.cuda = ctx->saved_data["ac_cuda"].toBool();
     ac.cpu_dtype = ctx->saved_data["ac_cpu_dtype"].toScalarType();
     ac.cuda_dtype = ctx->saved_data["ac_cuda_dtype"].toScalarType();
-    at::Tensor x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    const bool h_grad = ctx->saved_data["h_grad"].toBool();
+    at::Tensor h = saved[0].detach().requires_grad_(h_grad);  // [B, T, hidden]
     const at::Tensor rng_dev = ctx->saved_data.count("rng_dev") ? ctx->saved_data["rng_dev"].toTensor() : at::Tensor();
 
     std::vector<at::Tensor> params;
@@ -129,10 +141,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       if (p.requires_grad()) params.push_back(p);
     }
     FT_CHECK(static_cast<int64_t>(params.size()) == n, "activation checkpointing: trainable parameters changed");
-    at::Tensor out;
+    at::Tensor out_residual, out_delta;
     {
       at::AutoGradMode grad_on(true);
-      RngScope rng(x.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
+      RngScope rng(h.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
       AutocastScope autocast(ac);
       AttentionMask mask;
       mask.causal = causal;
@@ -142,16 +154,34 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
         mask.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
         mask.window = ctx->saved_data["window"].toInt();
       }
-      out = layer->forward(x, saved[1], saved[2], mask, nullptr);
+      // The norm of h alone gives the bits the forward's fused add + norm gave (RMSNormImpl::add_forward).
+      const auto normed = layer->input_norm(h, at::Tensor()).second;
+      std::tie(out_residual, out_delta) = layer->forward_normed(h, normed, saved[1], saved[2], mask, nullptr);
+    }
+    variable_list outputs, grads_of_outputs;
+    for (size_t i = 0; i < 2; ++i) {
+      const at::Tensor& out = i == 0 ? out_residual : out_delta;
+      if (out.requires_grad() && grad_out[i].defined()) {
+        outputs.push_back(out);
+        grads_of_outputs.push_back(grad_out[i]);
+      }
     }
     variable_list wrt;
-    if (x.requires_grad()) wrt.push_back(x);
+    if (h_grad) wrt.push_back(h);
     wrt.insert(wrt.end(), params.begin(), params.end());
-    variable_list grads = torch::autograd::grad({out}, wrt, {grad_out[0]}, std::nullopt, false, true);
-    // One slot per forward input: layer, mask, x, cos, sin, then each parameter.
-    variable_list result = {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    variable_list grads = outputs.empty()
+                              ? variable_list(wrt.size())
+                              : torch::autograd::grad(outputs, wrt, grads_of_outputs, std::nullopt, false, true);
+    // One slot per forward input: layer, mask, residual, pending, cos, sin, then each parameter. residual and pending
+    // both get h's gradient, pending's in its own dtype (what autograd's add would give it).
+    variable_list result = {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     size_t g = 0;
-    if (x.requires_grad()) result[2] = grads[g++];
+    if (h_grad) {
+      const at::Tensor& dh = grads[g++];
+      const int64_t pending_dtype = ctx->saved_data["pending_dtype"].toInt();
+      result[2] = dh;
+      if (pending_dtype >= 0 && dh.defined()) result[3] = dh.to(static_cast<at::ScalarType>(pending_dtype));
+    }
     for (; g < grads.size(); ++g) result.push_back(grads[g]);
     return result;
   }
@@ -159,14 +189,18 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
 }  // namespace
 
-at::Tensor checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& x, const at::Tensor& cos,
-                              const at::Tensor& sin, const AttentionMask& mask) {
+std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& residual,
+                                                     const at::Tensor& pending, const at::Tensor& cos,
+                                                     const at::Tensor& sin, const AttentionMask& mask) {
   variable_list params;
   for (auto& p : layer.parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
   // TensorList (not std::vector) so that autograd sees every parameter as an input.
-  return CheckpointFunction::apply(&layer, &mask, x, cos, sin, at::TensorList(params))[0];
+  const auto out = CheckpointFunction::apply(&layer, &mask, residual,
+                                             pending.defined() ? std::optional<at::Tensor>(pending) : std::nullopt, cos,
+                                             sin, at::TensorList(params));
+  return {out[0], out[1]};
 }
 
 }  // namespace ft::model

@@ -4,6 +4,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "model/norm.h"
 #include "model/rope.h"
 #include "model/swiglu.h"
 #include "util/error.h"
@@ -186,6 +187,26 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   return weight * h.to(in_dtype);
 }
 
+std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& residual, const at::Tensor& delta,
+                                                           bool gemm_input) {
+  if (!fused || !residual.is_cuda()) {
+    at::Tensor h = delta.defined() ? residual + delta : residual;
+    return {h, forward(h)};
+  }
+  // forward's dtype (weight * normalized-in-x's-dtype), or the autocast dtype the GEMMs would cast to.
+  const auto device_type = residual.device().type();
+  const at::ScalarType out = gemm_input && at::autocast::is_autocast_enabled(device_type)
+                                 ? at::autocast::get_autocast_dtype(device_type)
+                                 : at::promote_types(residual.scalar_type(), weight.scalar_type());
+  if (delta.defined() && add_rms_norm_available(residual, delta, weight, out)) {
+    return add_rms_norm(residual, delta, weight, eps, out);
+  }
+  // Where the add cannot fuse, the norm of h still takes the one path a recompute from h alone takes.
+  at::Tensor h = delta.defined() ? residual + delta : residual;
+  if (add_rms_norm_available(h, at::Tensor(), weight, out)) return {h, fused_rms_norm(h, weight, eps, out)};
+  return {h, forward(h)};
+}
+
 Rotary::Rotary(const ModelArgs& a) {
   const int64_t dim = a.head_dim;
   at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
@@ -292,10 +313,23 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(i
   post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps));
 }
 
-at::Tensor DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                                     const AttentionMask& mask, KVCache* cache) {
-  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, mask, cache, index);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward(const at::Tensor& residual, const at::Tensor& pending,
+                                                            const at::Tensor& cos, const at::Tensor& sin,
+                                                            const AttentionMask& mask, KVCache* cache) {
+  const auto [h, normed] = input_norm(residual, pending);
+  return forward_normed(h, normed, cos, sin, mask, cache);
+}
+
+std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::input_norm(const at::Tensor& residual, const at::Tensor& pending) {
+  return input_layernorm->add_forward(residual, pending, /*gemm_input=*/true);
+}
+
+std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward_normed(const at::Tensor& h, const at::Tensor& normed,
+                                                                   const at::Tensor& cos, const at::Tensor& sin,
+                                                                   const AttentionMask& mask, KVCache* cache) {
+  const at::Tensor attn = self_attn->forward(normed, cos, sin, mask, cache, index);  // [B, T, hidden]
+  const auto [h2, normed2] = post_attention_layernorm->add_forward(h, attn, /*gemm_input=*/true);
+  return {h2, mlp->forward(normed2)};
 }
 
 }  // namespace ft::model

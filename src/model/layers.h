@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <utility>
 #include <vector>
 
 #include "model/args.h"
@@ -61,10 +62,17 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   at::Tensor forward(const at::Tensor& x);  // [..., dim]
-  at::Tensor weight;                        // [dim]
+  // The residual add before the norm: returns (h, norm(h)) for h = residual + delta [..., dim] (h = residual when
+  // delta is undefined). Composite: exactly `h = residual + delta; forward(h)`. With `fused` on CUDA, one kernel
+  // (model/norm.h) does the add and the norm, and with `gemm_input` (the norm only feeds GEMMs) under autocast it
+  // writes norm(h) in the autocast dtype, the dtype the GEMMs would cast it to; otherwise in forward's dtype. The
+  // norm of the same h is bitwise the same whether the add was fused or not (activation checkpointing recomputes a
+  // layer from its h alone).
+  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& residual, const at::Tensor& delta, bool gemm_input);
+  at::Tensor weight;  // [dim]
   double eps;
-  // CUDA and x's dtype == weight's: one at::_fused_rms_norm kernel (F32 statistics, one rounding) instead of the
-  // composite; elsewhere the composite.
+  // CUDA: the kernels of model/norm.h (add_forward) and at::_fused_rms_norm (forward, x's dtype == weight's) with F32
+  // statistics and one rounding instead of the composite; elsewhere the composite.
   bool fused = false;
 };
 TORCH_MODULE(RMSNorm);
@@ -117,11 +125,22 @@ class MLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MLP);
 
+// The residual stream travels between layers as a pair (residual, pending delta) whose sum is the hidden state, so
+// that each norm adds the pending delta in its own kernel (RMSNormImpl::add_forward): the next layer's input norm,
+// or the model's final norm, adds this layer's MLP output.
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelArgs& args, int64_t index);
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
-                     KVCache* cache);
+  // residual [B, T, hidden]; pending [B, T, hidden] or undefined (the first layer); cos/sin [B, T, D]. The layer's
+  // input is residual + pending; returns (residual, delta) [B, T, hidden] each, the layer's output being their sum.
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& residual, const at::Tensor& pending,
+                                            const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
+                                            KVCache* cache);
+  // The two halves of forward: the input norm, (h, normed) with h = residual + pending [B, T, hidden], and the rest of
+  // the layer from h and normed. Activation checkpointing keeps only h and recomputes from input_norm(h, {}).
+  std::pair<at::Tensor, at::Tensor> input_norm(const at::Tensor& residual, const at::Tensor& pending);
+  std::pair<at::Tensor, at::Tensor> forward_normed(const at::Tensor& h, const at::Tensor& normed, const at::Tensor& cos,
+                                                   const at::Tensor& sin, const AttentionMask& mask, KVCache* cache);
   Attention self_attn{nullptr};
   MLP mlp{nullptr};
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "util/error.h"
 #include "util/fmt.h"
@@ -207,14 +208,18 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   // The tables in the dtype q and k will have (what apply_rotary would cast them to in every layer).
   cos = cos.to(compute_dtype);
   sin = sin.to(compute_dtype);
-  at::Tensor h = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
+  // The hidden state is residual + pending: each layer leaves its MLP output pending for the next norm to add.
+  at::Tensor residual = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
+  at::Tensor pending;                                            // [B, T, hidden] or undefined (before layer 0)
   const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
   for (size_t i = 0; i < model_->layers->size(); ++i) {
     auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
-    h = recompute ? checkpointed_layer(layer, h, cos, sin, mask) : layer.forward(h, cos, sin, mask, cache);
+    std::tie(residual, pending) = recompute ? checkpointed_layer(layer, residual, pending, cos, sin, mask)
+                                            : layer.forward(residual, pending, cos, sin, mask, cache);
   }
   if (cache != nullptr) cache->length += t;
-  return model_->norm->forward(h);
+  // The final norm feeds the LM head or the caller: it keeps forward's dtype (F32 with F32 weights under autocast).
+  return model_->norm->add_forward(residual, pending, /*gemm_input=*/false).second;
 }
 
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,

@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <utility>
 #include <vector>
 
 #include "model/args.h"
@@ -90,8 +91,9 @@ class Transformer : public torch::nn::Module {
   // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
   // no KV cache is used).
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
-  // Fused CUDA paths (at::_fused_rms_norm; varlen flash attention for packed rows in bf16/fp16); the composite ATen
-  // ops elsewhere and when off. Each path falls back by itself where its kernel cannot run.
+  // Fused CUDA paths (the residual add fused into RMSNorm, model/norm.h; RoPE, SwiGLU and grouped projections; varlen
+  // flash attention for packed rows in bf16/fp16); the composite ATen ops elsewhere and when off. Each path falls back
+  // by itself where its kernel cannot run.
   void set_fused_kernels(bool on);
   bool fused_kernels() const { return fused_; }
   // Which attention kernel a training forward on `device` in `compute_dtype` uses, for the logs.
@@ -114,9 +116,12 @@ class Transformer : public torch::nn::Module {
   bool fused_ = false;
 };
 
-// Runs `layer` under a reentrant autograd Function that keeps only its input and recomputes the layer in backward
-// (re-entering autocast and the RNG state of the forward). model/checkpointing.cpp.
-at::Tensor checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& x, const at::Tensor& cos,
-                              const at::Tensor& sin, const AttentionMask& mask);
+// Runs `layer` (DecoderLayerImpl::forward: residual and pending [B, T, hidden], pending undefined before the first
+// layer) under a reentrant autograd Function that keeps only the layer's input h = residual + pending and recomputes
+// the layer from it in backward (re-entering autocast and the RNG state of the forward). Returns (residual, delta) as
+// the layer does, with the same values. model/checkpointing.cpp.
+std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& residual,
+                                                     const at::Tensor& pending, const at::Tensor& cos,
+                                                     const at::Tensor& sin, const AttentionMask& mask);
 
 }  // namespace ft::model

@@ -1,24 +1,22 @@
 // The fused paths against the composite ATen ops they replace: the chunked linear + cross-entropy and the grouped
-// projections (CPU and GPU), fused RMSNorm, RoPE and varlen flash attention over packed rows (GPU; skipped without
-// CUDA).
+// projections (CPU and GPU), RoPE, SwiGLU, the whole model and varlen flash attention over packed rows (GPU; skipped
+// without CUDA). The norms: fused_norm_test.cpp.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "model/layers.h"
 #include "model/linear_cross_entropy.h"
+#include "model/norm.h"
 #include "model/rope.h"
 #include "model/swiglu.h"
 #include "model/transformer.h"
+#include "fused_test_util.h"
 #include "support/test_support.h"
 
 namespace ft::test {
 namespace {
-
-double rel(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() /
-         std::max(1e-30, b.to(at::kDouble).abs().max().item<double>());
-}
 
 struct LossAndGrads {
   at::Tensor loss, dh, dw;
@@ -178,33 +176,6 @@ TEST(LinearGroup, GpuBf16AutocastMatchesSeparateLayers) {
   expect_group_match(run_group(true, true, at::kCUDA, true, 0.0), run_group(false, true, at::kCUDA, true, 0.0), 2e-2);
 }
 
-TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
-  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    model::RMSNorm norm(64, 1e-5);
-    norm->to(at::kCUDA, dtype);
-    {
-      at::NoGradGuard g;
-      norm->weight.uniform_(0.5, 1.5);
-    }
-    const at::Tensor x0 = at::randn({4, 33, 64}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
-    auto run = [&](bool fused) {
-      norm->fused = fused;
-      norm->weight.mutable_grad() = at::Tensor();
-      at::Tensor x = x0.clone().requires_grad_(true);
-      at::Tensor y = norm->forward(x);
-      (y.to(at::kFloat) * at::linspace(-1, 1, 64, x.options().dtype(at::kFloat))).sum().backward();
-      return std::make_tuple(y.detach(), x.grad(), norm->weight.grad().clone());
-    };
-    const auto [y0, dx0, dw0] = run(false);
-    const auto [y1, dx1, dw1] = run(true);
-    const double tol = dtype == at::kFloat ? 1e-5 : 2e-2;
-    EXPECT_LT(rel(y1, y0), tol);
-    EXPECT_LT(rel(dx1, dx0), tol);
-    EXPECT_LT(rel(dw1, dw0), tol);
-  }
-}
-
 TEST(FusedKernels, GpuFusedRopeMatchesTheCompositeForwardAndBackward) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
@@ -307,6 +278,8 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
       model->zero_grad();
       ScopedAutocast autocast(c10::kCUDA, at::kBFloat16);
       const at::Tensor logits = model->forward(ids).to(at::kFloat);
+      // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
+      EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? 2 * a.num_layers + 1 : 0) << (lora ? "lora" : "full");
       (logits * at::cos(logits.detach())).sum().backward();
       std::vector<at::Tensor> grads;
       for (const auto& p : model->parameters()) {
@@ -319,6 +292,62 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
     EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora" : "full");
     ASSERT_EQ(g0.size(), g1.size());
     for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i;
+  }
+}
+
+// Activation checkpointing over the fused path: the checkpointed layer keeps only its input h = residual + pending
+// and recomputes the norm of h alone, which gives the bits of the forward's fused add + norm; the logits are bitwise
+// those without checkpointing, and the gradients agree up to where the residual-stream gradient is added (inside
+// the kernel, or by autograd after it: one F32 rounding apart, which can move a bf16 rounding downstream).
+TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const bool lora : {false, true}) {
+    model::ModelArgs a;
+    a.vocab_size = 101;
+    a.hidden_size = 256;
+    a.intermediate_size = 512;
+    a.num_layers = 3;
+    a.num_heads = 4;
+    a.num_kv_heads = 2;
+    a.head_dim = 64;
+    a.max_position_embeddings = 64;
+    at::manual_seed(6);
+    auto model = std::make_shared<model::Transformer>(a);
+    for (auto& p : model->parameters()) {
+      at::NoGradGuard g;
+      p.normal_(0, 0.05);
+    }
+    model->to(at::kCUDA, lora ? at::kBFloat16 : at::kFloat);
+    if (lora) {
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+      for (auto& p : model->parameters()) p.requires_grad_(false);  // frozen base, embeddings included
+      for (const auto& m : model->modules()) {
+        if (auto* l = m->as<model::LinearImpl>()) {
+          l->add_lora(8, 16.0, 0.0, gen);
+          at::NoGradGuard g;
+          l->lora_b.normal_(0, 0.05);
+        }
+      }
+    }
+    model->set_fused_kernels(true);
+    const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
+    auto run = [&](bool ckpt) {
+      model->set_activation_checkpointing(ckpt);
+      model->zero_grad();
+      ScopedAutocast autocast(c10::kCUDA, at::kBFloat16);
+      const at::Tensor logits = model->forward(ids).to(at::kFloat);
+      (logits * at::cos(logits.detach())).sum().backward();
+      std::vector<at::Tensor> grads;
+      for (const auto& p : model->parameters()) {
+        if (p.requires_grad()) grads.push_back(p.grad().clone());
+      }
+      return std::make_pair(logits.detach(), grads);
+    };
+    const auto [l0, g0] = run(false);
+    const auto [l1, g1] = run(true);
+    EXPECT_TRUE(at::equal(l0, l1)) << (lora ? "lora" : "full");
+    ASSERT_EQ(g0.size(), g1.size());
+    for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 2e-2) << (lora ? "lora " : "full ") << i;
   }
 }
 
