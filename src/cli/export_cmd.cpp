@@ -58,7 +58,7 @@ void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();
   sub->add_option("--out", a->out, "Output directory (must not exist or be empty)")->required();
   sub->add_option("--dtype", a->dtype, "Saved dtype: fp32 | bf16 (default: the base model's)");
-  sub->add_option("--shard-size-mb", a->shard_size_mb, "Shard the weights above this size")->default_val(5000);
+  sub->add_option("--shard-size-mb", a->shard_size_mb, "Shard the weights above this size, in MB (10^6 bytes, as checkpoint.shard_size_mb)")->default_val(5000);
   sub->callback([a, &exit_code] {
     run_export(*a);
     exit_code = 0;

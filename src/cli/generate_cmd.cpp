@@ -36,7 +36,7 @@ std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const d
                       "tokenizer_config.json's chat_template)",
                       "drop --chat and write the prompt in the model's format, or add the template to the directory");
   }
-  return data::chat_prompt_ids("auto", model_dir, tokenizer, system, user);
+  return data::chat_prompt_ids("auto", model_dir, tokenizer, system, {{"user", user}});
 }
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tekken.json"};

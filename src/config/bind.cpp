@@ -21,11 +21,13 @@ class KeyCollector {
  public:
   KeyCollector(std::vector<std::string>& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
 
-  template <class T> void operator()(const char* key, T& field) {
+  template <class T>
+  void operator()(const char* key, T& field) {
     const std::string path = prefix_ + key;
     out_.push_back(path);
     if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string> &&
-                  !std::is_same_v<T, std::vector<std::string>> && !std::is_same_v<T, std::vector<double>>) {
+                  !std::is_same_v<T, std::vector<std::string>> && !std::is_same_v<T, std::vector<double>> &&
+                  !std::is_same_v<T, std::vector<EvalPrompt>>) {
       if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
         DataSource element;
         KeyCollector sub(out_, path + "[].");
@@ -79,7 +81,8 @@ class Binder {
          Errors& errors)
       : map_(map), shown_(std::move(shown)), normal_(std::move(normal)), locations_(locations), errors_(errors) {}
 
-  template <class T> void operator()(const char* key, T& field) {
+  template <class T>
+  void operator()(const char* key, T& field) {
     for (const auto& e : map_.map) {
       if (e.key != key) continue;
       used_.insert(e.key);
@@ -94,7 +97,7 @@ class Binder {
     for (const auto& e : map_.map) {
       if (used_.count(e.key) != 0) continue;
       const std::string normal = normal_ + e.key;
-      std::string near = detail::suggest_key(normal, known_keys());
+      std::string near = suggest_key(normal, known_keys());
       // Show the suggestion with the user's list index when it is a sibling.
       if (!near.empty() && parent_leaf(near).first == parent_leaf(normal).first && !shown_.empty()) {
         near = shown_ + parent_leaf(near).second;
@@ -121,26 +124,6 @@ class Binder {
     } else {
       type_error(n, key, "true or false");
     }
-  }
-
-  static bool parse_int(const std::string& s, int64_t& out) {
-    if (s.empty() || s.find_first_not_of("+-0123456789") != std::string::npos) return false;
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (errno != 0 || end != s.c_str() + s.size()) return false;
-    out = v;
-    return true;
-  }
-
-  static bool parse_double(const std::string& s, double& out) {
-    if (s.empty() || s.find_first_not_of("+-0123456789.eE") != std::string::npos) return false;
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(s.c_str(), &end);
-    if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
-    out = v;
-    return true;
   }
 
   void bind(const Node& n, const std::string& key, const std::string& /*normal*/, int64_t& out) {
@@ -199,7 +182,19 @@ class Binder {
     if (ok) out = std::move(v);
   }
 
-  template <class S> void bind(const Node& n, const std::string& key, const std::string& normal, std::vector<S>& out) {
+  // eval.prompts[i]: a string, or a list of {role, content} turns.
+  void bind(const Node& n, const std::string& key, const std::string& normal, EvalPrompt& out) {
+    if (n.kind == Node::Kind::kScalar) {
+      out.text = n.scalar;
+    } else if (n.kind == Node::Kind::kSeq) {
+      bind(n, key, normal, out.messages);
+    } else {
+      type_error(n, key, "a string or a list of {role, content} turns");
+    }
+  }
+
+  template <class S>
+  void bind(const Node& n, const std::string& key, const std::string& normal, std::vector<S>& out) {
     if (n.kind == Node::Kind::kNull) {
       out.clear();
       return;
@@ -212,7 +207,8 @@ class Binder {
     out = std::move(v);
   }
 
-  template <class S> void bind(const Node& n, const std::string& key, const std::string& normal, S& section) {
+  template <class S>
+  void bind(const Node& n, const std::string& key, const std::string& normal, S& section) {
     if (n.kind == Node::Kind::kNull) return;  // `section:` with nothing under it keeps the defaults
     if (n.kind != Node::Kind::kMap) return type_error(n, key, "a map of keys");
     Binder sub(n, key + ".", normal + ".", locations_, errors_);
@@ -230,18 +226,25 @@ class Binder {
 
 }  // namespace
 
-const std::vector<std::string>& known_keys() {
-  static const std::vector<std::string> keys = [] {
-    std::vector<std::string> out;
-    Config c;
-    KeyCollector collector(out, "");
-    c.visit(collector);
-    return out;
-  }();
-  return keys;
+bool parse_int(const std::string& s, int64_t& out) {
+  if (s.empty() || s.find_first_not_of("+-0123456789") != std::string::npos) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end != s.c_str() + s.size()) return false;
+  out = v;
+  return true;
 }
 
-namespace detail {
+bool parse_double(const std::string& s, double& out) {
+  if (s.empty() || s.find_first_not_of("+-0123456789.eE") != std::string::npos) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
 
 std::string suggest_key(const std::string& key_as_written, const std::vector<std::string>& candidates) {
   std::string key;  // list indices dropped, as candidates spell them: "data.train[0].x" -> "data.train[].x"
@@ -268,6 +271,19 @@ std::string suggest_key(const std::string& key_as_written, const std::vector<std
   const size_t limit = std::max<size_t>(2, leaf.size() / 3);
   return best_score <= limit ? best : std::string();
 }
+
+const std::vector<std::string>& known_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    Config c;
+    KeyCollector collector(out, "");
+    c.visit(collector);
+    return out;
+  }();
+  return keys;
+}
+
+namespace detail {
 
 void bind(const Node& root, Config& config, std::map<std::string, std::string>& locations, Errors& errors) {
   Binder binder(root, "", "", locations, errors);

@@ -246,13 +246,33 @@ struct SchedulerConfig {
   }
 };
 
+// One turn of an eval prompt given as a conversation.
+struct PromptTurn {
+  std::string role;     // system | user | assistant
+  std::string content;  // the turn's text
+
+  bool operator==(const PromptTurn& o) const { return role == o.role && content == o.content; }
+  template <class V> void visit(V& v) {
+    v("role", role);
+    v("content", content);
+  }
+};
+
+// An eval prompt, written in YAML as a string or as a list of {role, content} turns ending with a user turn.
+struct EvalPrompt {
+  std::string text;                  // the prompt as a string (empty when given as turns)
+  std::vector<PromptTurn> messages;  // the prompt as turns, prompted in the chat template (empty when a string)
+
+  bool operator==(const EvalPrompt& o) const { return text == o.text && messages == o.messages; }
+};
+
 struct EvalConfig {
   int64_t every_steps = 0;              // evaluate every N optimizer steps (and at the end); 0 = at the end only
   int64_t max_batches = 0;              // cap on eval batches; 0 = the whole eval set
   int64_t exact_match_samples = 0;      // prompt_completion eval samples scored by greedy exact match
   int64_t max_new_tokens = 32;          // generation length for exact match and samples
-  std::vector<std::string> prompts;     // prompts whose generations are logged at each evaluation
-  std::string prompt_format = "auto";   // prompts as: text | chat (a user turn in the chat template) | auto (chat when training on chat data)
+  std::vector<EvalPrompt> prompts;      // prompts whose generations are logged at each evaluation: strings or turn lists
+  std::string prompt_format = "auto";   // string prompts as: text | chat (a user turn in the chat template) | auto (chat when training on chat data)
 
   template <class V> void visit(V& v) {
     v("every_steps", every_steps);
@@ -269,7 +289,7 @@ struct CheckpointConfig {
   int64_t keep_last = 2;        // checkpoints kept (older ones deleted); 0 = keep all
   bool keep_best = false;       // also keep the checkpoint with the lowest eval loss
   std::string resume = "auto";  // auto (newest valid in output_dir) | never | PATH
-  int64_t shard_size_mb = 5000; // safetensors shard size for saved models
+  int64_t shard_size_mb = 5000; // safetensors shard size for saved models, in MB (10^6 bytes, as transformers' "5GB")
 
   template <class V> void visit(V& v) {
     v("every_steps", every_steps);

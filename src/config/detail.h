@@ -34,9 +34,6 @@ class Errors {
   std::vector<std::string> silenced_;
 };
 
-// The nearest known key to `key` ("" when nothing is close), for "did you mean ...?".
-std::string suggest_key(const std::string& key, const std::vector<std::string>& candidates);
-
 // Binds `root` (defaults merged with the files and overrides, interpolated) into `config`. Reports unknown keys
 // and wrong types to `errors`; records where each value came from in `locations`; makes relative file paths
 // absolute against the directory of the file that set them.

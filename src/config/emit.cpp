@@ -62,6 +62,12 @@ class Emitter {
     for (double d : v) value(d);
     out_ << YAML::EndSeq;
   }
+  void value(EvalPrompt& p) {
+    if (p.messages.empty()) return value(p.text);
+    out_ << YAML::BeginSeq;
+    for (auto& turn : p.messages) value(turn);
+    out_ << YAML::EndSeq;
+  }
   template <class S>
   void value(std::vector<S>& v) {
     if (v.empty()) {
@@ -104,11 +110,17 @@ class Flattener {
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>> ||
                          std::is_same_v<T, std::vector<double>>) {
       out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
-    } else if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
+    } else if constexpr (std::is_same_v<T, std::vector<DataSource>> || std::is_same_v<T, std::vector<PromptTurn>>) {
       out_.emplace_back(path + ".size", Leaf(std::in_place_type<int64_t>, static_cast<int64_t>(field.size())));
       for (size_t i = 0; i < field.size(); ++i) {
         Flattener sub(out_, path + "[" + std::to_string(i) + "].");
         field[i].visit(sub);
+      }
+    } else if constexpr (std::is_same_v<T, std::vector<EvalPrompt>>) {
+      out_.emplace_back(path + ".size", Leaf(std::in_place_type<int64_t>, static_cast<int64_t>(field.size())));
+      for (size_t i = 0; i < field.size(); ++i) {
+        add(path + "[" + std::to_string(i) + "].text", field[i].text);
+        add(path + "[" + std::to_string(i) + "].messages", field[i].messages);
       }
     } else {
       Flattener sub(out_, path + ".");

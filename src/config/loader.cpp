@@ -287,7 +287,7 @@ class Interpolator {
         if (idx < n->seq.size()) next = &n->seq[idx];
       }
       if (next == nullptr) {
-        std::string near = detail::suggest_key(ref, known_keys());
+        std::string near = suggest_key(ref, known_keys());
         const size_t slot = near.find("[]");
         const size_t open = ref.find('['), close = ref.find(']');
         if (slot != std::string::npos && open != std::string::npos && close > open) {

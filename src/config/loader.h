@@ -41,4 +41,13 @@ bool equal(const Config& a, const Config& b);
 // Every key path the schema knows, sections included, list elements as "data.train[].path".
 const std::vector<std::string>& known_keys();
 
+// The nearest of `candidates` to `key` ("" when none is close), for "did you mean ...?": by the whole dotted path or
+// by its last segment (one point more in another section); list indices in `key` are ignored.
+std::string suggest_key(const std::string& key, const std::vector<std::string>& candidates);
+
+// The scalar rules of binding, shared by checks of values before they are loaded: an integer (digits and sign), and
+// a finite number.
+bool parse_int(const std::string& text, int64_t& out);
+bool parse_double(const std::string& text, double& out);
+
 }  // namespace ft::config

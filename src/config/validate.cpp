@@ -145,7 +145,8 @@ void check_tokenizer(const Config& c, Checker& k) {
   if (!t.path.empty()) {
     std::error_code ec;
     if (!fs::exists(t.path, ec)) {
-      k.fail("tokenizer.path", "'" + t.path + "' does not exist (expected a tokenizer file or a directory holding one)");
+      k.fail("tokenizer.path",
+             "'" + t.path + "' does not exist (expected a tokenizer file or a directory holding one)");
     }
   } else if (c.model.path.empty()) {
     k.fail("tokenizer.path",
@@ -176,8 +177,9 @@ void check_data(const Config& c, Checker& k) {
   if (d.train.empty()) k.fail("data.train", "empty (expected at least one training source)");
   check_sources("data.train", d.train, synth, k);
   check_sources("data.eval", d.eval, synth, k);
-  k.one_of("data.template", d.template_name, {"auto", "llama2", "llama3", "chatml", "plain", "gemma", "mistral",
-                                               "mistral-v1", "mistral-v3", "mistral-tekken"});
+  k.one_of("data.template", d.template_name,
+           {"auto", "llama2", "llama3", "chatml", "plain", "gemma", "mistral", "mistral-v1", "mistral-v3",
+            "mistral-tekken"});
   k.one_of("data.train_on", d.train_on, {"all", "last"});
   for (size_t i = 0; i < d.roles.size(); ++i) {
     const std::string& entry = d.roles[i];
@@ -250,6 +252,17 @@ void check_rest(const Config& c, Checker& k) {
   k.at_least<int64_t>("eval.exact_match_samples", e.exact_match_samples, 0);
   k.at_least<int64_t>("eval.max_new_tokens", e.max_new_tokens, 1);
   k.one_of("eval.prompt_format", e.prompt_format, {"auto", "text", "chat"});
+  for (size_t i = 0; i < e.prompts.size(); ++i) {
+    const auto& turns = e.prompts[i].messages;
+    const std::string at = "eval.prompts[" + std::to_string(i) + "]";
+    for (size_t j = 0; j < turns.size(); ++j) {
+      k.one_of(at + "[" + std::to_string(j) + "].role", turns[j].role, {"system", "user", "assistant"});
+    }
+    if (!turns.empty() && turns.back().role != "user") {
+      k.fail(at, "a prompt given as turns must end with a user turn (the model answers it), but it ends with '" +
+                     turns.back().role + "'");
+    }
+  }
   if (e.exact_match_samples > 0 && c.data.eval.empty()) {
     k.fail("eval.exact_match_samples", "exact match scores eval samples, but data.eval is empty");
   }

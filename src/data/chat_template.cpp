@@ -179,7 +179,13 @@ TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special
 }
 
 std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std::filesystem::path& model_dir,
-                                     const Tokenizer& tokenizer, const std::string& system, const std::string& user) {
+                                     const Tokenizer& tokenizer, const std::string& system,
+                                     const std::vector<ChatMessage>& turns) {
+  std::vector<ChatMessage> messages;
+  const bool has_system =
+      std::any_of(turns.begin(), turns.end(), [](const ChatMessage& m) { return m.role == "system"; });
+  if (!system.empty() && !has_system) messages.push_back({"system", system});
+  messages.insert(messages.end(), turns.begin(), turns.end());
   std::optional<ChatTemplateSource> source;
   if (template_name == "auto") {
     if (!model_dir.empty()) source = find_chat_template(model_dir);
@@ -188,14 +194,10 @@ std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std
   TokenizedSample sample;
   if (source) {
     const JinjaChat chat(*source, tokenizer);
-    jinja::Value messages = jinja::Value::array();
-    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
-    messages.push_back({{"role", "user"}, {"content", user}});
-    sample = chat.tokenize(chat.render(messages, /*add_generation_prompt=*/true, /*last_only=*/false));
+    jinja::Value conversation = jinja::Value::array();
+    for (const auto& m : messages) conversation.push_back({{"role", m.role}, {"content", m.content}});
+    sample = chat.tokenize(chat.render(conversation, /*add_generation_prompt=*/true, /*last_only=*/false));
   } else {
-    std::vector<ChatMessage> messages;
-    if (!system.empty()) messages.push_back({"system", system});
-    messages.push_back({"user", user});
     const std::string name = resolve_template(template_name == "auto" ? "plain" : template_name, tokenizer);
     sample = tokenize_segments(tokenizer, render_chat(name, messages, /*add_generation_prompt=*/true));
   }

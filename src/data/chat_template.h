@@ -64,11 +64,12 @@ class JinjaChat {
   jinja::Value specials_;  // bos_token, eos_token, pad_token, unk_token spellings
 };
 
-// The ids of a prompt for a chat model: one user turn (after a system turn when `system` is not empty) with the
-// generation prompt, in the template data.template names: auto = the model's own (from `model_dir`, else beside the
-// tokenizer file) as apply_chat_template(add_generation_prompt=True) tokenizes it, else a built-in one (auto without
-// a model template: plain).
+// The ids of a prompt for a chat model: the turns (ending with a user turn; after a system turn when `system` is not
+// empty and the turns have none) with the generation prompt, in the template data.template names: auto = the model's
+// own (from `model_dir`, else beside the tokenizer file) as apply_chat_template(add_generation_prompt=True) tokenizes
+// it, else a built-in one (auto without a model template: plain).
 std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std::filesystem::path& model_dir,
-                                     const Tokenizer& tokenizer, const std::string& system, const std::string& user);
+                                     const Tokenizer& tokenizer, const std::string& system,
+                                     const std::vector<ChatMessage>& turns);
 
 }  // namespace ft::data

@@ -370,22 +370,20 @@ std::vector<std::string> template_markers(const std::string& name) {
 
 void check_template_markers(const std::string& template_name, const Tokenizer& tokenizer) {
   const std::string name = resolve_template(template_name, tokenizer);
-  std::string missing;
+  std::string missing;  // "<a> <b>", for the message
+  std::string yaml;     // "\"<a>\", \"<b>\"", for the hint
   for (const auto& marker : template_markers(name)) {
-    if (tokenizer.piece_to_id(marker) < 0) missing += (missing.empty() ? "" : " ") + marker;
+    if (tokenizer.piece_to_id(marker) >= 0) continue;
+    missing += (missing.empty() ? "" : " ") + marker;
+    yaml += (yaml.empty() ? "\"" : ", \"") + marker + "\"";
   }
   if (missing.empty()) return;
   throw ConfigError("data.template " + name + ": the tokenizer (" + tokenizer.model_file().string() +
                         ") has no single token for " + missing +
                         "; they would be trained as plain text and the model would not learn to end its turn",
-                    "add them with tokenizer.add_tokens: [" + [&] {
-                      std::string list = "\"" + missing + "\"";  // the YAML list of the missing markers
-                      for (size_t at = list.find(' '); at != std::string::npos; at = list.find(' ', at + 4)) {
-                        list.replace(at, 1, "\", \"");
-                      }
-                      return list;
-                    }() + "] (new tokens whose embedding rows are trained), use data.template: auto (the model's own "
-                          "chat template) or a tokenizer that has these tokens");
+                    "add them with tokenizer.add_tokens: [" + yaml +
+                        "] (new tokens whose embedding rows are trained), use data.template: auto (the model's own "
+                        "chat template) or a tokenizer that has these tokens");
 }
 
 namespace {

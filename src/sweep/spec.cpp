@@ -3,7 +3,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -13,6 +12,7 @@
 #include <type_traits>
 
 #include "config/config.h"
+#include "config/loader.h"
 #include "config/tree.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -28,7 +28,7 @@ using config::Origin;
 // ---------------------------------------------------------------------------------------------------------------
 // The config schema as the sweep sees it: every key path with the type of its value.
 
-enum class Type { kBool, kInt, kDouble, kString, kStrings, kNumbers, kMaps, kSection };
+enum class Type { kBool, kInt, kDouble, kString, kStrings, kNumbers, kMaps, kPrompts, kSection };
 
 class TypeCollector {
  public:
@@ -51,6 +51,8 @@ class TypeCollector {
       out_[path] = Type::kNumbers;
     } else if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
       out_[path] = Type::kMaps;  // a list element's keys cannot be addressed by a dotted path
+    } else if constexpr (std::is_same_v<T, std::vector<EvalPrompt>>) {
+      out_[path] = Type::kPrompts;
     } else {
       out_[path] = Type::kSection;
       TypeCollector sub(out_, path + ".");
@@ -90,6 +92,8 @@ const char* expected(Type t) {
       return "a list of numbers";
     case Type::kMaps:
       return "a list of maps";
+    case Type::kPrompts:
+      return "a list of prompts (strings or lists of {role, content} turns)";
     case Type::kSection:
       return "a section";
   }
@@ -101,26 +105,6 @@ bool plain(const Node& n) {
   return n.kind == Node::Kind::kScalar && !n.quoted;
 }
 
-bool parse_int(const std::string& s, int64_t& out) {
-  if (s.empty() || s.find_first_not_of("+-0123456789") != std::string::npos) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end != s.c_str() + s.size()) return false;
-  out = v;
-  return true;
-}
-
-bool parse_double(const std::string& s, double& out) {
-  if (s.empty() || s.find_first_not_of("+-0123456789.eE") != std::string::npos) return false;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
-  out = v;
-  return true;
-}
-
 bool fits(const Node& n, Type t) {
   int64_t i = 0;
   double d = 0.0;
@@ -129,9 +113,9 @@ bool fits(const Node& n, Type t) {
       return plain(n) && (n.scalar == "true" || n.scalar == "True" || n.scalar == "TRUE" || n.scalar == "false" ||
                           n.scalar == "False" || n.scalar == "FALSE");
     case Type::kInt:
-      return plain(n) && parse_int(n.scalar, i);
+      return plain(n) && config::parse_int(n.scalar, i);
     case Type::kDouble:
-      return plain(n) && parse_double(n.scalar, d);
+      return plain(n) && config::parse_double(n.scalar, d);
     case Type::kString:
       return n.kind == Node::Kind::kScalar || n.kind == Node::Kind::kNull;
     case Type::kStrings:
@@ -141,47 +125,24 @@ bool fits(const Node& n, Type t) {
     case Type::kNumbers:
       if (n.kind == Node::Kind::kNull) return true;
       return n.kind == Node::Kind::kSeq && std::all_of(n.seq.begin(), n.seq.end(), [&](const Node& e) {
-               return plain(e) && parse_double(e.scalar, d);
+               return plain(e) && config::parse_double(e.scalar, d);
              });
     case Type::kMaps:
       if (n.kind == Node::Kind::kNull) return true;
       return n.kind == Node::Kind::kSeq &&
              std::all_of(n.seq.begin(), n.seq.end(), [](const Node& e) { return e.kind == Node::Kind::kMap; });
+    case Type::kPrompts:
+      if (n.kind == Node::Kind::kNull) return true;
+      return n.kind == Node::Kind::kSeq && std::all_of(n.seq.begin(), n.seq.end(), [](const Node& e) {
+               return e.kind == Node::Kind::kScalar ||
+                      (e.kind == Node::Kind::kSeq && std::all_of(e.seq.begin(), e.seq.end(), [](const Node& turn) {
+                         return turn.kind == Node::Kind::kMap;
+                       }));
+             });
     case Type::kSection:
       return false;
   }
   return false;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string leaf_of(const std::string& key) {
-  const size_t dot = key.rfind('.');
-  return dot == std::string::npos ? key : key.substr(dot + 1);
-}
-
-// The candidate nearest to `word` ("" when none is close): by the whole text or by the last path segment.
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_score = std::string::npos;
-  for (const auto& c : candidates) {
-    const size_t score = std::min(edit_distance(word, c), edit_distance(leaf_of(word), leaf_of(c)) + 1);
-    if (score < best_score) best_score = score, best = c;
-  }
-  return best_score <= std::max<size_t>(2, leaf_of(word).size() / 3) ? best : std::string();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -357,7 +318,7 @@ class Reader {
       } else if (e.key == "median_stop") {
         read_median_stop(v);
       } else {
-        const std::string near = nearest(e.key, kTopKeys);
+        const std::string near = config::suggest_key(e.key, kTopKeys);
         problems_.add(e.key_origin, e.key,
                       "unknown key" + (near.empty() ? std::string("") : "; did you mean " + near + "?") +
                           " (sweep files have " + join(kTopKeys) + ")");
@@ -393,7 +354,7 @@ class Reader {
 
   bool int_value(const Node& v, const std::string& key, int64_t min, int64_t& out) {
     int64_t value = 0;
-    if (!plain(v) || !parse_int(v.scalar, value)) {
+    if (!plain(v) || !config::parse_int(v.scalar, value)) {
       problems_.add(v.origin, key, "wrong type (expected an integer, got " + v.describe() + ")");
       return false;
     }
@@ -411,7 +372,7 @@ class Reader {
     std::vector<std::string> names;
     for (const auto& [metric, mode] : known_metrics()) names.push_back(metric);
     if (std::find(names.begin(), names.end(), spec_.metric) != names.end()) return;
-    const std::string near = nearest(spec_.metric, names);
+    const std::string near = config::suggest_key(spec_.metric, names);
     problems_.add(v.origin, "metric",
                   "unknown metric '" + spec_.metric + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
                       " (known: " + join(names) + ")");
@@ -427,7 +388,7 @@ class Reader {
       for (const auto& [k, t] : types) {
         if (t != Type::kSection) leaves.push_back(k);
       }
-      const std::string near = nearest(key, leaves);
+      const std::string near = config::suggest_key(key, leaves);
       problems_.add(origin, shown,
                     "unknown config key '" + key + "'" + (near.empty() ? "" : "; did you mean " + near + "?"));
       return std::nullopt;
@@ -571,7 +532,7 @@ class Reader {
         if (int_value(e.value, "random.seed", 0, seed)) r.seed = static_cast<uint64_t>(seed);
         continue;
       }
-      const std::string near = nearest(e.key, {"samples", "seed", "params"});
+      const std::string near = config::suggest_key(e.key, {"samples", "seed", "params"});
       problems_.add(e.key_origin, "random." + e.key,
                     "unknown key" + (near.empty() ? std::string("") : "; did you mean " + near + "?") +
                         " (random has samples, seed and params)");
@@ -626,7 +587,7 @@ class Reader {
       return ok ? std::optional<RandomParam>(std::move(p)) : std::nullopt;
     }
     if (e.key != "uniform" && e.key != "log_uniform") {
-      const std::string near = nearest(e.key, kKinds);
+      const std::string near = config::suggest_key(e.key, kKinds);
       problems_.add(e.key_origin, shown + "." + e.key,
                     "unknown distribution" + (near.empty() ? std::string("") : "; did you mean " + near + "?") +
                         " (uniform, log_uniform or choice)");
@@ -646,7 +607,8 @@ class Reader {
     for (size_t i = 0; pair && i < 2; ++i) {
       const Node& b = e.value.seq[i];
       int64_t iv = 0;
-      if (!plain(b) || !parse_double(b.scalar, bounds[i]) || (p.integer && !parse_int(b.scalar, iv))) ok = false;
+      if (!plain(b) || !config::parse_double(b.scalar, bounds[i]) || (p.integer && !config::parse_int(b.scalar, iv)))
+        ok = false;
     }
     if (!ok) {
       problems_.add(e.value.origin, at,
@@ -697,7 +659,7 @@ class Reader {
       } else if (e.key == "warmup_steps") {
         int_value(e.value, "median_stop.warmup_steps", 0, m.warmup_steps);
       } else {
-        const std::string near = nearest(e.key, {"enabled", "min_trials", "warmup_steps"});
+        const std::string near = config::suggest_key(e.key, {"enabled", "min_trials", "warmup_steps"});
         problems_.add(e.key_origin, "median_stop." + e.key,
                       "unknown key" + (near.empty() ? std::string("") : "; did you mean " + near + "?") +
                           " (median_stop has enabled, min_trials and warmup_steps)");
@@ -775,6 +737,11 @@ std::string values_text(const std::vector<Assignment>& values) {
   std::string s;
   for (size_t i = 0; i < values.size(); ++i) s += (i ? " " : "") + values[i].key + "=" + values[i].display;
   return s;
+}
+
+std::string leaf_of(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
 }
 
 // Labels of the swept keys in derived names: the last segment, or the whole key when two share it.

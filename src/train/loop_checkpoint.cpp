@@ -160,7 +160,8 @@ void write_tokenizer_files(const std::string& base_model_dir, const data::Tokeni
   if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());
   if (!tokenizer_config.contains("add_bos_token")) tokenizer_config["add_bos_token"] = add_bos;
   if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
-  const std::string chat_template = data::chat_template_jinja(template_name);
+  // `mistral` resolves to the variant of this tokenizer (v1, v3 or tekken), as training did.
+  const std::string chat_template = data::chat_template_jinja(data::resolve_template(template_name, tokenizer));
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
   record_added_tokens(tokenizer, tokenizer_config, dir);
   ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
@@ -189,7 +190,7 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
   if (cfg_.lora.enabled) {
     model::save_adapter(*model_, cfg_.lora, dir, cfg_.model.path);
   } else {
-    model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1024 * 1024);
+    model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
   }
   write_tokenizer_files(cfg_.model.path, *tokenizer_, cfg_.data.template_name, cfg_.tokenizer.add_bos, dir);
 }

@@ -125,21 +125,29 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
   std::vector<std::pair<std::string, std::string>> out;
   const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
   // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
-  const bool chat = cfg_.eval.prompt_format == "chat" ||
-                    (cfg_.eval.prompt_format == "auto" &&
-                     std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
-                                 [](const DataSource& src) { return src.format == "chat"; }));
+  const bool chat =
+      cfg_.eval.prompt_format == "chat" ||
+      (cfg_.eval.prompt_format == "auto" && std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
+                                                        [](const DataSource& src) { return src.format == "chat"; }));
   for (const auto& prompt : cfg_.eval.prompts) {
-    const auto prompt_ids =
-        chat ? data::chat_prompt_ids(cfg_.data.template_name, cfg_.model.path, *tokenizer_, cfg_.data.system_prompt,
-                                     prompt)
-             : data::encode_prompt(*tokenizer_, prompt, cfg_.tokenizer.add_bos);
+    std::vector<int64_t> prompt_ids;
+    if (!prompt.messages.empty() || chat) {  // turns are always prompted in the chat template
+      std::vector<data::ChatMessage> turns;
+      for (const auto& t : prompt.messages) turns.push_back({t.role, t.content});
+      if (turns.empty()) turns.push_back({"user", prompt.text});
+      prompt_ids =
+          data::chat_prompt_ids(cfg_.data.template_name, cfg_.model.path, *tokenizer_, cfg_.data.system_prompt, turns);
+    } else {
+      prompt_ids = data::encode_prompt(*tokenizer_, prompt.text, cfg_.tokenizer.add_bos);
+    }
     std::vector<int64_t> generated;
     {
       AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
       generated = model::generate(*model_, prompt_ids, gen);
     }
-    out.emplace_back(prompt, tokenizer_->decode(without_stop(generated, gen)));
+    // A prompt given as turns is shown by its last (user) turn.
+    const std::string shown = prompt.messages.empty() ? prompt.text : prompt.messages.back().content;
+    out.emplace_back(shown, tokenizer_->decode(without_stop(generated, gen)));
   }
   return out;
 }

@@ -84,6 +84,7 @@ class TypeNames {
     else if constexpr (std::is_same_v<T, std::string>) out_[path] = "string";
     else if constexpr (std::is_same_v<T, std::vector<std::string>>) out_[path] = "list[string]";
     else if constexpr (std::is_same_v<T, std::vector<double>>) out_[path] = "list[float]";
+    else if constexpr (std::is_same_v<T, std::vector<EvalPrompt>>) out_[path] = "list[prompt]";
     else if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
       out_[path] = "list[source]";
       DataSource element;

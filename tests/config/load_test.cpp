@@ -149,7 +149,30 @@ TEST_F(ConfigLoad, InterpolatesSectionKeysRecursively) {
   EXPECT_EQ(loaded.config.train.grad_accum_steps, 8);  // a whole-value reference keeps its type
   EXPECT_EQ(loaded.config.run.name, "exp-llama-8");
   EXPECT_EQ(loaded.config.run.output_dir, "out/exp-llama-8");
-  EXPECT_EQ(loaded.config.eval.prompts, (std::vector<std::string>{"exp-llama-8 says", "text"}));
+  ASSERT_EQ(loaded.config.eval.prompts.size(), 2u);
+  EXPECT_EQ(loaded.config.eval.prompts[0].text, "exp-llama-8 says");
+  EXPECT_EQ(loaded.config.eval.prompts[1].text, "text");
+}
+
+TEST_F(ConfigLoad, EvalPromptsAreStringsOrListsOfTurns) {
+  const auto loaded = load(std::string(kMinimalConfig) +
+                           "eval:\n"
+                           "  prompts:\n"
+                           "    - Hello\n"
+                           "    - [{role: system, content: Be brief.}, {role: user, content: 'Hi, ${run.name}'}]\n");
+  ASSERT_EQ(loaded.config.eval.prompts.size(), 2u);
+  EXPECT_EQ(loaded.config.eval.prompts[0].text, "Hello");
+  EXPECT_TRUE(loaded.config.eval.prompts[0].messages.empty());
+  EXPECT_EQ(loaded.config.eval.prompts[1].messages,
+            (std::vector<PromptTurn>{{"system", "Be brief."}, {"user", "Hi, run"}}));
+  EXPECT_THAT(error_of(kMinimalConfig, {"eval.prompts=[{role: user}]"}),
+              HasSubstr("eval.prompts[0]: wrong type (expected a string or a list of {role, content} turns, got a map)"));
+  EXPECT_THAT(error_of(kMinimalConfig, {"eval.prompts=[[{role: user, text: hi}]]"}),
+              HasSubstr("eval.prompts[0][0].text: unknown key"));
+  EXPECT_THAT(error_of(kMinimalConfig, {"eval.prompts=[[{role: bot, content: hi}]]"}),
+              HasSubstr("eval.prompts[0][0].role: invalid value 'bot' (expected one of: system, user, assistant)"));
+  EXPECT_THAT(error_of(kMinimalConfig, {"eval.prompts=[[{role: user, content: hi}, {role: assistant, content: yo}]]"}),
+              HasSubstr("eval.prompts[0]: a prompt given as turns must end with a user turn"));
 }
 
 TEST_F(ConfigLoad, InterpolationSeesOverrides) {
@@ -266,7 +289,9 @@ Config all_changed(const std::filesystem::path& dir) {
   c.train = {12, 2, 3, 4, "bf16-pure", 0.5, 2, 1024.0, 100};
   c.optimizer = {"adamw", 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
   c.scheduler = {"wsd", 2, 0.1, 0.05, 0.2};
-  c.eval = {5, 6, 7, 8, {"true", "", "null", "123", "a: b", "${not-a-ref}"}, "chat"};
+  c.eval = {5, 6, 7, 8, {}, "chat"};
+  for (const char* text : {"true", "", "null", "123", "a: b", "${not-a-ref}"}) c.eval.prompts.push_back({text, {}});
+  c.eval.prompts.push_back({"", {{"system", "null"}, {"user", "a: ${b}"}}});
   c.checkpoint = {10, 0, true, "never", 100};
   c.logging = {"debug", 2, true, "off", 989.5};
   c.distributed = {"gloo", 60, 12.5, "bf16", 1};

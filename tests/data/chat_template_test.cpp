@@ -141,6 +141,7 @@ TEST_F(ChatTemplate, ValidateNamesTheTemplateAndRefusesMarkersTheTokenizerLacks)
   r = validate("mistral", "chatml");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("no single token for <|im_start|> <|im_end|>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(R"(tokenizer.add_tokens: ["<|im_start|>", "<|im_end|>"])"), std::string::npos) << r.output;
 }
 
 TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {

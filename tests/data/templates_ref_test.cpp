@@ -203,5 +203,31 @@ TEST_F(TemplatesRef, ValidateResolvesMistralAndChecksMarkers) {
   EXPECT_NE(r.output.find("v7 format"), std::string::npos) << r.output;
 }
 
+// A run with data.template mistral writes, with its model, the Jinja of the variant its tokenizer resolved to, so
+// apply_chat_template on the export formats prompts as training did.
+TEST_F(TemplatesRef, TrainingWithMistralExportsTheResolvedVariantsTemplate) {
+  const auto d = dir_->path() / "mistral-run";
+  std::filesystem::create_directories(d);
+  std::ofstream(d / "chat.jsonl") << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})"
+                                  << "\n";
+  const auto config = d / "run.yaml";
+  std::ofstream(config) << "run: {name: m, output_dir: " << (d / "run").string() << ", device: cpu}\n"
+                        << "tokenizer: {path: " << ref_["mistral"]["tokenizers"]["v3"]["path"].get<std::string>()
+                        << "}\n"
+                        << "model: {hidden_size: 16, intermediate_size: 32, num_layers: 1, num_heads: 2, "
+                           "num_kv_heads: 1, max_position_embeddings: 64}\n"
+                        << "data: {train: [{path: " << (d / "chat.jsonl").string() << ", format: chat}], "
+                        << "template: mistral, seq_len: 32, cache_dir: " << (d / "cache").string() << "}\n"
+                        << "train: {max_steps: 1, micro_batch_size: 1, precision: fp32}\n"
+                        << "checkpoint: {every_steps: 0, resume: never}\neval: {every_steps: 0}\n"
+                        << "logging: {progress: \"off\"}\n";
+  const auto r = run_finetune("train --config " + shell_quote(config.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream file(d / "run" / "model" / "tokenizer_config.json");
+  const auto tokenizer_config = nlohmann::json::parse(file);
+  ASSERT_TRUE(tokenizer_config.contains("chat_template")) << tokenizer_config.dump(2);
+  EXPECT_EQ(tokenizer_config.at("chat_template").get<std::string>(), data::chat_template_jinja("mistral-v3"));
+}
+
 }  // namespace
 }  // namespace ft::test

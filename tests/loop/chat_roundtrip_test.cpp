@@ -35,7 +35,8 @@ TEST_P(ChatRoundTrip, LoraChatFineTuneGeneratesAsTransformersWithPeft) {
                         << "train: {max_steps: 30, micro_batch_size: 16, precision: fp32}\n"
                         << "optimizer: {lr: 1.0e-2}\nscheduler: {type: constant}\n"
                         << "checkpoint: {every_steps: 0, resume: never}\n"
-                        << "eval: {every_steps: 0, max_new_tokens: 8, prompts: ['Reverse: red cat sun']}\n"
+                        << "eval: {every_steps: 0, max_new_tokens: 8, prompts: ['Reverse: red cat sun',\n"
+                        << "       [{role: system, content: Answer briefly.}, {role: user, content: 'Reverse: red cat sun'}]]}\n"
                         << "logging: {every_steps: 10, progress: \"off\"}\n";
   const auto trained = run(train_cmd(config));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
@@ -52,18 +53,27 @@ TEST_P(ChatRoundTrip, LoraChatFineTuneGeneratesAsTransformersWithPeft) {
                            shell_quote(adapter.string()) + " " + shell_quote((d / "ours.json").string()));
   EXPECT_EQ(checked.exit_code, 0) << "ours: " << generated.output << "\ntransformers: " << checked.output;
 
-  // eval.prompts on chat data are prompted in the same template: the final evaluation's sample is the completion
-  // `generate --chat` gives for that prompt.
-  std::string completion;
+  // eval.prompts on chat data are prompted in the same template: the final evaluation's samples are the completions
+  // `generate --chat` gives for that prompt, as a string and as turns with a system turn.
+  std::vector<std::string> completions;
   std::ifstream metrics(d / "run" / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     const auto m = nlohmann::json::parse(line);
     if (m.at("event") == "eval" && m.contains("samples")) {
-      completion = m.at("samples").at(0).at("completion").get<std::string>();
+      completions.clear();
+      for (const auto& sample : m.at("samples")) completions.push_back(sample.at("completion").get<std::string>());
     }
   }
+  ASSERT_EQ(completions.size(), 2u);
   const auto ours = nlohmann::json::parse(generated.output.substr(generated.output.find('{')));
-  EXPECT_EQ(completion, ours.at("text").get<std::string>());
+  EXPECT_EQ(completions[0], ours.at("text").get<std::string>());
+  const auto with_system =
+      run_finetune("generate --model " + shell_quote((d / "model").string()) + " --adapter " +
+                   shell_quote(adapter.string()) +
+                   " --chat --system 'Answer briefly.' --prompt 'Reverse: red cat sun' --max-new-tokens 8 --json");
+  ASSERT_EQ(with_system.exit_code, 0) << with_system.output;
+  const auto system_json = nlohmann::json::parse(with_system.output.substr(with_system.output.find('{')));
+  EXPECT_EQ(completions[1], system_json.at("text").get<std::string>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, ChatRoundTrip, ::testing::Values("llama3", "qwen2"));
