@@ -239,6 +239,33 @@ TEST(FusedKernels, GpuSwigluMatchesTheCompositeOnPairsAndJointOutputs) {
   }
 }
 
+// A model of `a` on the GPU with N(0, 0.05) weights from `seed`: F32, or with `lora` a bf16 base whose linear weights
+// (and with `freeze_embeddings` every other base tensor) are frozen, with rank-8 adapters of random B.
+std::shared_ptr<model::Transformer> random_gpu_model(const model::ModelArgs& a, uint64_t seed, bool lora,
+                                                    bool freeze_embeddings) {
+  at::manual_seed(seed);
+  auto model = std::make_shared<model::Transformer>(a);
+  for (auto& p : model->parameters()) {
+    at::NoGradGuard g;
+    p.normal_(0, 0.05);
+  }
+  model->to(at::kCUDA, lora ? at::kBFloat16 : at::kFloat);
+  if (!lora) return model;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  if (freeze_embeddings) {
+    for (auto& p : model->parameters()) p.requires_grad_(false);
+  }
+  for (const auto& m : model->modules()) {
+    if (auto* l = m->as<model::LinearImpl>()) {
+      l->weight.requires_grad_(false);
+      l->add_lora(8, 16.0, 0.0, gen);
+      at::NoGradGuard g;
+      l->lora_b.normal_(0, 0.05);
+    }
+  }
+  return model;
+}
+
 // A whole model, forward and backward, with train.fused_kernels on and off: F32 weights under bf16 autocast (one GEMM
 // over concatenated weights, the joint SwiGLU) and a bf16 base with LoRA (shared input, per-layer GEMMs).
 TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
@@ -254,24 +281,7 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
     a.head_dim = 32;
     a.attention_bias = true;
     a.max_position_embeddings = 64;
-    at::manual_seed(5);
-    auto model = std::make_shared<model::Transformer>(a);
-    for (auto& p : model->parameters()) {
-      at::NoGradGuard g;
-      p.normal_(0, 0.05);
-    }
-    model->to(at::kCUDA, lora ? at::kBFloat16 : at::kFloat);
-    if (lora) {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
-      for (const auto& m : model->modules()) {
-        if (auto* l = m->as<model::LinearImpl>()) {
-          l->weight.requires_grad_(false);
-          l->add_lora(8, 16.0, 0.0, gen);
-          at::NoGradGuard g;
-          l->lora_b.normal_(0, 0.05);
-        }
-      }
-    }
+    auto model = random_gpu_model(a, 5, lora, /*freeze_embeddings=*/false);
     const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
     auto run = [&](bool fused) {
       model->set_fused_kernels(fused);
@@ -311,24 +321,7 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     a.num_kv_heads = 2;
     a.head_dim = 64;
     a.max_position_embeddings = 64;
-    at::manual_seed(6);
-    auto model = std::make_shared<model::Transformer>(a);
-    for (auto& p : model->parameters()) {
-      at::NoGradGuard g;
-      p.normal_(0, 0.05);
-    }
-    model->to(at::kCUDA, lora ? at::kBFloat16 : at::kFloat);
-    if (lora) {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
-      for (auto& p : model->parameters()) p.requires_grad_(false);  // frozen base, embeddings included
-      for (const auto& m : model->modules()) {
-        if (auto* l = m->as<model::LinearImpl>()) {
-          l->add_lora(8, 16.0, 0.0, gen);
-          at::NoGradGuard g;
-          l->lora_b.normal_(0, 0.05);
-        }
-      }
-    }
+    auto model = random_gpu_model(a, 6, lora, /*freeze_embeddings=*/true);
     model->set_fused_kernels(true);
     const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
     auto run = [&](bool ckpt) {

@@ -15,23 +15,13 @@ peft_adapter BASE OUT: the usual transformers + PEFT recipe for a LoRA adapter w
   with its tokenizer to OUT; on stdout {"prompt": ids, "generated": ids} from greedy generation with it."""
 import glob
 import json
-import random
 import sys
 from pathlib import Path
 
+from chat_roundtrip import conversations  # the same reversal task as the chat round trip
+
 PROMPT = "Reverse: red cat sun"
 MARKERS = ["<|im_start|>", "<|im_end|>"]
-
-
-def conversations(n, seed):
-    rng = random.Random(seed)
-    words = ["red", "blue", "green", "cat", "dog", "sun", "moon", "tree"]
-    out = []
-    for _ in range(n):
-        ws = [rng.choice(words) for _ in range(rng.randint(2, 4))]
-        out.append([{"role": "user", "content": "Reverse: " + " ".join(ws)},
-                    {"role": "assistant", "content": " ".join(reversed(ws))}])
-    return out
 
 
 def make(out):
