@@ -47,12 +47,13 @@ int run_train(const TrainOptions& options, const Globals& globals) {
     const int nproc = dist::parse_nproc(options.nproc_per_node);
     if (nproc > 1) return dist::launch_local(nproc, worker_args(globals.argv));
   }
-  if (env.rank == 0) config::write_resolved_config(loaded, cfg.run.output_dir);
   const c10::Device device = resolve_device(cfg.run.device, env.local_rank);
-  std::shared_ptr<dist::Communicator> comm = dist::make_communicator(
-      env, cfg.distributed.backend, device, std::chrono::seconds(cfg.distributed.timeout_s));
+  std::shared_ptr<dist::Communicator> comm =
+      dist::make_communicator(env, cfg.distributed.backend, device, std::chrono::seconds(cfg.distributed.timeout_s));
   if (env.distributed()) FT_LOG_INFO("distributed: {} over {}", dist::describe(env), comm->backend());
-  train::Trainer trainer(cfg, config::to_yaml(cfg), env, comm);
+  // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
+  train::Trainer trainer(cfg, config::to_yaml(cfg), env, comm,
+                         [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
   return static_cast<int>(trainer.run());
 }
 

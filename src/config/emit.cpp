@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "config/loader.h"
 #include "util/error.h"
 #include "util/file_writer.h"
+#include "util/fs.h"
 
 namespace fs = std::filesystem;
 
@@ -186,15 +188,66 @@ bool equal(const Config& a, const Config& b) {
   return flatten(a) == flatten(b);
 }
 
+namespace {
+
+// Leaf values of a printed config by dotted key; a list is one value, printed in flow style.
+void flatten_yaml(const YAML::Node& n, const std::string& path, std::map<std::string, std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n)
+      flatten_yaml(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out);
+    return;
+  }
+  if (n.IsScalar()) {
+    out[path] = n.Scalar();
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  out[path] = e.c_str();
+}
+
+std::map<std::string, std::string> yaml_leaves(const std::string& text) {
+  std::map<std::string, std::string> out;
+  flatten_yaml(YAML::Load(text), "", out);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> yaml_differences(const std::string& old_yaml, const std::string& new_yaml) {
+  const auto before = yaml_leaves(old_yaml);
+  const auto after = yaml_leaves(new_yaml);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : before) keys.insert(k);
+  for (const auto& [k, v] : after) keys.insert(k);
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    const auto b = before.find(k);
+    const auto a = after.find(k);
+    const std::string old_value = b == before.end() ? "(absent)" : b->second;
+    const std::string new_value = a == after.end() ? "(absent)" : a->second;
+    if (old_value != new_value) out.push_back(k + ": " + old_value + " -> " + new_value);
+  }
+  return out;
+}
+
 void write_resolved_config(const LoadedConfig& loaded, const fs::path& run_dir) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw Error("cannot create run directory '" + run_dir.string() + "': " + ec.message());
   const fs::path final_path = run_dir / "config.yaml";
+  const std::string yaml = to_yaml(loaded.config);
+  if (fs::exists(final_path) && !yaml_differences(read_text_file(final_path), yaml).empty()) {
+    const fs::path history = run_dir / "config_history";
+    fs::create_directories(history);
+    int n = 1;
+    while (fs::exists(history / (std::to_string(n) + ".yaml"))) ++n;
+    fs::copy_file(final_path, history / (std::to_string(n) + ".yaml"));
+  }
   std::string text = "# Resolved configuration of this run (from " + loaded.file.string();
   for (const auto& o : loaded.overrides) text += " " + o;
   text += ").\n# Reproduce with: finetune train --config " + final_path.string() + "\n";
-  text += to_yaml(loaded.config);
+  text += yaml;
   write_file_atomic(final_path, text);
 }
 

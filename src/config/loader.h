@@ -33,7 +33,13 @@ LoadedConfig load_config(const std::filesystem::path& file, const std::vector<st
 std::string to_yaml(const Config& config);
 
 // Writes to_yaml(loaded.config) to run_dir/config.yaml atomically (temporary file, then rename); creates run_dir.
+// A config.yaml already there whose settings differ (a resumed run with changed values) is kept first as
+// run_dir/config_history/N.yaml, N counting up from 1.
 void write_resolved_config(const LoadedConfig& loaded, const std::filesystem::path& run_dir);
+
+// The keys whose values differ between two configs printed by to_yaml (e.g. a checkpoint's config.yaml and this
+// run's), as "key: OLD -> NEW" in key order; lists compare as a whole ("data.train: [...] -> [...]").
+std::vector<std::string> yaml_differences(const std::string& old_yaml, const std::string& new_yaml);
 
 // Field-by-field equality (the structs declare no operator==).
 bool equal(const Config& a, const Config& b);

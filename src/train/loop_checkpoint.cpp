@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "config/loader.h"
 #include "data/loader.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
@@ -35,12 +36,6 @@
 
 namespace ft::train {
 namespace {
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path.string());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Every rank's `value`, in rank order, gathered on every rank.
 std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std::string& value) {
@@ -126,7 +121,7 @@ void record_added_tokens(const data::Tokenizer& tokenizer, nlohmann::json& token
   if (tokenizer.kind() == "sentencepiece" && !tokenizer_config.contains("legacy")) tokenizer_config["legacy"] = true;
   const auto map_file = dir / "special_tokens_map.json";
   if (std::filesystem::exists(map_file)) {
-    auto map = nlohmann::json::parse(read_text(map_file));
+    auto map = nlohmann::json::parse(read_text_file(map_file));
     if (map.is_object()) {
       extend(map);
       ft::write_file(map_file, map.dump(2));
@@ -146,7 +141,7 @@ void write_tokenizer_files(const std::string& base_model_dir, const data::Tokeni
   if (!base_model_dir.empty()) {
     model::copy_tokenizer_files(base_model_dir, dir);
     if (fs::exists(dir / "tokenizer_config.json")) {
-      tokenizer_config = nlohmann::json::parse(read_text(dir / "tokenizer_config.json"));
+      tokenizer_config = nlohmann::json::parse(read_text_file(dir / "tokenizer_config.json"));
     }
   }
   // The file the run tokenized with, under its own name (tokenizer.model, tokenizer.json or tekken.json).
@@ -167,7 +162,32 @@ void write_tokenizer_files(const std::string& base_model_dir, const data::Tokeni
   ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
+// Config keys that feed fingerprint() (the model's own dims come from model.path or model.*).
+bool in_fingerprint(const std::string& difference) {
+  static const char* const kKeys[] = {
+      "model.",       "lora.enabled",  "lora.rank",  "lora.targets",           "tokenizer.add_tokens",  "data.seq_len",
+      "data.packing", "data.template", "data.train", "train.micro_batch_size", "train.grad_accum_steps"};
+  return std::any_of(std::begin(kKeys), std::end(kKeys),
+                     [&](const char* key) { return difference.rfind(key, 0) == 0; });
+}
+
 }  // namespace
+
+std::string Trainer::fingerprint_differences(const std::filesystem::path& checkpoint) const {
+  std::vector<std::string> named;
+  if (std::filesystem::exists(checkpoint / "config.yaml")) {
+    for (const auto& d : config::yaml_differences(read_text_file(checkpoint / "config.yaml"), resolved_yaml_)) {
+      if (in_fingerprint(d)) named.push_back(d);
+    }
+  }
+  if (named.empty()) {
+    return "the model or data shape differs from the run that wrote it (the model directory's config.json, "
+           "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources)";
+  }
+  std::string s = "settings that shape the model or the data differ from the run that wrote it:";
+  for (const auto& d : named) s += "\n    " + d;
+  return s;
+}
 
 std::string Trainer::fingerprint() const {
   const auto& a = model_->args();
@@ -304,11 +324,9 @@ bool Trainer::try_resume() {
   }
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
-  const auto state = nlohmann::json::parse(read_text(dir / "trainer_state.json"));
+  const auto state = nlohmann::json::parse(read_text_file(dir / "trainer_state.json"));
   if (state.at("fingerprint").get<std::string>() != fingerprint()) {
-    throw ConfigError("cannot resume from " + dir.string() +
-                          ": the model or data shape differs from the run that wrote it (model dims, LoRA, "
-                          "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources changed)",
+    throw ConfigError("cannot resume from " + dir.string() + ": " + fingerprint_differences(dir),
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or set checkpoint.resume=never");
   }
@@ -344,10 +362,26 @@ bool Trainer::try_resume() {
   return true;
 }
 
+std::filesystem::path Trainer::final_model_dir() const {
+  return run_dir_ / (cfg_.lora.enabled ? "adapter" : "model");
+}
+
+bool Trainer::final_model_is_current() const {
+  // Every rank answers alike: the files are on the shared run directory, and rank 0's answer is broadcast.
+  nlohmann::json answer = false;
+  if (rank_ == 0) {
+    const auto latest = CheckpointStore::find_latest_valid(run_dir_);
+    std::error_code ec;
+    const auto model_time = std::filesystem::last_write_time(final_model_dir(), ec);
+    answer = latest && !ec && model_time >= std::filesystem::last_write_time(latest->path, ec) && !ec;
+  }
+  return nlohmann::json::parse(all_gather_strings(*comm_, answer.dump()).at(0)).get<bool>();
+}
+
 void Trainer::save_final_model() {
   if (rank_ == 0) {
     // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
-    const auto final_dir = run_dir_ / (cfg_.lora.enabled ? "adapter" : "model");
+    const auto final_dir = final_model_dir();
     const auto tmp = run_dir_ / (final_dir.filename().string() + ".tmp");
     remove_tree(tmp);
     write_model_dir(tmp);

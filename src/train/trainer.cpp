@@ -64,9 +64,10 @@ bool is_cpu_allocation_failure(const c10::Error& e) {
 }  // namespace
 
 Trainer::Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env,
-                 std::shared_ptr<dist::Communicator> comm)
+                 std::shared_ptr<dist::Communicator> comm, std::function<void()> accepted)
     : cfg_(std::move(config)),
       resolved_yaml_(std::move(resolved_yaml)),
+      accepted_(std::move(accepted)),
       rank_(env.rank),
       world_size_(env.world_size),
       local_rank_(env.local_rank),
@@ -199,8 +200,13 @@ ExitCode Trainer::run() {
   setup_data();
   setup_optimizer();
   const bool resumed = try_resume();
+  if (rank_ == 0 && accepted_) accepted_();
   if (!resumed) {
     FT_LOG_INFO("starting a new run in {}", run_dir_.string());
+  } else if (step_ >= total_steps_ && final_model_is_current()) {
+    FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
+                step_, total_steps_, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
+    return ExitCode::kOk;
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
               total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, world_size_, cfg_.data.seq_len,
@@ -286,6 +292,10 @@ ExitCode Trainer::run() {
   }
   if (interrupted) {
     save_checkpoint();
+    FT_LOG_WARN(
+        "stopped at step {} of {}; run the same command again to resume from the checkpoint (or: finetune "
+        "train --config {})",
+        step_, total_steps_, (run_dir_ / "config.yaml").string());
     return ExitCode::kInterrupted;
   }
   check_non_finite();

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,8 +52,11 @@ double peak_memory_gib(c10::Device device, bool reserved = false);
 
 class Trainer {
  public:
-  // `config_file` is the YAML the run was loaded from (kept for messages); `comm` spans every rank of the job.
-  Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env, std::shared_ptr<dist::Communicator> comm);
+  // `resolved_yaml` is the config as to_yaml prints it (saved in checkpoints); `comm` spans every rank of the job.
+  // `accepted` runs on rank 0 once the run is set up and its resume accepted, before the first step: it writes the
+  // run directory's config.yaml, so that a refused start leaves the one there untouched.
+  Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env, std::shared_ptr<dist::Communicator> comm,
+          std::function<void()> accepted = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -93,8 +97,12 @@ class Trainer {
   void save_checkpoint();
   bool try_resume();
   void save_final_model();
+  std::filesystem::path final_model_dir() const;  // <run>/model, or <run>/adapter under LoRA
+  bool final_model_is_current() const;           // written after the newest checkpoint (the run ended there)
   void write_model_dir(const std::filesystem::path& dir) const;  // HF model or PEFT adapter + tokenizer files
   std::string fingerprint() const;                               // what a resumed run must share with this one
+  // The fingerprint keys whose values differ between `checkpoint`'s config.yaml and this run, for the refusal.
+  std::string fingerprint_differences(const std::filesystem::path& checkpoint) const;
 
   // Counts the steps skipped for non-finite losses since the last call (one host sync) and stops the run when
   // train.max_nan_skips is exceeded.
@@ -107,6 +115,7 @@ class Trainer {
 
   Config cfg_;
   std::string resolved_yaml_;
+  std::function<void()> accepted_;
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "util/error.h"
@@ -23,6 +24,17 @@ void remove_tree(const std::filesystem::path& path) {
     throw Error("cannot remove '" + path.string() + "': " + std::strerror(errno),
                 "check permissions of the directory and that no other process holds files in it");
   }
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path.string());
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size > 0 && !in.read(text.data(), size)) throw Error("cannot read " + path.string());
+  return text;
 }
 
 }  // namespace ft

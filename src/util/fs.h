@@ -3,11 +3,15 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace ft {
 
 // Removes `path` and everything below it (no-op when it does not exist). Symbolic links are removed, never
 // followed. Throws ft::Error with the OS reason on failure.
 void remove_tree(const std::filesystem::path& path);
+
+// The whole file as bytes. Throws ft::Error naming the file when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path);
 
 }  // namespace ft
