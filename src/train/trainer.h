@@ -98,7 +98,7 @@ class Trainer {
   bool try_resume();
   void save_final_model();
   std::filesystem::path final_model_dir() const;  // <run>/model, or <run>/adapter under LoRA
-  bool final_model_is_current() const;           // written after the newest checkpoint (the run ended there)
+  bool final_model_is_current() const;            // written after the newest checkpoint (the run ended there)
   void write_model_dir(const std::filesystem::path& dir) const;  // HF model or PEFT adapter + tokenizer files
   std::string fingerprint() const;                               // what a resumed run must share with this one
   // The fingerprint keys whose values differ between `checkpoint`'s config.yaml and this run, for the refusal.
@@ -143,7 +143,7 @@ class Trainer {
   bool autocast_ = false;  // bf16 / fp16 autocast around forward
   at::ScalarType autocast_dtype_ = at::kBFloat16;
   at::ScalarType compute_dtype_ = at::kFloat;  // of the matmuls: the autocast dtype, else the parameters'
-  bool fused_loss_ = false;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
+  bool fused_loss_ = false;                    // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
 
   // Progress.
   int64_t step_ = 0;                                           // optimizer steps done
