@@ -1,15 +1,16 @@
 // `finetune export`: merge a LoRA adapter into its base model and write a Hugging Face model directory. An adapter
 // trained with tokenizer.add_tokens brings its rows (PEFT trainable_token_indices): the merged model has the grown
 // vocabulary, and the adapter's tokenizer files (which hold the added tokens) replace the base model's.
-#include <iostream>
 #include <unistd.h>
+#include <iostream>
 
-#include "util/fs.h"
 #include "cli/commands.h"
+#include "model/adapter_check.h"
 #include "model/checkpoint_io.h"
 #include "model/lora.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/fs.h"
 
 namespace ft::cli {
 namespace {
@@ -17,6 +18,7 @@ namespace {
 struct ExportArgs {
   std::string model, adapter, out, dtype;
   int64_t shard_size_mb = 5000;
+  bool force = false;  // apply an adapter whose recorded base model differs from --model
 };
 
 void run_export(const ExportArgs& a) {
@@ -24,6 +26,7 @@ void run_export(const ExportArgs& a) {
   if (std::filesystem::exists(out) && !std::filesystem::is_empty(out)) {
     throw ConfigError("--out " + out.string() + " exists and is not empty", "choose a new directory or remove it");
   }
+  model::check_adapter_base(a.adapter, model_dir, a.force);
   const model::ModelArgs base_args = model::load_hf_config(model_dir);
   const at::ScalarType save_dtype = model::dtype_from_name(a.dtype.empty() ? base_args.torch_dtype : a.dtype);
   // Merge in F32 on the CPU so W + (alpha/r) B A is rounded once, into the saved dtype.
@@ -57,8 +60,12 @@ void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--model", a->model, "Base Hugging Face model directory")->required();
   sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();
   sub->add_option("--out", a->out, "Output directory (must not exist or be empty)")->required();
+  sub->add_flag("--force", a->force,
+                "Merge even if adapter_config.json names a base model whose config.json differs from --model's");
   sub->add_option("--dtype", a->dtype, "Saved dtype: fp32 | bf16 (default: the base model's)");
-  sub->add_option("--shard-size-mb", a->shard_size_mb, "Shard the weights above this size, in MB (10^6 bytes, as checkpoint.shard_size_mb)")->default_val(5000);
+  sub->add_option("--shard-size-mb", a->shard_size_mb,
+                  "Shard the weights above this size, in MB (10^6 bytes, as checkpoint.shard_size_mb)")
+      ->default_val(5000);
   sub->callback([a, &exit_code] {
     run_export(*a);
     exit_code = 0;

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "model/adapter_check.h"
 #include "model/checkpoint_io.h"
 #include "model/generate.h"
 #include "model/lora.h"
@@ -23,8 +24,8 @@ struct GenerateArgs {
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
   bool json = false, no_bos = false, chat = false;
+  bool force = false;  // apply an adapter whose recorded base model differs from --model
 };
-
 
 // --chat: the prompt as one user turn (after an optional system turn) in the model's own chat template, with the
 // generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
@@ -32,8 +33,9 @@ std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const d
                                  const std::string& system, const std::string& user) {
   const auto source = data::find_chat_template(model_dir);
   if (!source) {
-    throw ConfigError("--chat: " + model_dir.string() + " has no chat template (chat_template.jinja or "
-                      "tokenizer_config.json's chat_template)",
+    throw ConfigError("--chat: " + model_dir.string() +
+                          " has no chat template (chat_template.jinja or "
+                          "tokenizer_config.json's chat_template)",
                       "drop --chat and write the prompt in the model's format, or add the template to the directory");
   }
   return data::chat_prompt_ids("auto", model_dir, tokenizer, system, {{"user", user}});
@@ -44,6 +46,7 @@ constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", 
 void run_generate(const GenerateArgs& a) {
   const std::filesystem::path model_dir(a.model);
   const at::Device device = resolve_device(a.device, 0);
+  if (!a.adapter.empty()) model::check_adapter_base(a.adapter, model_dir, a.force);
   auto model = model::load_pretrained(model_dir, device, model::dtype_from_name(a.dtype));
   if (!a.adapter.empty()) {
     model::load_adapter(*model, a.adapter);
@@ -115,6 +118,8 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--model", a->model, "Hugging Face model directory (config.json + safetensors)")->required();
   sub->add_option("--adapter", a->adapter,
                   "PEFT LoRA adapter directory to apply (its tokenizer and chat template, if any, are used)");
+  sub->add_flag("--force", a->force,
+                "Apply --adapter even if adapter_config.json names a base model whose config.json differs");
   auto* text = sub->add_option("--prompt", a->prompt, "Prompt text (needs the model's tokenizer; BOS is prepended)");
   auto* ids = sub->add_option("--prompt-ids", a->prompt_ids, "Prompt token ids, e.g. \"1 2 3\"");
   text->excludes(ids);

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/file_writer.h"
+#include "util/fmt.h"
 
 namespace ft::model {
 namespace {
@@ -313,26 +314,36 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   for (const auto& [name, t] : adapter_tensors(model)) {
     if (name.find(kTokenDelta) == std::string::npos) wanted.emplace(name, t);
   }
+  // Every tensor that does not fit this base (another model's adapter): all named at once, before anything loads.
+  std::vector<std::string> misfits;
   for (const auto& name : st.names()) {
     const bool token_tensor = name == embed_base || name == lm_base ||
                               (name == kPeftPrefix + kEmbedPath + kTokenDelta && !embed_ids.empty()) ||
                               (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!lm_ids.empty() || tied));
-    if (!wanted.count(name) && !token_tensor) {
-      throw Error("unexpected tensor '" + name + "' in " + file.string(),
-                  "the adapter does not match this model or its adapter_config.json target_modules");
+    if (!wanted.count(name) && !token_tensor) misfits.push_back("'" + name + "' has no place in this model");
+  }
+  for (const auto& [name, param] : wanted) {
+    if (!st.contains(name)) {
+      misfits.push_back("'" + name + "' is missing");
+    } else if (st.info(name).shape != param.sizes().vec()) {
+      misfits.push_back(fmt::format("'{}' is [{}], this model needs [{}] for r={}", name,
+                                    fmt::join(st.info(name).shape, ", "), fmt::join(param.sizes(), ", "), cfg.rank));
     }
+  }
+  if (!misfits.empty()) {
+    std::string list;
+    for (size_t i = 0; i < misfits.size() && i < 4; ++i) list += "\n    " + misfits[i];
+    if (misfits.size() > 4) list += fmt::format("\n    ... and {} more", misfits.size() - 4);
+    const auto& a = model.args();
+    throw ConfigError(fmt::format("{} does not fit the base model ({}, hidden_size {}, {} layers): {} of its tensors "
+                                  "do not match:{}",
+                                  file.string(), a.model_type, a.hidden_size, a.num_layers, misfits.size(), list),
+                      "pass the base model the adapter was trained on (adapter_config.json base_model_name_or_path)");
   }
   if (!embed_ids.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, embed_ids, st, file);
   if (!lm_ids.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, lm_ids, st, file);
   at::NoGradGuard no_grad;
-  for (auto& [name, param] : wanted) {
-    if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
-    if (st.info(name).shape != param.sizes().vec()) {
-      throw Error("tensor '" + name + "' in " + file.string() +
-                  " has the wrong shape for r=" + std::to_string(cfg.rank) + " and this model");
-    }
-    param.copy_(st.tensor(name));
-  }
+  for (auto& [name, param] : wanted) param.copy_(st.tensor(name));
   return cfg;
 }
 

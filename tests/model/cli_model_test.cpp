@@ -83,5 +83,69 @@ TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
                          q(tmp / "merged")).exit_code, 2);
 }
 
+// An adapter of `model` with random LoRA matrices on q/v/gate, saved to `dir` naming `base` as its base model.
+void save_random_adapter(model::Transformer& model, const std::filesystem::path& dir, const std::string& base) {
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "v_proj", "gate_proj"};
+  model::apply_lora(model, lora, 1);
+  {
+    at::NoGradGuard g;
+    for (auto& [name, t] : model::adapter_tensors(model)) t.normal_(0, 0.3);
+  }
+  model::save_adapter(model, lora, dir, base);
+}
+
+TEST(CliModel, AdapterOfAnotherModelShapeIsRefusedNamingTheTensors) {
+  TempDir tmp("ft-adapter-shape");
+  const auto base = reference_dir() / "qwen2" / "model";
+  model::ModelArgs args = model::load_hf_config(base);
+  args.hidden_size = 32;
+  args.head_dim = args.hidden_size / args.num_heads;
+  model::Transformer other(args);
+  save_random_adapter(other, tmp / "adapter", "org/some-hub-model");  // no local base to compare configs with
+  for (const std::string& cmd :
+       std::vector<std::string>{"export --out " + q(tmp / "merged"), "generate --prompt-ids '1 2 3' --device cpu"}) {
+    const auto r = run_finetune(cmd + " --model " + q(base) + " --adapter " + q(tmp / "adapter"));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("does not fit the base model (qwen2, hidden_size 64"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("lora_A.weight' is [2, 32], this model needs [2, 64] for r=2"), std::string::npos)
+        << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp / "merged"));
+}
+
+TEST(CliModel, AdapterTrainedOnAnotherBaseIsRefusedUnlessForced) {
+  TempDir tmp("ft-adapter-base");
+  const auto base = tmp / "base";
+  const auto other = tmp / "other";
+  std::filesystem::copy(reference_dir() / "qwen2" / "model", base);
+  std::filesystem::copy(base, other);
+  auto config = nlohmann::json::parse(read_file(other / "config.json"));
+  config["rope_parameters"]["rope_theta"] = 12345.0;  // transformers 5 keeps rope_theta there
+  write_file(other / "config.json", config.dump());
+  auto model = model::load_pretrained(base, at::kCPU, at::kFloat);
+  save_random_adapter(*model, tmp / "adapter", base.string());
+
+  const auto refused = run_finetune("export --model " + q(other) + " --adapter " + q(tmp / "adapter") + " --out " +
+                                    q(tmp / "merged"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("was trained on " + base.string()), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("rope_theta"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--force"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "merged"));
+  const auto generate = run_finetune("generate --model " + q(other) + " --adapter " + q(tmp / "adapter") +
+                                     " --prompt-ids '1 2 3' --max-new-tokens 2 --device cpu");
+  EXPECT_EQ(generate.exit_code, 2) << generate.output;
+
+  const auto forced = run_finetune("export --force --model " + q(other) + " --adapter " + q(tmp / "adapter") +
+                                   " --out " + q(tmp / "merged"));
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_NE(forced.output.find("--force: applying it anyway"), std::string::npos) << forced.output;
+  // Its own base passes without --force.
+  EXPECT_EQ(run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
+                         q(tmp / "merged2")).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace ft::test
