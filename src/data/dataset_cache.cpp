@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "data/chat_template.h"
@@ -180,8 +180,16 @@ CachedSource open_entry(const std::filesystem::path& dir) {
   c.loss = io::MappedFile::open(dir / "loss.bin");
   c.offsets = io::MappedFile::open(dir / "offsets.bin");
   const size_t n_tokens = c.tokens->size() / sizeof(int32_t);
-  FT_CHECK(c.loss->size() == n_tokens && c.offsets->size() == (static_cast<size_t>(c.stats.samples) + 1) * 8,
+  FT_CHECK(c.stats.samples >= 0 && c.tokens->size() % sizeof(int32_t) == 0 && c.loss->size() == n_tokens &&
+               c.offsets->size() == (static_cast<size_t>(c.stats.samples) + 1) * 8,
            "corrupt data cache entry " + dir.string() + "; delete it to rebuild");
+  // Samples are read as tokens[offsets[s], offsets[s + 1]): the offsets must rise from 0 to the token count, or a
+  // damaged (or foreign) entry would make us read outside the mapping.
+  const auto* offsets = reinterpret_cast<const int64_t*>(c.offsets->data());
+  bool ordered = offsets[0] == 0 && offsets[c.stats.samples] == static_cast<int64_t>(n_tokens);
+  for (int64_t s = 0; ordered && s < c.stats.samples; ++s) ordered = offsets[s] <= offsets[s + 1];
+  FT_CHECK(ordered, "corrupt data cache entry " + dir.string() + ": offsets.bin does not rise from 0 to the " +
+                        std::to_string(n_tokens) + " tokens of tokens.bin; delete it to rebuild");
   return c;
 }
 

@@ -4,50 +4,93 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/safe_path.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 
 namespace ft::io {
 
+namespace {
+
+// Where the files of a model directory may resolve to: the directory itself, and for a Hugging Face hub cache
+// snapshot (<repo>/snapshots/<revision>/, whose files are symlinks into <repo>/blobs/) that repository's blobs.
+std::vector<std::filesystem::path> allowed_roots(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> roots{dir};
+  const auto abs = std::filesystem::absolute(dir).lexically_normal();
+  const auto parent = (abs.has_filename() ? abs : abs.parent_path()).parent_path();
+  if (parent.filename() == "snapshots") roots.push_back(parent.parent_path() / "blobs");
+  return roots;
+}
+
+}  // namespace
+
 CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::string& base_name) {
   const auto single = dir / (base_name + ".safetensors");
   const auto index = dir / (base_name + ".safetensors.index.json");
+  const auto roots = allowed_roots(dir);
   if (std::filesystem::exists(index)) {
+    if (!resolves_inside(index, roots)) {
+      throw ConfigError(index.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)",
+                        "the model directory may come from an untrusted source; re-download or re-save it");
+    }
+    // An index lists names and file names (about 100 KB for a 400B model): a huge one is not an index.
+    constexpr std::uintmax_t kMaxIndexBytes = 100'000'000;
+    std::error_code size_ec;
+    const auto index_size = std::filesystem::file_size(index, size_ec);
+    if (!size_ec && index_size > kMaxIndexBytes) {
+      throw ConfigError(index.string() + " has " + std::to_string(index_size) + " bytes, more than the limit of " +
+                            std::to_string(kMaxIndexBytes) + " for an index",
+                        "re-download or re-save the checkpoint");
+    }
     nlohmann::json j;
     try {
       std::ifstream in(index);
       j = nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-      throw Error("cannot parse " + index.string() + ": " + e.what());
+      throw ConfigError("cannot parse " + index.string() + ": " + e.what(), "re-download or re-save the checkpoint");
     }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw Error(index.string() + " has no \"weight_map\" object", "re-save the checkpoint");
+    if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object()) {
+      throw ConfigError(index.string() + " has no \"weight_map\" object", "re-save the checkpoint");
+    }
+    // Every shard name is checked before any shard is opened.
+    std::map<std::string, std::filesystem::path> shard_paths;
+    for (const auto& [name, file] : j.at("weight_map").items()) {
+      if (!file.is_string()) {
+        throw ConfigError(index.string() + ": weight_map entry '" + name + "' is not a file name",
+                          "re-save the checkpoint");
+      }
+      const auto fname = file.get<std::string>();
+      if (shard_paths.count(fname) == 0) {
+        shard_paths.emplace(fname, resolve_inside(dir, fname, index, "weight_map entry '" + name + "'",
+                                                  /*allow_subdirs=*/false, roots));
+      }
     }
     std::map<std::string, std::size_t> file_index;
-    for (const auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw Error(index.string() + ": weight_map entry '" + name + "' is not a file name");
+    for (const auto& [name, file] : j.at("weight_map").items()) {
       const auto fname = file.get<std::string>();
-      if (fname.find('/') != std::string::npos) {
-        throw Error(index.string() + ": shard name '" + fname + "' must be a plain file name");
-      }
       auto it = file_index.find(fname);
       if (it == file_index.end()) {
-        files_.push_back(std::make_unique<SafetensorsFile>(dir / fname));
+        files_.push_back(std::make_unique<SafetensorsFile>(shard_paths.at(fname)));
         it = file_index.emplace(fname, files_.size() - 1).first;
       }
       if (!files_[it->second]->contains(name)) {
-        throw Error(index.string() + " lists tensor '" + name + "' in " + fname + ", but that shard lacks it",
-                    "the index and shards disagree; re-save the checkpoint");
+        throw ConfigError(index.string() + " lists tensor '" + name + "' in " + fname + ", but that shard lacks it",
+                          "the index and shards disagree; re-save the checkpoint");
       }
       where_[name] = it->second;
     }
   } else if (std::filesystem::exists(single)) {
+    if (!resolves_inside(single, roots)) {
+      throw ConfigError(single.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)",
+                        "the model directory may come from an untrusted source; re-download or re-save it");
+    }
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const auto& name : files_[0]->names()) where_[name] = 0;
   } else {
-    throw Error("no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
-                "point at a Hugging Face model directory saved with safetensors (pickle .bin files are not read)");
+    throw ConfigError(
+        "no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
+        "point at a Hugging Face model directory saved with safetensors (pickle .bin files are not read)");
   }
 }
 

@@ -7,13 +7,14 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "util/error.h"
 
 namespace ft::io {
 namespace {
 
-constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the Python library's limit as well
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's MAX_HEADER_SIZE
 
 const std::vector<std::pair<std::string, at::ScalarType>>& dtype_table() {
   static const std::vector<std::pair<std::string, at::ScalarType>> table = {
@@ -26,9 +27,10 @@ std::string where(const std::filesystem::path& path, const std::string& tensor) 
   return path.string() + (tensor.empty() ? "" : ", tensor '" + tensor + "'");
 }
 
-Error corrupt(const std::filesystem::path& path, const std::string& tensor, const std::string& what) {
-  return Error("invalid safetensors file " + where(path, tensor) + ": " + what,
-               "the file is truncated or corrupt; re-download or re-save it");
+// Bad input (exit code 2, as for other files of a model directory): names the file and the tensor.
+ConfigError corrupt(const std::filesystem::path& path, const std::string& tensor, const std::string& what) {
+  return ConfigError("invalid safetensors file " + where(path, tensor) + ": " + what,
+                     "the file is truncated or corrupt; re-download or re-save it");
 }
 
 }  // namespace
@@ -37,8 +39,8 @@ at::ScalarType dtype_from_safetensors(const std::string& name, const std::string
   for (const auto& [key, type] : dtype_table()) {
     if (key == name) return type;
   }
-  throw Error("unsupported safetensors dtype '" + name + "' in " + context,
-              "supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL");
+  throw ConfigError("unsupported safetensors dtype '" + name + "' in " + context,
+                    "supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL");
 }
 
 std::string dtype_to_safetensors(at::ScalarType type) {
@@ -54,20 +56,37 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
     throw corrupt(path, "", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
   std::uint64_t header_len = 0;
   std::memcpy(&header_len, file_->data(), 8);  // little-endian on every supported host
-  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+  if (header_len > kMaxHeaderBytes) {
+    throw corrupt(path, "",
+                  "header length " + std::to_string(header_len) + " exceeds the limit of " +
+                      std::to_string(kMaxHeaderBytes) + " bytes");
+  }
+  if (header_len > size - 8) {
     throw corrupt(path, "",
                   "header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
   }
   data_start_ = 8 + static_cast<std::size_t>(header_len);
   const std::uint64_t data_size = size - data_start_;
+  // Top-level keys seen while parsing: JSON objects keep only the last of duplicate keys.
+  std::set<std::string> keys;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
+                                                         nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file_->data() + 8, file_->data() + data_start_);
+    header = nlohmann::json::parse(file_->data() + 8, file_->data() + data_start_, on_event);
   } catch (const nlohmann::json::exception& e) {
     throw corrupt(path, "", std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) throw corrupt(path, "", "header is not a JSON object");
-  std::vector<std::pair<std::uint64_t, std::string>> by_offset;
+  if (!duplicate.empty()) throw corrupt(path, duplicate, "the header lists this name twice");
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::string>> by_offset;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw corrupt(path, "", "__metadata__ is not an object");
@@ -78,50 +97,82 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
       continue;
     }
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
-        !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2) {
+        !entry.at("dtype").is_string() || !entry.at("shape").is_array() || !entry.at("data_offsets").is_array() ||
+        entry.at("data_offsets").size() != 2) {
       throw corrupt(path, name, "entry needs dtype (string), shape (array) and data_offsets ([begin, end])");
     }
     TensorInfo info;
-    info.dtype = dtype_from_safetensors(entry["dtype"].get<std::string>(), where(path, name));
+    info.dtype = dtype_from_safetensors(entry.at("dtype").get<std::string>(), where(path, name));
+    const std::uint64_t element_size = c10::elementSize(info.dtype);
+    // numel x element size must fit int64 (tensor sizes and byte counts are int64 in LibTorch), whatever the
+    // order of the dimensions: a zero dimension does not excuse another one that overflows on its own.
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max());
     std::uint64_t numel = 1;
-    for (const auto& d : entry["shape"]) {
+    bool overflow = false;
+    for (const auto& d : entry.at("shape")) {
       if (!d.is_number_unsigned()) throw corrupt(path, name, "shape has a negative or non-integer dimension");
       const auto dim = d.get<std::uint64_t>();
-      if (dim != 0 && numel > std::numeric_limits<std::uint64_t>::max() / dim / 8) {
-        throw corrupt(path, name, "shape overflows");
+      if (dim > kMax / element_size) {
+        overflow = true;
+      } else if (dim != 0 && numel > kMax / element_size / dim) {
+        overflow = true;
       }
-      numel *= dim;
-      info.shape.push_back(static_cast<int64_t>(dim));
+      numel = overflow ? 0 : numel * dim;
+      info.shape.push_back(dim > kMax ? -1 : static_cast<int64_t>(dim));
+      if (overflow) break;
     }
-    const auto& offs = entry["data_offsets"];
-    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
+    if (overflow) {
+      throw corrupt(path, name,
+                    "shape " + entry.at("shape").dump() + " x " + std::to_string(element_size) +
+                        "-byte elements overflows a 64-bit byte count");
+    }
+    const auto& offs = entry.at("data_offsets");
+    if (!offs.at(0).is_number_unsigned() || !offs.at(1).is_number_unsigned()) {
       throw corrupt(path, name, "data_offsets are not non-negative integers");
     }
-    info.begin = offs[0].get<std::uint64_t>();
-    info.end = offs[1].get<std::uint64_t>();
-    if (info.end < info.begin) throw corrupt(path, name, "data_offsets end before they begin");
+    info.begin = offs.at(0).get<std::uint64_t>();
+    info.end = offs.at(1).get<std::uint64_t>();
+    if (info.end < info.begin) {
+      throw corrupt(
+          path, name,
+          "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + "] end before they begin");
+    }
     if (info.end > data_size) {
       throw corrupt(path, name,
                     "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
                         ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
     }
-    const std::uint64_t expected = numel * c10::elementSize(info.dtype);
+    const std::uint64_t expected = numel * element_size;
     if (info.end - info.begin != expected) {
       throw corrupt(path, name,
                     "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
                         std::to_string(info.end - info.begin));
     }
-    by_offset.emplace_back(info.begin, name);
+    by_offset.push_back({{info.begin, info.end}, name});
     infos_.emplace(name, std::move(info));
   }
+  // As the reference implementation requires: sorted by offsets, the tensors tile the data section exactly, with
+  // no overlap, no gap and nothing after the last one.
   std::sort(by_offset.begin(), by_offset.end());
-  for (std::size_t i = 1; i < by_offset.size(); ++i) {
-    const auto& prev = infos_.at(by_offset[i - 1].second);
-    const auto& cur = infos_.at(by_offset[i].second);
-    if (cur.begin < prev.end && cur.end > cur.begin && prev.end > prev.begin) {
-      throw corrupt(path, by_offset[i].second, "its bytes overlap tensor '" + by_offset[i - 1].second + "'");
+  std::uint64_t expected_begin = 0;
+  std::string previous;
+  for (const auto& [range, name] : by_offset) {
+    if (range.first < expected_begin) {
+      throw corrupt(path, name, "its bytes overlap tensor '" + previous + "'");
     }
+    if (range.first > expected_begin) {
+      throw corrupt(path, name,
+                    "data_offsets begin at " + std::to_string(range.first) + " but the previous tensor " +
+                        (previous.empty() ? std::string("(none)") : "'" + previous + "'") + " ends at " +
+                        std::to_string(expected_begin) + " (a gap in the data)");
+    }
+    expected_begin = range.second;
+    previous = name;
+  }
+  if (expected_begin != data_size) {
+    throw corrupt(path, "",
+                  "the tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " +
+                      std::to_string(data_size) + " after the header");
   }
 }
 

@@ -17,8 +17,8 @@
 
 namespace ft::io {
 
-using TensorMap = std::map<std::string, at::Tensor>;        // sorted by name
-using Metadata = std::map<std::string, std::string>;         // the header's "__metadata__"
+using TensorMap = std::map<std::string, at::Tensor>;  // sorted by name
+using Metadata = std::map<std::string, std::string>;  // the header's "__metadata__"
 
 // "F32" <-> at::kFloat etc. Supported: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL.
 at::ScalarType dtype_from_safetensors(const std::string& name, const std::string& context);
@@ -34,9 +34,11 @@ struct TensorInfo {
 // One opened, validated safetensors file.
 class SafetensorsFile {
  public:
-  // Throws ft::Error naming the file (and tensor) on: a file shorter than 8 bytes, a header longer than the file,
-  // invalid JSON, an unknown dtype, a shape whose byte size differs from data_offsets, offsets past the end, or two
-  // tensors whose bytes overlap.
+  // Throws ft::ConfigError (bad input, exit code 2) naming the file (and tensor) on: a file shorter than 8 bytes, a
+  // header longer than the file or than 100,000,000 bytes, invalid JSON, a repeated name, an unknown dtype, a shape
+  // whose byte count overflows int64, data_offsets that end before they begin, run past the end or differ from
+  // shape x dtype, and tensors that do not tile the data section exactly (overlap, gap, bytes after the last one),
+  // as the reference implementation requires. Nothing is allocated in proportion to what the header claims.
   explicit SafetensorsFile(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return file_->path(); }
@@ -64,7 +66,9 @@ TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata
 void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata = {});
 
 // A Hugging Face checkpoint directory: model.safetensors, or shards listed by model.safetensors.index.json
-// (`index_name` picks another prefix, e.g. "adapter_model").
+// (`base_name` picks another prefix, e.g. "adapter_model"). Every shard must be a plain file name in `dir` and no
+// file may resolve through a symlink outside it (io/safe_path.h; a hub cache snapshot may link into its repository's
+// blobs/): otherwise ft::ConfigError naming the index and the entry, before any shard is opened.
 class CheckpointReader {
  public:
   explicit CheckpointReader(const std::filesystem::path& dir, const std::string& base_name = "model");

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 
+#include "io/safe_path.h"
 #include "train/checksum.h"
 #include "util/error.h"
 #include "util/file_writer.h"
@@ -231,7 +232,12 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
   std::vector<std::string> rels;
   std::vector<fs::path> paths;
   for (const auto& [rel, meta] : manifest["files"].items()) {
-    const fs::path file = checkpoint_dir / rel;
+    fs::path file;
+    try {  // a manifest made elsewhere must not make us read outside the checkpoint
+      file = io::resolve_inside(checkpoint_dir, rel, manifest_path, "file entry", /*allow_subdirs=*/true);
+    } catch (const ConfigError& e) {
+      return {false, e.what()};
+    }
     if (!meta.is_object() || !meta.contains("size") || !meta["size"].is_number_unsigned() || !meta.contains("sha256") ||
         !meta["sha256"].is_string())
       return {false, rel + ": bad manifest entry"};
@@ -243,6 +249,16 @@ VerifyResult CheckpointStore::verify(const fs::path& checkpoint_dir) {
       return {false, fmt::format("{}: size {} != {} in the manifest", rel, size, expected_size)};
     rels.push_back(rel);
     paths.push_back(file);
+  }
+  // Files read by fixed name need not be listed: no symlink anywhere in the checkpoint may leave it (commit() never
+  // writes symlinks at all).
+  std::error_code walk_ec;
+  for (auto it = fs::recursive_directory_iterator(checkpoint_dir, walk_ec); !walk_ec && it != fs::end(it);
+       it.increment(walk_ec)) {
+    if (it->is_symlink() && !io::resolves_inside(it->path(), {checkpoint_dir}))
+      return {false, fmt::format("{}: a symlink that resolves outside the checkpoint directory",
+                                 it->path().string().substr(
+                                     std::min(it->path().string().size(), checkpoint_dir.string().size() + 1)))};
   }
   std::vector<FileDigest> digests;
   try {

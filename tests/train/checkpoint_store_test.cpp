@@ -220,6 +220,68 @@ TEST(CheckpointStore, CommitFailureRemovesTemporaryDirectory) {
   EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{1}));
 }
 
+// A checkpoint made elsewhere: its manifest lists a file outside the checkpoint directory with the right size and
+// checksum. verify() must refuse it without reading it, and find_latest_valid() must skip it.
+void list_in_manifest(const fs::path& ckpt, const std::string& rel, const fs::path& file) {
+  auto manifest = nlohmann::json::parse(read_file(ckpt / "manifest.json"));
+  const auto digest = train::sha256_files({file}).at(0);
+  manifest["files"][rel] = {{"size", digest.size}, {"sha256", digest.sha256}};
+  ft::write_file(ckpt / "manifest.json", manifest.dump(2));
+}
+
+TEST(CheckpointStore, ManifestNamingAFileAboveTheCheckpointIsRejected) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {0, false});
+  save(store, 1);
+  const fs::path ckpt = save(store, 2);
+  ft::write_file(run.path() / "secret.txt", "not part of any checkpoint");
+  list_in_manifest(ckpt, "../../secret.txt", run.path() / "secret.txt");
+  EXPECT_EQ(CheckpointStore::verify(ckpt).problem,
+            (ckpt / "manifest.json").string() +
+                ": file entry names '../../secret.txt': a '..' component would leave the directory");
+  const auto latest = CheckpointStore::find_latest_valid(run.path());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->step, 1);
+}
+
+TEST(CheckpointStore, ManifestNamingAnAbsolutePathIsRejected) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {0, false});
+  const fs::path ckpt = save(store, 1);
+  ft::write_file(run.path() / "secret.txt", "not part of any checkpoint");
+  const std::string abs = (run.path() / "secret.txt").string();
+  list_in_manifest(ckpt, abs, run.path() / "secret.txt");
+  EXPECT_EQ(CheckpointStore::verify(ckpt).problem,
+            (ckpt / "manifest.json").string() + ": file entry names '" + abs + "': an absolute path is not allowed");
+}
+
+TEST(CheckpointStore, ListedFileThatIsASymlinkLeavingTheCheckpointIsRejected) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {0, false});
+  const fs::path ckpt = save(store, 1);
+  // Same bytes outside, so size and checksum still match the manifest.
+  fs::copy_file(ckpt / "model.safetensors", run.path() / "copy.safetensors");
+  fs::remove(ckpt / "model.safetensors");
+  fs::create_symlink(run.path() / "copy.safetensors", ckpt / "model.safetensors");
+  const std::string real_run = fs::canonical(run.path()).string();
+  EXPECT_EQ(CheckpointStore::verify(ckpt).problem,
+            (ckpt / "manifest.json").string() + ": file entry names 'model.safetensors': it resolves to " + real_run +
+                "/copy.safetensors, outside " + real_run + "/checkpoints/step-000001 (a symlink leaving the directory)");
+}
+
+TEST(CheckpointStore, UnlistedSymlinkLeavingTheCheckpointIsRejected) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {0, false});
+  const fs::path ckpt = save(store, 1);
+  // Files read by fixed name (rng.safetensors, ...) need not be in the manifest: a link there must not pass.
+  fs::create_symlink("/etc/hostname", ckpt / "optimizer" / "rng.safetensors");
+  EXPECT_EQ(CheckpointStore::verify(ckpt).problem,
+            "optimizer/rng.safetensors: a symlink that resolves outside the checkpoint directory");
+  fs::remove(ckpt / "optimizer" / "rng.safetensors");
+  fs::create_symlink("state.json", ckpt / "optimizer" / "rng.safetensors");  // inside: fine
+  EXPECT_TRUE(CheckpointStore::verify(ckpt).ok) << CheckpointStore::verify(ckpt).problem;
+}
+
 TEST(RngState, CaptureRestoreReplaysTheSameDraws) {
   const auto saved = train::capture_rng_states();
   ASSERT_TRUE(saved.count("cpu"));
