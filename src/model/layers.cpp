@@ -50,21 +50,30 @@ at::Tensor adapter_input(const at::Tensor& x, const LinearImpl& layer) {
 }
 
 // y2d [N, out] += scaling * down [N, r] B^T, in place in the GEMM's epilogue: B [out, r] is scaled (cheap) instead
-// of the product [N, out], and no separate add pass runs.
-void add_adapter_(at::Tensor y2d, const at::Tensor& down, const LinearImpl& layer) {
+// of the product [N, out], and no separate add pass runs. y2d must not be a view: autograd turns an in-place op on a
+// view into CopySlices, whose backward copies the whole output gradient three times.
+void add_adapter_(at::Tensor& y2d, const at::Tensor& down, const at::Tensor& lora_b, double scaling) {
   const at::ScalarType dtype = y2d.scalar_type();
-  y2d.addmm_(down.reshape({-1, down.size(-1)}).to(dtype), (layer.lora_b * layer.lora_scaling).to(dtype).t());
+  y2d.addmm_(down.reshape({-1, down.size(-1)}).to(dtype), (lora_b * scaling).to(dtype).t());
+}
+
+// x [..., in] as [N, in] and a layer output [N, out] back as [..., out].
+at::Tensor as_rows(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
+at::Tensor from_rows(const at::Tensor& y2d, const at::Tensor& x) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = y2d.size(1);
+  return y2d.view(shape);
 }
 
 }  // namespace
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
-  at::Tensor y = at::linear(x, weight, bias);  // [..., out]
-  if (!has_lora()) return y;
+  if (!has_lora()) return at::linear(x, weight, bias);  // [..., out]
+  at::Tensor y = at::linear(as_rows(x), weight, bias);     // [N, out]
   at::Tensor h = adapter_input(x, *this);
   if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
-  add_adapter_(y.view({-1, y.size(-1)}), at::linear(h, lora_a), *this);
-  return y;
+  add_adapter_(y, at::linear(h, lora_a), lora_b, lora_scaling);
+  return from_rows(y, x);
 }
 
 void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
@@ -106,10 +115,10 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
   const auto device_type = x.device().type();
   const bool autocast = at::autocast::is_autocast_enabled(device_type);
   const at::ScalarType dtype = autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
-  const at::Tensor xin = x.to(dtype);  // [..., in]: cast once instead of once per layer
+  const at::Tensor xin = as_rows(x.to(dtype));  // [N, in]: cast once instead of once per layer
   std::vector<int64_t> sizes;
   for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
-  std::vector<at::Tensor> out;  // per layer: [..., out_i]
+  std::vector<at::Tensor> out;  // per layer: [N, out_i], then [..., out_i]
   at::Tensor fused_out;         // [N, sum out_i] when one GEMM computes them all
   if (weight_dtype != dtype) {
     // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM.
@@ -118,21 +127,12 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
       weights.push_back(layer->weight.to(dtype));
       if (with_bias) biases.push_back(layer->bias.to(dtype));
     }
-    fused_out = at::linear(xin.reshape({-1, xin.size(-1)}), at::cat(weights),
-                           with_bias ? at::cat(biases) : at::Tensor());
+    fused_out = at::linear(xin, at::cat(weights), with_bias ? at::cat(biases) : at::Tensor());
   } else {
     // Weights already in the compute dtype (a frozen bf16 base): concatenating them would copy every weight each
     // step, so only the input is shared.
     for (const LinearImpl* layer : layers) out.push_back(at::linear(xin, layer->weight, layer->bias));
   }
-  // Each adapter's output, as a [N, out_i] matrix the adapter adds into.
-  auto target = [&](size_t i) {
-    if (!fused_out.defined()) return out[i].view({-1, sizes[i]});
-    int64_t offset = 0;
-    for (size_t j = 0; j < i; ++j) offset += sizes[j];
-    return fused_out.narrow(1, offset, sizes[i]);
-  };
-
   // Adapters: with dropout each layer draws its own mask (as PEFT), so their A GEMMs stay apart.
   std::vector<size_t> adapted;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -146,7 +146,7 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
       return false;
     }();
     const at::Tensor h = autocast ? xin : adapter_input(x, *layers[adapted[0]]);
-    std::vector<at::Tensor> down;  // per adapted layer: [..., r_i]
+    std::vector<at::Tensor> down;  // per adapted layer: [N, r_i]
     if (train_dropout) {
       for (size_t i : adapted) {
         const LinearImpl& l = *layers[i];
@@ -161,15 +161,28 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
       }
       down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
     }
-    for (size_t j = 0; j < adapted.size(); ++j) add_adapter_(target(adapted[j]), down[j], *layers[adapted[j]]);
-  }
-  if (fused_out.defined()) {
-    std::vector<int64_t> shape = x.sizes().vec();
-    for (const at::Tensor& piece : fused_out.split_with_sizes(sizes, 1)) {
-      shape.back() = piece.size(1);
-      out.push_back(piece.view(shape));
+    if (fused_out.defined()) {
+      // One GEMM adds every adapter into the joint output (a column block of it would be a view): the scaled B
+      // matrices form a block-diagonal [sum out_i, sum r_i], an empty block for a layer without an adapter.
+      std::vector<at::Tensor> blocks;
+      size_t next = 0;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const LinearImpl& l = *layers[i];
+        const bool has = next < adapted.size() && adapted[next] == i;
+        const auto b_options = layers[adapted[0]]->lora_b.options();
+        blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({sizes[i], 0}, b_options));
+        next += has ? 1 : 0;
+      }
+      add_adapter_(fused_out, at::cat(down, -1), at::block_diag(blocks), 1.0);
+    } else {
+      for (size_t j = 0; j < adapted.size(); ++j) {
+        const LinearImpl& l = *layers[adapted[j]];
+        add_adapter_(out[adapted[j]], down[j], l.lora_b, l.lora_scaling);
+      }
     }
   }
+  if (fused_out.defined()) out = fused_out.split_with_sizes(sizes, 1);
+  for (at::Tensor& y : out) y = from_rows(y, x);
   return {out, fused_out};
 }
 
