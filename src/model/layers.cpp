@@ -58,7 +58,9 @@ void add_adapter_(at::Tensor& y2d, const at::Tensor& down, const at::Tensor& lor
 }
 
 // x [..., in] as [N, in] and a layer output [N, out] back as [..., out].
-at::Tensor as_rows(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
+at::Tensor as_rows(const at::Tensor& x) {
+  return x.reshape({-1, x.size(-1)});
+}
 at::Tensor from_rows(const at::Tensor& y2d, const at::Tensor& x) {
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = y2d.size(1);
@@ -69,7 +71,7 @@ at::Tensor from_rows(const at::Tensor& y2d, const at::Tensor& x) {
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (!has_lora()) return at::linear(x, weight, bias);  // [..., out]
-  at::Tensor y = at::linear(as_rows(x), weight, bias);     // [N, out]
+  at::Tensor y = at::linear(as_rows(x), weight, bias);  // [N, out]
   at::Tensor h = adapter_input(x, *this);
   if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
   add_adapter_(y, at::linear(h, lora_a), lora_b, lora_scaling);
@@ -240,9 +242,9 @@ Rotary::Rotary(const ModelArgs& a) {
 }
 
 std::pair<at::Tensor, at::Tensor> Rotary::cos_sin(const at::Tensor& position_ids) const {
-  at::Tensor pos = position_ids.to(at::kFloat);                             // [B, T]
-  at::Tensor freqs = pos.unsqueeze(-1) * inv_freq_.to(pos.device());       // [B, T, D/2]
-  at::Tensor emb = at::cat({freqs, freqs}, -1);                             // [B, T, D]
+  at::Tensor pos = position_ids.to(at::kFloat);                       // [B, T]
+  at::Tensor freqs = pos.unsqueeze(-1) * inv_freq_.to(pos.device());  // [B, T, D/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);                       // [B, T, D]
   return {emb.cos(), emb.sin()};
 }
 
@@ -279,24 +281,23 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
     const at::Tensor fk = k.reshape({b * t, num_kv_heads, head_dim});
     const at::Tensor fv = v.reshape({b * t, num_kv_heads, head_dim});
     const int64_t n = mask.max_seqlen;
-    at::Tensor out;  // [B * T, H, D]
+    at::Tensor out;         // [B * T, H, D]
     if (mask.window > 0) {  // a query sees itself and the window - 1 keys before it
       out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
                                                      false, std::nullopt, mask.window - 1, int64_t{0}));
     } else {
-      out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
-                                                     false));
+      out = std::get<0>(
+          at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true, false));
     }
     return o_proj->forward(out.view({b, t, num_heads * head_dim}));
   }
-  q = q.transpose(1, 2);  // [B, H, T, D]
-  k = k.transpose(1, 2);  // [B, Hkv, T, D]
-  v = v.transpose(1, 2);  // [B, Hkv, T, D]
+  q = q.transpose(1, 2);                                                    // [B, H, T, D]
+  k = k.transpose(1, 2);                                                    // [B, Hkv, T, D]
+  v = v.transpose(1, 2);                                                    // [B, Hkv, T, D]
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);  // [B, Hkv, S, D]
   const bool gqa = num_heads != num_kv_heads;
   // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
-  const std::optional<at::Tensor> attn_mask =
-      mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
+  const std::optional<at::Tensor> attn_mask = mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
   at::Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(),
                                                     std::nullopt, gqa);  // [B, H, T, D]
   out = out.transpose(1, 2).reshape({b, t, num_heads * head_dim});
