@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "train/checksum.h"
+#include "util/checksum.h"
 
 namespace {
 
 double mib_per_s(const std::vector<unsigned char>& data, bool hardware) {
   const auto start = std::chrono::steady_clock::now();
-  ft::train::Sha256 sha(hardware);
+  ft::Sha256 sha(hardware);
   sha.update(data.data(), data.size());
   const std::string digest = sha.hex_digest();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::printf("SHA-256 of %ld MiB\n", mib);
   const double portable = mib_per_s(data, false);
   std::printf("portable: %.0f MiB/s\n", portable);
-  if (ft::train::Sha256::hardware_available()) {
+  if (ft::Sha256::hardware_available()) {
     std::printf("SHA extensions: %.0f MiB/s\n", mib_per_s(data, true));
   } else {
     std::printf("SHA extensions: not available on this CPU\n");

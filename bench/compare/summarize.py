@@ -1,5 +1,5 @@
 """Prints bench/compare's table from results.jsonl: tokens/s, MFU, peak allocated/reserved GiB per runner, and
-finetune's ratio to the best contender of the same workload. MFU uses src/train/mfu.h's formula for every runner:
+finetune's ratio to the best contender of the same workload. MFU uses src/metrics/mfu.h's formula for every runner:
 (6N, or 4N + 6A with a frozen LoRA base) + 12 L H T FLOPs per token over 989 TFLOP/s."""
 import json
 import sys

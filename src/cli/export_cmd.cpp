@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "model/adapter_check.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/lora.h"
 #include "util/error.h"
 #include "util/fmt.h"

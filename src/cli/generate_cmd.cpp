@@ -8,7 +8,7 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/adapter_check.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/lora.h"
 #include "util/device.h"

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "train/plot.h"
+#include "metrics/plot.h"
 #include "util/error.h"
 
 namespace ft::cli {
@@ -19,10 +19,10 @@ void add_plot(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     if (!std::filesystem::is_directory(dir))
       throw ConfigError("plot: '" + *run_dir + "' is not a directory", "pass the run directory, e.g. runs/demo");
     const std::filesystem::path png = out->empty() ? dir / "plot.png" : std::filesystem::path(*out);
-    const auto series = train::read_metric_series(dir / "metrics.jsonl");
+    const auto series = metrics::read_metric_series(dir / "metrics.jsonl");
     std::string name = dir.lexically_normal().string();
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "runs/demo/" names the run "demo"
-    const auto info = train::plot_metrics(series, png, "finetune run: " + std::filesystem::path(name).filename().string());
+    const auto info = metrics::plot_metrics(series, png, "finetune run: " + std::filesystem::path(name).filename().string());
     std::cout << "wrote " << png.string() << " (" << info.width << "x" << info.height << ", " << info.points
               << " points)\n";
     exit_code = 0;

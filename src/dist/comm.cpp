@@ -1,5 +1,7 @@
 #include "dist/comm.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "util/error.h"
@@ -42,6 +44,31 @@ std::string resolve_backend(const std::string& backend, at::Device device) {
     return backend;
   }
   throw ConfigError(fmt::format("distributed.backend: unknown backend '{}'", backend), "use auto, nccl or gloo");
+}
+
+std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std::string& value) {
+  if (comm.world_size() == 1) return {value};
+  auto length = at::full({1}, static_cast<int64_t>(value.size()), at::kLong);
+  std::vector<at::Tensor> lengths{length};
+  comm.all_reduce_(lengths, dist::ReduceOp::kMax);
+  const int64_t max_len = lengths[0].item<int64_t>() + 8;
+  auto local = at::zeros({max_len}, at::kByte);  // U8 [max_len]: 8-byte length, then the bytes
+  const auto size = static_cast<int64_t>(value.size());
+  std::memcpy(local.data_ptr<uint8_t>(), &size, sizeof(size));
+  std::memcpy(local.data_ptr<uint8_t>() + 8, value.data(), value.size());
+  auto gathered = at::zeros({max_len * comm.world_size()}, at::kByte);
+  auto local_dev = local.to(comm.device());
+  auto gathered_dev = gathered.to(comm.device());
+  comm.all_gather(gathered_dev, local_dev);
+  gathered = gathered_dev.cpu();
+  std::vector<std::string> out;
+  for (int r = 0; r < comm.world_size(); ++r) {
+    const uint8_t* base = gathered.data_ptr<uint8_t>() + r * max_len;
+    int64_t n = 0;
+    std::memcpy(&n, base, sizeof(n));
+    out.emplace_back(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace ft::dist

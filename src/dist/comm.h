@@ -69,4 +69,7 @@ std::string resolve_backend(const std::string& backend, at::Device device);
 std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::string& backend, at::Device device,
                                                 std::chrono::seconds timeout);
 
+// Every rank's `value`, in rank order, gathered on every rank (a collective: every rank calls it).
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& value);
+
 }  // namespace ft::dist

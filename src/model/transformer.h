@@ -119,7 +119,7 @@ class Transformer : public torch::nn::Module {
 // Runs `layer` (DecoderLayerImpl::forward: residual and pending [B, T, hidden], pending undefined before the first
 // layer) under a reentrant autograd Function that keeps only the layer's input h = residual + pending and recomputes
 // the layer from it in backward (re-entering autocast and the RNG state of the forward). Returns (residual, delta) as
-// the layer does, with the same values. model/checkpointing.cpp.
+// the layer does, with the same values. model/activation_checkpointing.cpp.
 std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& residual,
                                                      const at::Tensor& pending, const at::Tensor& cos,
                                                      const at::Tensor& sin, const AttentionMask& mask);

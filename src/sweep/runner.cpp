@@ -20,8 +20,8 @@
 
 #include "sweep/state.h"
 #include "sweep/summary.h"
-#include "train/checkpoint_store.h"
-#include "train/metrics.h"
+#include "ckpt/checkpoint_store.h"
+#include "metrics/metrics.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -252,7 +252,7 @@ class Supervisor {
       ++done_;
       return false;
     }
-    const bool resume = !train::CheckpointStore::list(tp.dir).empty();
+    const bool resume = !ckpt::CheckpointStore::list(tp.dir).empty();
     // Without a checkpoint the run starts over: an earlier attempt's metrics would mix into its curves.
     std::error_code ec;
     if (!resume && fs::exists(tp.dir / "metrics.jsonl", ec)) {
@@ -320,7 +320,7 @@ class Supervisor {
       walls_.push_back(wall);
       const TrialMetrics m = read_trial_metrics(tp.dir / "metrics.jsonl");
       const auto best = best_of(metric_series(m, plan_.spec.metric), plan_.spec.mode);
-      event(fmt::format("finished trial {} (#{}) in {}{}", tp.trial.name, r.trial, train::format_duration(wall),
+      event(fmt::format("finished trial {} (#{}) in {}{}", tp.trial.name, r.trial, metrics::format_duration(wall),
                         best ? fmt::format(": {} {:.4g}", plan_.spec.metric, *best) : ""));
     } else if (r.prune) {
       r.state.status = Status::kPruned;
@@ -422,7 +422,7 @@ class Supervisor {
                                   total > 0 ? fmt::format("/{}", total) : ""));
     }
     if (!steps.empty()) s += " | " + join(steps, ", ");
-    if (const auto eta = eta_s()) s += " | ETA " + train::format_duration(*eta);
+    if (const auto eta = eta_s()) s += " | ETA " + metrics::format_duration(*eta);
     return s;
   }
 

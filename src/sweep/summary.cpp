@@ -5,8 +5,8 @@
 #include <fstream>
 #include <tuple>
 
-#include "train/metrics.h"
-#include "train/plot.h"
+#include "metrics/metrics.h"
+#include "metrics/plot.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -199,7 +199,7 @@ std::string render_markdown(const fs::path& dir, const SweepRecord& record, cons
                       r.exact_match ? fmt::format("{:.1f}%", 100.0 * *r.exact_match) : "",
                       md_number(r.tokens_per_s, "{:.0f}"),
                       r.peak_memory_gib.value_or(0.0) > 0 ? md_number(r.peak_memory_gib, "{:.2f}") : "",
-                      r.wall_s > 0 ? train::format_duration(r.wall_s) : "", md_number(r.metric, "{:.6g}"));
+                      r.wall_s > 0 ? metrics::format_duration(r.wall_s) : "", md_number(r.metric, "{:.6g}"));
   }
   std::string failed, pruned;
   for (const auto& r : rows) {
@@ -243,15 +243,15 @@ std::string render_csv(const SweepRecord& record, const std::vector<Row>& rows) 
 SummaryFiles write_summary(const fs::path& dir, const SweepRecord& record) {
   const std::vector<Row> rows = collect_rows(dir, record);
   SummaryFiles files{dir / "summary.md", dir / "summary.csv", dir / "summary.png"};
-  std::vector<train::LabeledSeries> runs;
+  std::vector<metrics::LabeledSeries> runs;
   for (const auto& r : rows) {
-    train::LabeledSeries run;
+    metrics::LabeledSeries run;
     run.label = fmt::format("{}{}: {}", r.best ? "(best) " : "", r.trial.name, values_text(r.trial));
     const fs::path metrics = dir / r.trial.name / "metrics.jsonl";
     std::error_code ec;
     if (fs::exists(metrics, ec)) {
       try {
-        run.series = train::read_metric_series(metrics);
+        run.series = metrics::read_metric_series(metrics);
       } catch (const Error&) {
         // A damaged file leaves this trial out of the plot; its row still shows what could be read.
       }
@@ -260,7 +260,7 @@ SummaryFiles write_summary(const fs::path& dir, const SweepRecord& record) {
   }
   try {
     const fs::path tmp = files.png.string() + ".tmp";
-    train::plot_comparison(runs, tmp, "sweep " + dir.filename().string() + ": " + counts_text(rows));
+    metrics::plot_comparison(runs, tmp, "sweep " + dir.filename().string() + ": " + counts_text(rows));
     fs::rename(tmp, files.png);
   } catch (const Error&) {
     files.png.clear();  // nothing to draw yet

@@ -2,11 +2,11 @@
 //
 // checkpoints/step-000123/
 //   model/ or adapter/       HF model (config.json + safetensors + tokenizer files) or PEFT adapter
-//   optimizer.safetensors    AdamW moments and step counters, by parameter name
+//   optimizer.safetensors    optim::AdamW moments and step counters, by parameter name
 //   rng.safetensors          every rank's CPU (and CUDA) generator state
 //   trainer_state.json       step, epoch, tokens, scaler, every rank's data position, fingerprint, versions
 //   config.yaml              the resolved config of the run that wrote it
-//   manifest.json            sizes and checksums (CheckpointStore)
+//   manifest.json            sizes and checksums (ckpt::CheckpointStore)
 #include <torch/version.h>
 
 #include <algorithm>
@@ -15,19 +15,19 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/checkpoint_store.h"
+#include "ckpt/rng_state.h"
 #include "config/loader.h"
 #include "data/loader.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
 #include "io/safetensors.h"
-#include "model/checkpoint_io.h"
 #include "model/lora.h"
+#include "model/pretrained.h"
 #include "model/transformer.h"
-#include "train/checkpoint_store.h"
-#include "train/grad_scaler.h"
-#include "train/optimizer.h"
-#include "train/rng_state.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
 #include "train/trainer.h"
 #include "util/build_info.h"
 #include "util/file_writer.h"
@@ -37,32 +37,6 @@
 namespace ft::train {
 namespace {
 
-// Every rank's `value`, in rank order, gathered on every rank.
-std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std::string& value) {
-  if (comm.world_size() == 1) return {value};
-  auto length = at::full({1}, static_cast<int64_t>(value.size()), at::kLong);
-  std::vector<at::Tensor> lengths{length};
-  comm.all_reduce_(lengths, dist::ReduceOp::kMax);
-  const int64_t max_len = lengths[0].item<int64_t>() + 8;
-  auto local = at::zeros({max_len}, at::kByte);  // U8 [max_len]: 8-byte length, then the bytes
-  const auto size = static_cast<int64_t>(value.size());
-  std::memcpy(local.data_ptr<uint8_t>(), &size, sizeof(size));
-  std::memcpy(local.data_ptr<uint8_t>() + 8, value.data(), value.size());
-  auto gathered = at::zeros({max_len * comm.world_size()}, at::kByte);
-  auto local_dev = local.to(comm.device());
-  auto gathered_dev = gathered.to(comm.device());
-  comm.all_gather(gathered_dev, local_dev);
-  gathered = gathered_dev.cpu();
-  std::vector<std::string> out;
-  for (int r = 0; r < comm.world_size(); ++r) {
-    const uint8_t* base = gathered.data_ptr<uint8_t>() + r * max_len;
-    int64_t n = 0;
-    std::memcpy(&n, base, sizeof(n));
-    out.emplace_back(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(n));
-  }
-  return out;
-}
-
 // The optimizer state file of `rank` in a checkpoint: one file without ZeRO-1, one per rank with it.
 std::string optimizer_file(bool sharded, int rank) {
   return sharded ? fmt::format("optimizer.rank{}.safetensors", rank) : "optimizer.safetensors";
@@ -70,7 +44,8 @@ std::string optimizer_file(bool sharded, int rank) {
 
 // The saved optimizer state of a checkpoint (one file, or the union of the ranks' ZeRO-1 shards), restricted to the
 // parameters `optimizer` holds, so a run resumes whether or not either run sharded its optimizer.
-std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::path& dir, const AdamW& optimizer) {
+std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::path& dir,
+                                                        const optim::AdamW& optimizer) {
   io::TensorMap all;
   if (std::filesystem::exists(dir / optimizer_file(false, 0))) {
     all = io::read_safetensors(dir / optimizer_file(false, 0));
@@ -220,13 +195,13 @@ void Trainer::save_checkpoint() {
   // Every rank contributes its data position and RNG state; rank 0 writes.
   nlohmann::json rank_state;
   rank_state["loader"] = train_loader_->state();
-  const auto loader_states = all_gather_strings(*comm_, rank_state.dump());
-  const auto rng = capture_rng_states();  // U8 tensors by generator name
+  const auto loader_states = dist::all_gather_strings(*comm_, rank_state.dump());
+  const auto rng = ckpt::capture_rng_states();  // U8 tensors by generator name
   io::TensorMap rng_all;
   for (const auto& [name, state] : rng) {
     const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
                            static_cast<size_t>(state.numel()));
-    const auto blobs = all_gather_strings(*comm_, blob);
+    const auto blobs = dist::all_gather_strings(*comm_, blob);
     for (size_t r = 0; r < blobs.size(); ++r) {
       auto t = at::empty({static_cast<int64_t>(blobs[r].size())}, at::kByte);
       std::memcpy(t.data_ptr<uint8_t>(), blobs[r].data(), blobs[r].size());
@@ -238,7 +213,7 @@ void Trainer::save_checkpoint() {
   if (rank_ == 0) tmp = checkpoints_->begin(step_);
   if (sharded) {
     // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
-    tmp = all_gather_strings(*comm_, tmp.string()).at(0);
+    tmp = dist::all_gather_strings(*comm_, tmp.string()).at(0);
     std::string failure;
     if (rank_ != 0) {
       try {
@@ -247,7 +222,7 @@ void Trainer::save_checkpoint() {
         failure = e.what();
       }
     }
-    const auto failures = all_gather_strings(*comm_, failure);
+    const auto failures = dist::all_gather_strings(*comm_, failure);
     for (size_t r = 0; r < failures.size(); ++r) {
       if (failures[r].empty()) continue;
       if (rank_ == 0) checkpoints_->abort();
@@ -288,7 +263,7 @@ void Trainer::save_checkpoint() {
         message.replace(at, tmp.string().size(), target);
         at += target.size();
       }
-      const auto previous = CheckpointStore::find_latest_valid(run_dir_);
+      const auto previous = ckpt::CheckpointStore::find_latest_valid(run_dir_);
       throw Error(
           fmt::format("checkpoint of step {} not saved: {}", step_, message),
           e.hint() + (previous ? "; " + previous->path.string() + " is intact and resume: auto continues from it"
@@ -310,13 +285,14 @@ bool Trainer::try_resume() {
   nlohmann::json choice = {{"path", ""}, {"problem", ""}};
   if (rank_ == 0) {
     if (mode == "auto") {
-      if (const auto latest = CheckpointStore::find_latest_valid(run_dir_)) choice["path"] = latest->path.string();
+      if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_))
+        choice["path"] = latest->path.string();
     } else {
       choice["path"] = mode;
-      choice["problem"] = CheckpointStore::verify(mode).problem;
+      choice["problem"] = ckpt::CheckpointStore::verify(mode).problem;
     }
   }
-  choice = nlohmann::json::parse(all_gather_strings(*comm_, choice.dump()).at(0));
+  choice = nlohmann::json::parse(dist::all_gather_strings(*comm_, choice.dump()).at(0));
   const std::string problem = choice.at("problem").get<std::string>();
   if (!problem.empty()) {
     throw ConfigError("checkpoint.resume: " + mode + " is not a valid checkpoint: " + problem,
@@ -357,7 +333,7 @@ bool Trainer::try_resume() {
       mine[name.substr(0, name.size() - suffix.size())] = t;
     }
   }
-  restore_rng_states(mine);
+  ckpt::restore_rng_states(mine);
   FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir.string(), step_, epoch_, tokens_seen_);
   return true;
 }
@@ -370,12 +346,12 @@ bool Trainer::final_model_is_current() const {
   // Every rank answers alike: the files are on the shared run directory, and rank 0's answer is broadcast.
   nlohmann::json answer = false;
   if (rank_ == 0) {
-    const auto latest = CheckpointStore::find_latest_valid(run_dir_);
+    const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_);
     std::error_code ec;
     const auto model_time = std::filesystem::last_write_time(final_model_dir(), ec);
     answer = latest && !ec && model_time >= std::filesystem::last_write_time(latest->path, ec) && !ec;
   }
-  return nlohmann::json::parse(all_gather_strings(*comm_, answer.dump()).at(0)).get<bool>();
+  return nlohmann::json::parse(dist::all_gather_strings(*comm_, answer.dump()).at(0)).get<bool>();
 }
 
 void Trainer::save_final_model() {

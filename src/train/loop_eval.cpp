@@ -11,10 +11,10 @@
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
+#include "metrics/metrics.h"
 #include "model/generate.h"
 #include "model/transformer.h"
 #include "train/autocast.h"
-#include "train/metrics.h"
 #include "train/trainer.h"
 #include "util/fmt.h"
 

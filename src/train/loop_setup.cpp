@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "ckpt/checkpoint_store.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synth.h"
@@ -13,16 +14,15 @@
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
-#include "model/checkpoint_io.h"
+#include "metrics/metrics.h"
+#include "metrics/mfu.h"
+#include "metrics/profiler.h"
 #include "model/lora.h"
+#include "model/pretrained.h"
 #include "model/transformer.h"
-#include "train/checkpoint_store.h"
-#include "train/grad_scaler.h"
-#include "train/metrics.h"
-#include "train/mfu.h"
-#include "train/optimizer.h"
-#include "train/profiler.h"
-#include "train/scheduler.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/fmt.h"
@@ -68,8 +68,8 @@ void Trainer::setup_run_dir() {
     log::add_file_sink((run_dir_ / "train.log").string());
   }
   comm_->barrier();
-  checkpoints_ = std::make_unique<CheckpointStore>(
-      run_dir_, CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
+  checkpoints_ = std::make_unique<ckpt::CheckpointStore>(
+      run_dir_, ckpt::CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
   if (cfg_.run.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setBenchmarkCuDNN(false);
@@ -183,7 +183,7 @@ void Trainer::setup_model() {
   at::manual_seed(static_cast<uint64_t>(cfg_.run.seed) + 7919ull * static_cast<uint64_t>(rank_ + 1));
 
   const auto& args = model_->args();
-  FlopsModel flops;
+  metrics::FlopsModel flops;
   flops.n_layers = args.num_layers;
   flops.hidden = args.hidden_size;
   flops.intermediate = args.intermediate_size;
@@ -193,8 +193,8 @@ void Trainer::setup_model() {
   flops.kv_heads = args.num_kv_heads;
   flops.frozen_base = cfg_.lora.enabled;
   flops.adapter_params = cfg_.lora.enabled ? trainable_count : 0;
-  flops_per_token_ = flops_per_token(flops);
-  peak_tflops_ = peak_tflops(device_name(device_), cfg_.logging.peak_tflops);
+  flops_per_token_ = metrics::flops_per_token(flops);
+  peak_tflops_ = metrics::peak_tflops(device_name(device_), cfg_.logging.peak_tflops);
   FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
               args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
               static_cast<double>(total_count) / 1e6, static_cast<double>(trainable_count) / 1e6,
@@ -216,11 +216,11 @@ void Trainer::setup_data() {
                        train_loader_->batches_per_epoch(), cfg_.train.grad_accum_steps));
   total_steps_ = cfg_.train.max_steps > 0 ? cfg_.train.max_steps : per_epoch * cfg_.train.epochs;
   if (rank_ == 0) {
-    MetricsOptions metrics;
-    metrics.tensorboard = cfg_.logging.tensorboard;
-    metrics.progress = cfg_.logging.progress;
-    metrics.total_steps = total_steps_;
-    metrics_ = std::make_unique<MetricsLogger>(run_dir_, metrics);
+    metrics::MetricsOptions options;
+    options.tensorboard = cfg_.logging.tensorboard;
+    options.progress = cfg_.logging.progress;
+    options.total_steps = total_steps_;
+    metrics_ = std::make_unique<metrics::MetricsLogger>(run_dir_, options);
   }
 }
 
@@ -240,7 +240,7 @@ data::LoaderOptions Trainer::loader_options(bool shuffle) const {
 }
 
 void Trainer::setup_optimizer() {
-  AdamWOptions opts;
+  optim::AdamWOptions opts;
   opts.lr = cfg_.optimizer.lr;
   opts.beta1 = cfg_.optimizer.betas.at(0);
   opts.beta2 = cfg_.optimizer.betas.at(1);
@@ -252,7 +252,7 @@ void Trainer::setup_optimizer() {
     std::vector<int64_t> numels;
     for (const auto& [name, param] : trainable_) numels.push_back(param.numel());
     zero_owners_ = dist::assign_owners(numels, world_size_);
-    std::vector<NamedParam> owned;
+    std::vector<optim::NamedParam> owned;
     int64_t owned_numel = 0;
     for (size_t i = 0; i < trainable_.size(); ++i) {
       if (zero_owners_[i] != rank_) continue;
@@ -264,20 +264,20 @@ void Trainer::setup_optimizer() {
         trainable_.size(),
         100.0 * static_cast<double>(owned_numel) /
             std::max<double>(1.0, static_cast<double>(std::accumulate(numels.begin(), numels.end(), int64_t{0}))));
-    optimizer_ = std::make_unique<AdamW>(owned, opts);
+    optimizer_ = std::make_unique<optim::AdamW>(owned, opts);
   } else {
-    optimizer_ = std::make_unique<AdamW>(trainable_, opts);
+    optimizer_ = std::make_unique<optim::AdamW>(trainable_, opts);
   }
 
-  ScheduleOptions sched;
-  sched.type = parse_schedule_type(cfg_.scheduler.type);
+  optim::ScheduleOptions sched;
+  sched.type = optim::parse_schedule_type(cfg_.scheduler.type);
   sched.peak_lr = cfg_.optimizer.lr;
   sched.total_steps = total_steps_;
   sched.warmup_steps = cfg_.scheduler.warmup_steps;
   sched.warmup_ratio = cfg_.scheduler.warmup_ratio;
   sched.min_lr_ratio = cfg_.scheduler.min_lr_ratio;
   sched.decay_ratio = cfg_.scheduler.decay_ratio;
-  schedule_ = std::make_unique<LrSchedule>(sched);
+  schedule_ = std::make_unique<optim::LrSchedule>(sched);
 
   const bool fp16 = cfg_.train.precision == "fp16";
   autocast_ = fp16 || cfg_.train.precision == "bf16";
@@ -287,13 +287,13 @@ void Trainer::setup_optimizer() {
   FT_LOG_INFO("kernels: attention {}; {}", model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
               fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
                           : "full logits + cross-entropy, composite RMSNorm and RoPE");
-  profiler_ = std::make_unique<StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
-                                             run_dir_ / "profile", rank_, device_);
-  GradScalerOptions scaler;
+  profiler_ = std::make_unique<metrics::StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
+                                                      run_dir_ / "profile", rank_, device_);
+  optim::GradScalerOptions scaler;
   scaler.enabled = fp16;
   scaler.init_scale = cfg_.train.loss_scale_init;
   scaler.growth_interval = cfg_.train.loss_scale_interval;
-  scaler_ = std::make_unique<GradScaler>(scaler, device_);
+  scaler_ = std::make_unique<optim::GradScaler>(scaler, device_);
 
   if (world_size_ > 1) {
     std::vector<at::Tensor> params;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint_store.h"
 #include "data/batch.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -16,17 +17,16 @@
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/zero.h"
+#include "metrics/metrics.h"
+#include "metrics/mfu.h"
+#include "metrics/profiler.h"
 #include "model/linear_cross_entropy.h"
 #include "model/transformer.h"
+#include "optim/clip.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
 #include "train/autocast.h"
-#include "train/checkpoint_store.h"
-#include "train/clip.h"
-#include "train/grad_scaler.h"
-#include "train/metrics.h"
-#include "train/mfu.h"
-#include "train/optimizer.h"
-#include "train/profiler.h"
-#include "train/scheduler.h"
 #include "util/fmt.h"
 #include "util/signals.h"
 
@@ -175,7 +175,7 @@ Trainer::StepOutput Trainer::train_step() {
   // fp16 adds the scaler's check of the unscaled gradients.
   at::Tensor found_inf;  // F32 [] 0 or 1
   if (auto scaler_inf = scaler_->unscale_(grads)) found_inf = *scaler_inf;
-  out.grad_norm = clip_grad_norm_(grads, cfg_.train.grad_clip);
+  out.grad_norm = optim::clip_grad_norm_(grads, cfg_.train.grad_clip);
   const at::Tensor bad_norm = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
   found_inf = found_inf.defined() ? at::maximum(found_inf, bad_norm) : bad_norm;
   optimizer_->step(std::nullopt, found_inf);
@@ -266,7 +266,7 @@ ExitCode Trainer::run() {
       m["skipped_steps"] = nan_skips_ + scaler_->skipped_steps();
       m["peak_memory_gib"] = peak_memory_gib(device_);
       if (device_.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(device_, /*reserved=*/true);
-      if (peak_tflops_ > 0) m["mfu"] = mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
+      if (peak_tflops_ > 0) m["mfu"] = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
       if (rank_ == 0) {
         metrics_->log("train", step_, m);
         metrics_->progress(step_, m);

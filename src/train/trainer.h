@@ -31,14 +31,20 @@ namespace ft::model {
 class Transformer;
 }
 
-namespace ft::train {
-
+namespace ft::optim {
 class AdamW;
 class GradScaler;
-class MetricsLogger;
-class CheckpointStore;
 class LrSchedule;
+}  // namespace ft::optim
+namespace ft::ckpt {
+class CheckpointStore;
+}  // namespace ft::ckpt
+namespace ft::metrics {
+class MetricsLogger;
 class StepProfiler;
+}  // namespace ft::metrics
+
+namespace ft::train {
 
 // What one evaluation measured.
 struct EvalResult {
@@ -131,13 +137,13 @@ class Trainer {
   std::shared_ptr<model::Transformer> model_;
   std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<AdamW> optimizer_;  // with ZeRO-1, over this rank's own parameters only
-  std::vector<int> zero_owners_;      // ZeRO-1: owner rank of each trainable_ entry; empty without ZeRO-1
-  std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<GradScaler> scaler_;
-  std::unique_ptr<MetricsLogger> metrics_;
-  std::unique_ptr<CheckpointStore> checkpoints_;
-  std::unique_ptr<StepProfiler> profiler_;
+  std::unique_ptr<optim::AdamW> optimizer_;  // with ZeRO-1, over this rank's own parameters only
+  std::vector<int> zero_owners_;             // ZeRO-1: owner rank of each trainable_ entry; empty without ZeRO-1
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::GradScaler> scaler_;
+  std::unique_ptr<metrics::MetricsLogger> metrics_;
+  std::unique_ptr<ckpt::CheckpointStore> checkpoints_;
+  std::unique_ptr<metrics::StepProfiler> profiler_;
 
   // Precision.
   bool autocast_ = false;  // bf16 / fp16 autocast around forward

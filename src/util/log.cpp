@@ -36,7 +36,7 @@ spdlog::level::level_enum to_spdlog(Level level) {
 }
 
 // The console pattern around `body`. On a terminal each line first returns to column 0 and clears it, so a log line
-// replaces a progress bar drawn there (train/metrics.cpp) instead of being appended to it.
+// replaces a progress bar drawn there (metrics/metrics.cpp) instead of being appended to it.
 std::string console_pattern(const std::string& body) {
   static const bool tty = ::isatty(STDERR_FILENO) == 1;
   return (tty ? "\r\033[K" : "") + body;

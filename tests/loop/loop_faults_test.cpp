@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "loop/loop_support.h"
-#include "train/checkpoint_store.h"
+#include "ckpt/checkpoint_store.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -104,7 +104,7 @@ TEST_F(TrainLoopFaults, FullDiskWhileSavingKeepsThePreviousCheckpoint) {
       << "train.log ends with the error";
   // No step-000030 and no temporary directory: `resume: auto` finds step-000020, and it verifies.
   EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
-  const auto verified = train::CheckpointStore::verify(checkpoints / "step-000020");
+  const auto verified = ckpt::CheckpointStore::verify(checkpoints / "step-000020");
   EXPECT_TRUE(verified.ok) << verified.problem;
 
   const auto resumed = run(train_cmd(config, constant + "train.max_steps=40"));
@@ -151,7 +151,7 @@ TEST_F(TrainLoopFaults, KilledWorkerStopsTheRunAndResumeCompletes) {
   EXPECT_FALSE(alive(rank1));
   ASSERT_LT(logged_at_kill, 30) << "killed too late to test the step-20 checkpoint";
   EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
-  const auto verified = train::CheckpointStore::verify(checkpoints / "step-000020");
+  const auto verified = ckpt::CheckpointStore::verify(checkpoints / "step-000020");
   EXPECT_TRUE(verified.ok) << verified.problem;
 
   const auto resumed = run(train_cmd(config, two));

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/lora.h"
 #include "support/test_support.h"
 #include "util/error.h"

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/lora.h"
 #include "model/reference.h"
 #include "support/test_support.h"

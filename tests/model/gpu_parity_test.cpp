@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/reference.h"
 #include "support/test_support.h"

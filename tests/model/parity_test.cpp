@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/lora.h"
 #include "model/reference.h"

@@ -12,9 +12,9 @@
 
 #include "scratch_dir.h"
 #include "support/test_support.h"
-#include "train/checkpoint_store.h"
-#include "train/checksum.h"
-#include "train/rng_state.h"
+#include "ckpt/checkpoint_store.h"
+#include "util/checksum.h"
+#include "ckpt/rng_state.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 
@@ -22,7 +22,7 @@ namespace ft::test {
 namespace {
 
 namespace fs = std::filesystem;
-using train::CheckpointStore;
+using ckpt::CheckpointStore;
 
 fs::path save(CheckpointStore& store, int64_t step, std::optional<double> metric = std::nullopt,
               size_t model_bytes = 1000) {
@@ -58,7 +58,7 @@ TEST(CheckpointStore, CommitWritesManifestWithChecksumsAndRenames) {
   EXPECT_EQ(manifest["metric"], 0.5);
   EXPECT_EQ(manifest["extra"]["note"], "test");
   EXPECT_EQ(manifest["files"]["model.safetensors"]["size"], 1000);
-  train::Sha256 sha;
+  Sha256 sha;
   sha.update(std::string(1000, 'a' + 123 % 26));
   EXPECT_EQ(manifest["files"]["model.safetensors"]["sha256"], sha.hex_digest());
   EXPECT_TRUE(manifest["files"].contains("optimizer/state.json"));
@@ -224,7 +224,7 @@ TEST(CheckpointStore, CommitFailureRemovesTemporaryDirectory) {
 // checksum. verify() must refuse it without reading it, and find_latest_valid() must skip it.
 void list_in_manifest(const fs::path& ckpt, const std::string& rel, const fs::path& file) {
   auto manifest = nlohmann::json::parse(read_file(ckpt / "manifest.json"));
-  const auto digest = train::sha256_files({file}).at(0);
+  const auto digest = sha256_files({file}).at(0);
   manifest["files"][rel] = {{"size", digest.size}, {"sha256", digest.sha256}};
   ft::write_file(ckpt / "manifest.json", manifest.dump(2));
 }
@@ -283,13 +283,13 @@ TEST(CheckpointStore, UnlistedSymlinkLeavingTheCheckpointIsRejected) {
 }
 
 TEST(RngState, CaptureRestoreReplaysTheSameDraws) {
-  const auto saved = train::capture_rng_states();
+  const auto saved = ckpt::capture_rng_states();
   ASSERT_TRUE(saved.count("cpu"));
   EXPECT_EQ(saved.at("cpu").scalar_type(), at::kByte);
   const at::Tensor first = at::randn({16});
-  train::restore_rng_states(saved);
+  ckpt::restore_rng_states(saved);
   EXPECT_TRUE(at::equal(at::randn({16}), first));
-  EXPECT_THROW(train::restore_rng_states({}), Error);
+  EXPECT_THROW(ckpt::restore_rng_states({}), Error);
 }
 
 }  // namespace

@@ -5,14 +5,14 @@
 
 #include "scratch_dir.h"
 #include "support/test_support.h"
-#include "train/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
 namespace ft::test {
 namespace {
 
 std::string sha(const std::string& s, bool allow_hardware = true) {
-  train::Sha256 h(allow_hardware);
+  Sha256 h(allow_hardware);
   h.update(s);
   return h.hex_digest();
 }
@@ -21,7 +21,7 @@ std::string sha(const std::string& s, bool allow_hardware = true) {
 class Sha256Paths : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    if (GetParam() && !train::Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
+    if (GetParam() && !Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
   }
 };
 
@@ -31,7 +31,7 @@ TEST_P(Sha256Paths, MatchesFipsVectors) {
   EXPECT_EQ(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", GetParam()),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   // One million 'a', fed in uneven pieces to exercise the buffering and multi-block calls.
-  train::Sha256 h(GetParam());
+  Sha256 h(GetParam());
   const std::string chunk(997, 'a');
   size_t left = 1000000;
   while (left > 0) {
@@ -43,7 +43,7 @@ TEST_P(Sha256Paths, MatchesFipsVectors) {
 }
 
 TEST(Checksum, Sha256ExtensionsAgreeWithThePortablePathOnEveryLength) {
-  if (!train::Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
+  if (!Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
   std::string text;
   for (int i = 0; i < 4096 + 65; ++i) text += static_cast<char>((i * 131 + 7) % 256);
   for (size_t n = 0; n <= text.size(); n += (n < 300 ? 1 : 61)) {
@@ -60,7 +60,7 @@ TEST(Checksum, Sha256OfFileMatchesSha256OfBytes) {
   for (int i = 0; i < 100000; ++i) text += static_cast<char>(i * 31 % 251);
   write_file(dir / "f.bin", text);
   uint64_t size = 0;
-  EXPECT_EQ(train::sha256_file(dir / "f.bin", &size), sha(text));
+  EXPECT_EQ(sha256_file(dir / "f.bin", &size), sha(text));
   EXPECT_EQ(size, text.size());
 }
 
@@ -71,24 +71,24 @@ TEST(Checksum, Sha256OfManyFilesInParallelKeepsTheirOrderAndReportsAMissingOne) 
     paths.push_back(dir / ("f" + std::to_string(i)));
     write_file(paths.back(), std::string(static_cast<size_t>(1000 * i + 1), static_cast<char>('a' + i)));
   }
-  const auto digests = train::sha256_files(paths, 4);
+  const auto digests = sha256_files(paths, 4);
   ASSERT_EQ(digests.size(), paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     EXPECT_EQ(digests[i].sha256, sha(read_file(paths[i]))) << i;
     EXPECT_EQ(digests[i].size, 1000 * i + 1) << i;
   }
   paths.push_back(dir / "missing");
-  EXPECT_THROW(train::sha256_files(paths, 4), Error);
+  EXPECT_THROW(sha256_files(paths, 4), Error);
 }
 
 TEST(Checksum, CrcAndAdlerMatchCheckValues) {
   const std::string check = "123456789";
-  EXPECT_EQ(train::crc32c(check.data(), check.size()), 0xE3069283u);
-  EXPECT_EQ(train::crc32(check.data(), check.size()), 0xCBF43926u);
+  EXPECT_EQ(crc32c(check.data(), check.size()), 0xE3069283u);
+  EXPECT_EQ(crc32(check.data(), check.size()), 0xCBF43926u);
   // Incremental use gives the same result.
-  EXPECT_EQ(train::crc32(check.data() + 4, 5, train::crc32(check.data(), 4)), 0xCBF43926u);
+  EXPECT_EQ(crc32(check.data() + 4, 5, crc32(check.data(), 4)), 0xCBF43926u);
   const std::string wiki = "Wikipedia";
-  EXPECT_EQ(train::adler32(wiki.data(), wiki.size()), 0x11E60398u);
+  EXPECT_EQ(adler32(wiki.data(), wiki.size()), 0x11E60398u);
 }
 
 }  // namespace

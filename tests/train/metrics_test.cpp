@@ -5,8 +5,8 @@
 
 #include "scratch_dir.h"
 #include "support/test_support.h"
-#include "train/metrics.h"
-#include "train/mfu.h"
+#include "metrics/metrics.h"
+#include "metrics/mfu.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -15,13 +15,13 @@ namespace {
 TEST(MetricsLogger, WritesOneParseableObjectPerEventAndAppendsOnResume) {
   ScratchDir run;
   {
-    train::MetricsLogger log(run.path(), {false, "off", 10});
+    metrics::MetricsLogger log(run.path(), {false, "off", 10});
     log.log("train", 1, {{"loss", 2.5}, {"lr", 1e-4}, {"tokens_per_s", 1000.0}});
     log.log("train", 2, {{"loss", std::nan("")}});
     log.progress(2, {{"loss", 2.4}});
   }
   {
-    train::MetricsLogger log(run.path(), {false, "off", 10});
+    metrics::MetricsLogger log(run.path(), {false, "off", 10});
     log.log("eval", 3, {{"loss", 2.0}, {"perplexity", 7.389}});
   }
   std::ifstream in(run.path() / "metrics.jsonl");
@@ -35,49 +35,49 @@ TEST(MetricsLogger, WritesOneParseableObjectPerEventAndAppendsOnResume) {
   EXPECT_TRUE(lines[1]["loss"].is_null());  // NaN is not JSON
   EXPECT_EQ(lines[2]["event"], "eval");
   EXPECT_EQ(lines[2]["perplexity"], 7.389);
-  EXPECT_THROW(train::MetricsLogger(run.path(), {false, "sometimes", 1}), ConfigError);
+  EXPECT_THROW(metrics::MetricsLogger(run.path(), {false, "sometimes", 1}), ConfigError);
 }
 
 TEST(MetricsLogger, ProgressTextHasStepLossThroughputAndEta) {
-  const auto s = train::format_progress(12, 100, {{"loss", 2.34567}, {"tokens_per_s", 1234.4}, {"lr", 3e-4}}, 83.0);
+  const auto s = metrics::format_progress(12, 100, {{"loss", 2.34567}, {"tokens_per_s", 1234.4}, {"lr", 3e-4}}, 83.0);
   EXPECT_EQ(s, "step 12/100 | loss 2.3457 | lr 3.00e-04 | 1234 tok/s | ETA 1:23");
-  EXPECT_EQ(train::format_duration(3725), "1:02:05");
-  EXPECT_EQ(train::format_progress(3, 0, nlohmann::json::object(), -1), "step 3");
+  EXPECT_EQ(metrics::format_duration(3725), "1:02:05");
+  EXPECT_EQ(metrics::format_progress(3, 0, nlohmann::json::object(), -1), "step 3");
 }
 
 TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
   // Llama-2-7B has 6,738,415,616 parameters; minus the input embedding (32000*4096) and the 65 RMSNorm
   // weights of 4096 leaves the matmul weights.
-  train::FlopsModel m{32, 4096, 11008, 32000, 4096, 32, 32};
-  EXPECT_EQ(train::matmul_params(m), 6738415616LL - 32000LL * 4096 - 65LL * 4096);
-  EXPECT_DOUBLE_EQ(train::flops_per_token(m), 6.0 * train::matmul_params(m) + 12.0 * 32 * 4096 * 4096);
+  metrics::FlopsModel m{32, 4096, 11008, 32000, 4096, 32, 32};
+  EXPECT_EQ(metrics::matmul_params(m), 6738415616LL - 32000LL * 4096 - 65LL * 4096);
+  EXPECT_DOUBLE_EQ(metrics::flops_per_token(m), 6.0 * metrics::matmul_params(m) + 12.0 * 32 * 4096 * 4096);
   // Llama-3-8B with GQA (8 KV heads): 8,030,261,248 parameters, 128256 vocab, untied head.
-  train::FlopsModel l3{32, 4096, 14336, 128256, 8192, 32, 8};
-  EXPECT_EQ(train::matmul_params(l3), 8030261248LL - 128256LL * 4096 - 65LL * 4096);
+  metrics::FlopsModel l3{32, 4096, 14336, 128256, 8192, 32, 8};
+  EXPECT_EQ(metrics::matmul_params(l3), 8030261248LL - 128256LL * 4096 - 65LL * 4096);
 }
 
 TEST(Mfu, LoraCountsNoWeightGradientForTheFrozenBase) {
   // Llama-3-8B with r16 adapters on all 7 projections: 41,943,040 adapter parameters (PEFT's count).
-  train::FlopsModel m{32, 4096, 14336, 128256, 2048, 32, 8};
+  metrics::FlopsModel m{32, 4096, 14336, 128256, 2048, 32, 8};
   m.frozen_base = true;
   m.adapter_params = 41943040;
-  const double n = static_cast<double>(train::matmul_params(m));
-  EXPECT_DOUBLE_EQ(train::flops_per_token(m), 4.0 * n + 6.0 * 41943040 + 12.0 * 32 * 4096 * 2048);
+  const double n = static_cast<double>(metrics::matmul_params(m));
+  EXPECT_DOUBLE_EQ(metrics::flops_per_token(m), 4.0 * n + 6.0 * 41943040 + 12.0 * 32 * 4096 * 2048);
 }
 
 TEST(Mfu, PeakTableAndConfiguredOverride) {
-  EXPECT_EQ(train::peak_tflops("NVIDIA H200"), 989.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA H100 80GB HBM3"), 989.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA H100 PCIe"), 756.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA A100-SXM4-80GB"), 312.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA GH200 480GB"), 989.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA L40S"), 362.0);
-  EXPECT_EQ(train::peak_tflops("cpu"), 0.0);
-  EXPECT_EQ(train::peak_tflops("NVIDIA H200", 500.0), 500.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA H200"), 989.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA H100 80GB HBM3"), 989.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA H100 PCIe"), 756.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA A100-SXM4-80GB"), 312.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA GH200 480GB"), 989.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA L40S"), 362.0);
+  EXPECT_EQ(metrics::peak_tflops("cpu"), 0.0);
+  EXPECT_EQ(metrics::peak_tflops("NVIDIA H200", 500.0), 500.0);
   // 1000 tokens/s at 989 GFLOP per token is exactly one H200's 989 TFLOP/s; on two GPUs it is half.
-  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 1), 1.0);
-  EXPECT_DOUBLE_EQ(train::mfu(1000.0, 989e9, 989.0, 2), 0.5);
-  EXPECT_EQ(train::mfu(1000.0, 1e9, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(metrics::mfu(1000.0, 989e9, 989.0, 1), 1.0);
+  EXPECT_DOUBLE_EQ(metrics::mfu(1000.0, 989e9, 989.0, 2), 0.5);
+  EXPECT_EQ(metrics::mfu(1000.0, 1e9, 0.0), 0.0);
 }
 
 }  // namespace

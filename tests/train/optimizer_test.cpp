@@ -2,16 +2,16 @@
 #include <gtest/gtest.h>
 
 #include "reference.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "util/error.h"
 
 namespace ft::test {
 namespace {
 
-using train::AdamW;
-using train::AdamWOptions;
+using optim::AdamW;
+using optim::AdamWOptions;
 
-std::vector<train::NamedParam> make_params(at::Generator& gen) {
+std::vector<optim::NamedParam> make_params(at::Generator& gen) {
   auto p = [&](std::vector<int64_t> shape) { return at::randn(shape, gen, at::kFloat).requires_grad_(true); };
   return {{"model.layers.0.mlp.up_proj.weight", p({4, 3})},
           {"model.layers.0.input_layernorm.weight", p({5})},

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "reference.h"
-#include "train/clip.h"
-#include "train/grad_scaler.h"
-#include "train/optimizer.h"
+#include "optim/clip.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -14,11 +14,11 @@ namespace {
 
 TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  std::vector<train::NamedParam> params = {{"a.weight", at::randn({3, 4}, gen, at::kFloat).requires_grad_(true)},
+  std::vector<optim::NamedParam> params = {{"a.weight", at::randn({3, 4}, gen, at::kFloat).requires_grad_(true)},
                                            {"b.weight", at::randn({5}, gen, at::kFloat).requires_grad_(true)}};
   nlohmann::json in;
   for (auto& [n, p] : params) in["params"].push_back(to_json(p));
-  train::AdamWOptions opts;
+  optim::AdamWOptions opts;
   opts.lr = 1e-2;
   opts.weight_decay = 0.05;
   opts.decay_norms_and_biases = true;
@@ -30,8 +30,8 @@ TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
   // Steps 2 (inf), 6 (nan) and 7 (inf) overflow; steps 0-1, 3-5, 8-13 are clean, so the scale grows twice.
   in["inject"] = {{2, 0, 5, "inf"}, {6, 1, 0, "nan"}, {7, 0, 0, "-inf"}};
   const int kSteps = 14;
-  train::AdamW opt(params, opts);
-  train::GradScaler scaler({true, 1024.0, 2.0, 0.5, 3}, at::kCPU);
+  optim::AdamW opt(params, opts);
+  optim::GradScaler scaler({true, 1024.0, 2.0, 0.5, 3}, at::kCPU);
   std::vector<double> scales, norms;
   std::vector<std::vector<at::Tensor>> after;
   for (int s = 0; s < kSteps; ++s) {
@@ -51,7 +51,7 @@ TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
     in["grads"].push_back(grads);
     auto found_inf = scaler.unscale_(gs);
     ASSERT_TRUE(found_inf.has_value());
-    norms.push_back(train::clip_grad_norm_(gs, 1.0).item<double>());
+    norms.push_back(optim::clip_grad_norm_(gs, 1.0).item<double>());
     opt.step(std::nullopt, found_inf);
     scaler.update();
     opt.zero_grad();
@@ -80,14 +80,14 @@ TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
 }
 
 TEST(GradScaler, DisabledIsIdentityAndStateRoundTrips) {
-  train::GradScaler off({false, 65536.0, 2.0, 0.5, 2000}, at::kCPU);
+  optim::GradScaler off({false, 65536.0, 2.0, 0.5, 2000}, at::kCPU);
   const at::Tensor loss = at::full({}, 3.0f);
   EXPECT_TRUE(off.scale(loss).equal(loss));
   EXPECT_FALSE(off.unscale_({at::ones({2})}).has_value());
   off.update();
   EXPECT_EQ(off.get_scale(), 1.0);
 
-  train::GradScaler on({true, 65536.0, 2.0, 0.5, 2000}, at::kCPU);
+  optim::GradScaler on({true, 65536.0, 2.0, 0.5, 2000}, at::kCPU);
   EXPECT_EQ(on.scale(loss).item<float>(), 3.0f * 65536.0f);
   auto g = at::full({4}, 65536.0f * 2.0f);
   on.unscale_({g});
@@ -95,7 +95,7 @@ TEST(GradScaler, DisabledIsIdentityAndStateRoundTrips) {
   EXPECT_THROW(on.unscale_({g}), Error);  // twice in one step
   on.update();
   EXPECT_THROW(on.update(), Error);       // update without unscale_
-  train::GradScaler restored({true, 8.0, 2.0, 0.5, 2000}, at::kCPU);
+  optim::GradScaler restored({true, 8.0, 2.0, 0.5, 2000}, at::kCPU);
   restored.load_state(on.state());
   EXPECT_EQ(restored.get_scale(), 65536.0);
   EXPECT_EQ(restored.state()["growth_tracker"], 1);
@@ -125,7 +125,7 @@ TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
     for (const auto& g : base) grads.push_back(g.clone());
     for (const auto& nf : cases[k].nonfinite)
       grads[static_cast<size_t>(nf[0])].view(-1)[static_cast<int64_t>(nf[1])] = nf[2];
-    const at::Tensor norm = train::clip_grad_norm_(grads, cases[k].max_norm);
+    const at::Tensor norm = optim::clip_grad_norm_(grads, cases[k].max_norm);
     EXPECT_EQ(norm.scalar_type(), at::kFloat);
     EXPECT_EQ(norm.dim(), 0);
     if (ref[k]["norm"].is_string()) {
@@ -137,7 +137,7 @@ TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
     for (size_t i = 0; i < grads.size(); ++i)
       EXPECT_LT(max_rel_diff(grads[i], from_json(ref[k]["grads"][i])), 1e-6) << "case " << k << " grad " << i;
   }
-  EXPECT_EQ(train::total_grad_norm({}).item<float>(), 0.0f);
+  EXPECT_EQ(optim::total_grad_norm({}).item<float>(), 0.0f);
 }
 
 }  // namespace

@@ -4,15 +4,15 @@
 #include <cmath>
 
 #include "reference.h"
-#include "train/scheduler.h"
+#include "optim/scheduler.h"
 #include "util/error.h"
 
 namespace ft::test {
 namespace {
 
-using train::LrSchedule;
-using train::ScheduleOptions;
-using train::ScheduleType;
+using optim::LrSchedule;
+using optim::ScheduleOptions;
+using optim::ScheduleType;
 
 TEST(LrSchedule, EveryStepMatchesTransformers) {
   struct Case {
@@ -28,7 +28,7 @@ TEST(LrSchedule, EveryStepMatchesTransformers) {
   std::vector<LrSchedule> schedules;
   for (const auto& c : cases) {
     ScheduleOptions o;
-    o.type = train::parse_schedule_type(c.type);
+    o.type = optim::parse_schedule_type(c.type);
     o.peak_lr = 3e-4;
     o.total_steps = c.total;
     o.warmup_steps = c.warmup_steps;
@@ -60,7 +60,7 @@ TEST(LrSchedule, EveryStepMatchesTransformers) {
 }
 
 TEST(LrSchedule, RejectsBadOptions) {
-  EXPECT_THROW(train::parse_schedule_type("exp"), ConfigError);
+  EXPECT_THROW(optim::parse_schedule_type("exp"), ConfigError);
   ScheduleOptions o;
   o.total_steps = 0;
   EXPECT_THROW(LrSchedule{o}, ConfigError);

@@ -7,10 +7,10 @@
 #include "reference.h"
 #include "scratch_dir.h"
 #include "support/test_support.h"
-#include "train/checksum.h"
-#include "train/metrics.h"
-#include "train/plot.h"
-#include "train/png.h"
+#include "util/checksum.h"
+#include "metrics/metrics.h"
+#include "metrics/plot.h"
+#include "metrics/png.h"
 
 namespace ft::test {
 namespace {
@@ -19,7 +19,7 @@ TEST(TensorBoard, EventFileParsesWithValidCrcsAndValues) {
   ScratchDir run;
   std::filesystem::path file;
   {
-    train::MetricsLogger log(run.path(), {true, "off", 5});
+    metrics::MetricsLogger log(run.path(), {true, "off", 5});
     for (int step = 1; step <= 5; ++step)
       log.log("train", step, {{"loss", 3.0 / step}, {"lr", 1e-4 * step}, {"note", "text is not a scalar"}});
     log.log("eval", 5, {{"loss", 0.75}});
@@ -57,10 +57,10 @@ TEST(Plot, PngDecodesWithRightSizeAndDrawnCurves) {
       if (step % 50 == 0) m << nlohmann::json{{"event", "eval"}, {"step", step}, {"loss", 1.0}}.dump() << "\n";
     }
   }
-  const auto series = train::read_metric_series(run / "metrics.jsonl");
+  const auto series = metrics::read_metric_series(run / "metrics.jsonl");
   EXPECT_EQ(series.train_loss.size(), 200u);
   EXPECT_EQ(series.eval_loss.size(), 4u);
-  const auto info = train::plot_metrics(series, run / "plot.png", "test run");
+  const auto info = metrics::plot_metrics(series, run / "plot.png", "test run");
   EXPECT_EQ(info.points, 200u * 3 + 4);
   const auto png = run_reference("png", {{"path", (run / "plot.png").string()}});
   ASSERT_FALSE(png.is_null());
@@ -96,13 +96,13 @@ TEST(Png, ZlibStreamRoundTripsThroughPython) {
   std::vector<uint8_t> rgb(64 * 48 * 3);
   for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i < rgb.size() / 2 ? (i * 7919) % 251 : 200);
   ScratchDir dir;
-  train::write_png_rgb(dir / "t.png", 64, 48, rgb);
+  metrics::write_png_rgb(dir / "t.png", 64, 48, rgb);
   const auto png = run_reference("png", {{"path", (dir / "t.png").string()}});
   ASSERT_FALSE(png.is_null());
   EXPECT_EQ(png["width"], 64);
   EXPECT_EQ(png["height"], 48);
   EXPECT_EQ(png["filters"], nlohmann::json({0}));
-  train::Sha256 sha;
+  Sha256 sha;
   sha.update(rgb.data(), rgb.size());
   EXPECT_EQ(png["pixels_sha256"], sha.hex_digest());  // the decoded pixels are exactly ours
 }

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/tensorboard.h"
+#include "metrics/tensorboard.h"
 
-namespace ft::train {
+namespace ft::metrics {
 
 struct MetricsOptions {
   bool tensorboard = false;        // also write <run_dir>/tb/events.out.tfevents.*
@@ -62,4 +62,4 @@ std::string format_progress(int64_t step, int64_t total, const nlohmann::json& f
 // "1:02:03" / "2:03" for seconds.
 std::string format_duration(double seconds);
 
-}  // namespace ft::train
+}  // namespace ft::metrics

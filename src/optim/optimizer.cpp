@@ -1,4 +1,4 @@
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <c10/core/GradMode.h>
@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::optim {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -183,4 +183,4 @@ void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
   state_ = std::move(loaded);
 }
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -1,4 +1,4 @@
-#include "train/grad_scaler.h"
+#include "optim/grad_scaler.h"
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace ft::train {
+namespace ft::optim {
 
 GradScaler::GradScaler(const GradScalerOptions& opts, at::Device device) : opts_(opts), device_(device) {
   if (!(opts.init_scale > 0.0) || !(opts.growth_factor > 1.0) || !(opts.backoff_factor > 0.0 && opts.backoff_factor < 1.0) ||
@@ -96,4 +96,4 @@ void GradScaler::load_state(const nlohmann::json& state) {
   found_inf_ = at::Tensor();
 }
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-namespace ft::train {
+namespace ft::metrics {
 
 // Wire encodings, exposed for tests.
 // tensorflow.Event{wall_time = 1 (double), step = 2 (int64), file_version = 3 (string)}.
@@ -32,4 +32,4 @@ class TensorBoardWriter {
   std::ofstream out_;
 };
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -1,4 +1,4 @@
-#include "train/plot.h"
+#include "metrics/plot.h"
 
 #include <algorithm>
 #include <array>
@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/png.h"
+#include "metrics/png.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::metrics {
 namespace {
 
 using Points = std::vector<std::pair<double, double>>;
@@ -299,4 +299,4 @@ PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::file
   return info;
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

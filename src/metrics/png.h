@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ft::train {
+namespace ft::metrics {
 
 // A complete zlib stream (RFC 1950) of `raw`, deflate-compressed (RFC 1951, fixed Huffman codes).
 std::string zlib_compress(std::string_view raw);
@@ -19,4 +19,4 @@ std::string encode_png_rgb(int width, int height, const std::vector<uint8_t>& rg
 // Writes encode_png_rgb() to `path`; throws ft::Error when the file cannot be written.
 void write_png_rgb(const std::filesystem::path& path, int width, int height, const std::vector<uint8_t>& rgb);
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-namespace ft::train {
+namespace ft::optim {
 
 struct GradScalerOptions {
   bool enabled = true;           // false: scale() is the identity, unscale_() returns nullopt, update() does nothing
@@ -63,4 +63,4 @@ class GradScaler {
   at::Tensor found_inf_;       // F32 []: of the last unscale_, undefined after update()
 };
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -1,4 +1,4 @@
-#include "train/profiler.h"
+#include "metrics/profiler.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -9,7 +9,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-namespace ft::train {
+namespace ft::metrics {
 namespace {
 
 namespace kineto = torch::autograd::profiler;
@@ -67,4 +67,4 @@ void StepProfiler::after_step(int64_t step) {
   FT_LOG_INFO("profiler: wrote {}", file.string());
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -1,4 +1,4 @@
-#include "model/checkpoint_io.h"
+#include "model/pretrained.h"
 
 #include <set>
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-namespace ft::train {
+namespace ft::optim {
 
 // The global L2 norm of `grads` (any dtypes/devices; undefined entries skipped), F32 [] on the first grad's
 // device. Per-(device, dtype) norms via at::_foreach_norm. Zero when there is no grad.
@@ -16,4 +16,4 @@ at::Tensor total_grad_norm(const std::vector<at::Tensor>& grads);
 // which a loss scaler or the caller's NaN policy handles); nothing throws and nothing syncs.
 at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& grads, double max_norm);
 
-}  // namespace ft::train
+}  // namespace ft::optim

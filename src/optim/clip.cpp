@@ -1,4 +1,4 @@
-#include "train/clip.h"
+#include "optim/clip.h"
 
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-namespace ft::train {
+namespace ft::optim {
 namespace {
 
 using Buckets = std::map<std::tuple<int, int, int>, std::vector<at::Tensor>>;
@@ -55,4 +55,4 @@ at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& grads, double max_norm
   return total;
 }
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -1,14 +1,14 @@
-#include "train/tensorboard.h"
+#include "metrics/tensorboard.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 
-#include "train/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
-namespace ft::train {
+namespace ft::metrics {
 namespace {
 
 void put_varint(std::string& out, uint64_t v) {
@@ -105,4 +105,4 @@ void TensorBoardWriter::flush() {
   if (!out_) throw Error("write error on TensorBoard event file '" + path_.string() + "'", "check free disk space");
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "metrics/metrics.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::metrics {
 namespace {
 
 double unix_now() {
@@ -107,4 +107,4 @@ void MetricsLogger::finish() {
   }
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

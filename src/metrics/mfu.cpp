@@ -1,11 +1,11 @@
-#include "train/mfu.h"
+#include "metrics/mfu.h"
 
 #include <algorithm>
 #include <cctype>
 #include <utility>
 #include <vector>
 
-namespace ft::train {
+namespace ft::metrics {
 
 int64_t matmul_params(const FlopsModel& m) {
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
@@ -41,4 +41,4 @@ double mfu(double tokens_per_s, double flops, double peak_tflops_per_gpu, int n_
   return tokens_per_s * flops / (peak_tflops_per_gpu * 1e12 * n_gpus);
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ft::train {
+namespace ft::ckpt {
 
 struct CheckpointInfo {
   std::filesystem::path path;  // <run_dir>/checkpoints/step-000123
@@ -72,4 +72,4 @@ class CheckpointStore {
 // fsync of a directory (so a rename or a new entry is durable). Throws ft::Error on failure.
 void fsync_dir(const std::filesystem::path& dir);
 
-}  // namespace ft::train
+}  // namespace ft::ckpt

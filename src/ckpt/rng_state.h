@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-namespace ft::train {
+namespace ft::ckpt {
 
 // Copies of the current generator states (U8 [n] on the CPU each).
 std::map<std::string, at::Tensor> capture_rng_states();
@@ -17,4 +17,4 @@ std::map<std::string, at::Tensor> capture_rng_states();
 // saved state keep their current state with a warning.
 void restore_rng_states(const std::map<std::string, at::Tensor>& states);
 
-}  // namespace ft::train
+}  // namespace ft::ckpt

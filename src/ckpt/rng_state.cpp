@@ -1,4 +1,4 @@
-#include "train/rng_state.h"
+#include "ckpt/rng_state.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
@@ -9,7 +9,7 @@
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::ckpt {
 namespace {
 
 int cuda_devices() {
@@ -70,4 +70,4 @@ void restore_rng_states(const std::map<std::string, at::Tensor>& states) {
       FT_LOG_WARN("no saved RNG state for cuda:{}; its generator keeps its current state", i);
 }
 
-}  // namespace ft::train
+}  // namespace ft::ckpt

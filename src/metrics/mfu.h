@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ft::train {
+namespace ft::metrics {
 
 struct FlopsModel {
   int64_t n_layers = 0;
@@ -41,4 +41,4 @@ double peak_tflops(const std::string& device_name, double configured = 0.0);
 // tokens_per_s * flops_per_token / (peak_tflops * 1e12 * n_gpus); 0 when the peak is unknown.
 double mfu(double tokens_per_s, double flops_per_token, double peak_tflops_per_gpu, int n_gpus = 1);
 
-}  // namespace ft::train
+}  // namespace ft::metrics

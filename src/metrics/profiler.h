@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 
-namespace ft::train {
+namespace ft::metrics {
 
 class StepProfiler {
  public:
@@ -29,4 +29,4 @@ class StepProfiler {
   bool active_ = false;
 };
 
-}  // namespace ft::train
+}  // namespace ft::metrics

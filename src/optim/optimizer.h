@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace ft::train {
+namespace ft::optim {
 
 struct AdamWOptions {
   double lr = 3e-4;
@@ -79,4 +79,4 @@ class AdamW {
   std::map<std::string, State> state_;
 };
 
-}  // namespace ft::train
+}  // namespace ft::optim

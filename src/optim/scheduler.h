@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ft::train {
+namespace ft::optim {
 
 enum class ScheduleType { kConstant, kLinear, kCosine, kWsd };
 
@@ -49,4 +49,4 @@ class LrSchedule {
   int64_t stable_ = 0;
 };
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ft::train {
+namespace ft {
 
 // Incremental SHA-256 (FIPS 180-4). On x86-64 CPUs with the SHA extensions (Intel since Ice Lake, every AMD Zen)
 // the block function uses them (about 5x faster); otherwise, or with allow_hardware = false, portable C++.
@@ -53,4 +53,4 @@ uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
 // Adler-32 (zlib), continuing from `adler` (1 to start).
 uint32_t adler32(const void* data, size_t size, uint32_t adler = 1);
 
-}  // namespace ft::train
+}  // namespace ft

@@ -1,4 +1,4 @@
-#include "train/checksum.h"
+#include "util/checksum.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -16,7 +16,7 @@
 
 #include "util/error.h"
 
-namespace ft::train {
+namespace ft {
 namespace {
 
 constexpr std::array<uint32_t, 64> kK = {
@@ -266,4 +266,4 @@ uint32_t adler32(const void* data, size_t size, uint32_t adler) {
   return (b << 16) | a;
 }
 
-}  // namespace ft::train
+}  // namespace ft

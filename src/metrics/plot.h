@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace ft::train {
+namespace ft::metrics {
 
 // The curves plot_metrics() draws, read from metrics.jsonl lines:
 //   train loss / lr / tokens/s: lines whose "event" is not "eval", fields "loss", "lr", "tokens_per_s";
@@ -43,4 +43,4 @@ struct LabeledSeries {
 PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::filesystem::path& png_out,
                          const std::string& title);
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -1,12 +1,12 @@
-#include "train/png.h"
+#include "metrics/png.h"
 
 #include <array>
 #include <fstream>
 
-#include "train/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
-namespace ft::train {
+namespace ft::metrics {
 namespace {
 
 constexpr std::array<int, 29> kLenBase = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
@@ -157,4 +157,4 @@ void write_png_rgb(const std::filesystem::path& path, int width, int height, con
   if (!out) throw Error("cannot write '" + path.string() + "'", "check the --out path and free disk space");
 }
 
-}  // namespace ft::train
+}  // namespace ft::metrics

@@ -1,4 +1,4 @@
-#include "train/scheduler.h"
+#include "optim/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::optim {
 
 ScheduleType parse_schedule_type(const std::string& name) {
   if (name == "constant") return ScheduleType::kConstant;
@@ -69,4 +69,4 @@ double LrSchedule::factor_at(int64_t step) const {
   return 1.0;
 }
 
-}  // namespace ft::train
+}  // namespace ft::optim

@@ -1,4 +1,4 @@
-#include "train/checkpoint_store.h"
+#include "ckpt/checkpoint_store.h"
 #include "util/fs.h"
 
 #include <fcntl.h>
@@ -15,12 +15,12 @@
 #include <set>
 
 #include "io/safe_path.h"
-#include "train/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
 
-namespace ft::train {
+namespace ft::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
@@ -295,4 +295,4 @@ std::optional<CheckpointInfo> CheckpointStore::find_latest_valid(const fs::path&
   return std::nullopt;
 }
 
-}  // namespace ft::train
+}  // namespace ft::ckpt
