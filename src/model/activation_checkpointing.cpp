@@ -8,6 +8,7 @@
 #include <optional>
 #include <tuple>
 
+#include "model/mode_guards.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -30,39 +31,12 @@ struct AutocastState {
     s.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
     return s;
   }
-  void apply() const {
-    at::autocast::set_autocast_enabled(at::kCPU, cpu);
-    at::autocast::set_autocast_enabled(at::kCUDA, cuda);
-    at::autocast::set_autocast_dtype(at::kCPU, cpu_dtype);
-    at::autocast::set_autocast_dtype(at::kCUDA, cuda_dtype);
-  }
-};
-
-// RAII: puts the given autocast state in place, restores the current one on exit (also on exceptions).
-class AutocastScope {
- public:
-  explicit AutocastScope(const AutocastState& s) : saved_(AutocastState::capture()) {
-    s.apply();
-    if (s.cpu || s.cuda) at::autocast::increment_nesting();
-    nested_ = s.cpu || s.cuda;
-  }
-  ~AutocastScope() {
-    if (nested_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    saved_.apply();
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  AutocastState saved_;
-  bool nested_ = false;
 };
 
 // RAII: swaps in a saved generator state (CPU and, for CUDA inputs, the device's), restores the current on exit.
 class RngScope {
  public:
-  RngScope(const at::Device& device, const at::Tensor& cpu_state, const at::Tensor& device_state)
-      : device_(device) {
+  RngScope(const at::Device& device, const at::Tensor& cpu_state, const at::Tensor& device_state) : device_(device) {
     at::Generator cpu = at::detail::getDefaultCPUGenerator();  // shares the default generator's state
     cpu_now_ = cpu.get_state();
     cpu.set_state(cpu_state);
@@ -145,7 +119,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     {
       at::AutoGradMode grad_on(true);
       RngScope rng(h.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
-      AutocastScope autocast(ac);
+      AutocastGuard cpu_autocast(at::kCPU, ac.cpu_dtype, ac.cpu);
+      AutocastGuard cuda_autocast(at::kCUDA, ac.cuda_dtype, ac.cuda);
       AttentionMask mask;
       mask.causal = causal;
       if (ctx->saved_data.count("mask")) mask.mask = ctx->saved_data["mask"].toTensor();

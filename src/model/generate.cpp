@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/mode_guards.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -34,8 +35,7 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
                   std::to_string(model.args().vocab_size) + ")");
     }
   }
-  const bool was_training = model.is_training();
-  model.eval();
+  EvalModeGuard eval_mode(model);
   at::NoGradGuard no_grad;
   const at::Device device = model.parameters().front().device();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
@@ -49,7 +49,6 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
     if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) break;
     input = at::full({1, 1}, next, at::TensorOptions().dtype(at::kLong).device(device));
   }
-  model.train(was_training);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "model/mode_guards.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -183,7 +184,8 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   const int64_t past = cache != nullptr ? cache->length : 0;
   if (segment_ids.defined()) {
     FT_CHECK(past == 0, "Transformer::forward: segment_ids (packing) cannot be combined with a non-empty KV cache");
-    FT_CHECK(segment_ids.sizes() == input_ids.sizes(), "Transformer::forward: segment_ids must be [B, T] like input_ids");
+    FT_CHECK(segment_ids.sizes() == input_ids.sizes(),
+             "Transformer::forward: segment_ids must be [B, T] like input_ids");
   }
   at::Tensor positions = position_ids;
   if (!positions.defined()) {
@@ -194,11 +196,8 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   at::Tensor cos, sin;
   {
     // transformers computes the rotary tables in F32 with autocast off.
-    const auto dev = input_ids.device().type();
-    const bool autocast_was_on = at::autocast::is_autocast_enabled(dev);
-    at::autocast::set_autocast_enabled(dev, false);
+    const auto no_autocast = AutocastGuard::off(input_ids.device().type());
     std::tie(cos, sin) = rotary_.cos_sin(positions);
-    at::autocast::set_autocast_enabled(dev, autocast_was_on);
   }
   const auto dev = input_ids.device();
   const auto compute_dtype = at::autocast::is_autocast_enabled(dev.type())

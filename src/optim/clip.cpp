@@ -5,20 +5,17 @@
 #include <c10/core/GradMode.h>
 
 #include <map>
-#include <tuple>
+
+#include "optim/tensor_groups.h"
 
 namespace ft::optim {
 namespace {
 
-using Buckets = std::map<std::tuple<int, int, int>, std::vector<at::Tensor>>;
+using Buckets = std::map<GroupKey, std::vector<at::Tensor>>;  // grads by device and dtype
 
 Buckets bucket(const std::vector<at::Tensor>& grads) {
   Buckets out;
-  for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    out[{static_cast<int>(g.device().type()), static_cast<int>(g.device().index()), static_cast<int>(g.scalar_type())}]
-        .push_back(g);
-  }
+  for (const auto& [key, indices] : group_by_device(grads, /*by_dtype=*/true)) out[key] = pick(grads, indices);
   return out;
 }
 

@@ -7,15 +7,17 @@
 #include <map>
 #include <utility>
 
+#include "optim/tensor_groups.h"
 #include "util/error.h"
 
 namespace ft::optim {
 
 GradScaler::GradScaler(const GradScalerOptions& opts, at::Device device) : opts_(opts), device_(device) {
-  if (!(opts.init_scale > 0.0) || !(opts.growth_factor > 1.0) || !(opts.backoff_factor > 0.0 && opts.backoff_factor < 1.0) ||
-      opts.growth_interval <= 0)
-    throw ConfigError("loss scaler: invalid settings (init scale > 0, growth factor > 1, backoff in (0, 1), interval > 0)",
-                      "check train.loss_scale_init and train.loss_scale_interval");
+  if (!(opts.init_scale > 0.0) || !(opts.growth_factor > 1.0) ||
+      !(opts.backoff_factor > 0.0 && opts.backoff_factor < 1.0) || opts.growth_interval <= 0)
+    throw ConfigError(
+        "loss scaler: invalid settings (init scale > 0, growth factor > 1, backoff in (0, 1), interval > 0)",
+        "check train.loss_scale_init and train.loss_scale_interval");
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   scale_ = at::full({}, opts.init_scale, f32);
   growth_tracker_ = at::zeros({}, f32.dtype(at::kInt));
@@ -35,12 +37,8 @@ std::optional<at::Tensor> GradScaler::unscale_(const std::vector<at::Tensor>& gr
   const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   found_inf_ = at::zeros({}, scale_.options());
   // The kernel wants grads of one device per call; their found_infs are summed into ours.
-  std::map<std::pair<int, int>, std::vector<at::Tensor>> by_device;
-  for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    by_device[{static_cast<int>(g.device().type()), static_cast<int>(g.device().index())}].push_back(g);
-  }
-  for (auto& [key, list] : by_device) {
+  for (const auto& [key, indices] : group_by_device(grads, /*by_dtype=*/false)) {
+    std::vector<at::Tensor> list = pick(grads, indices);
     const at::Device dev = list.front().device();
     if (dev == device_) {
       at::_amp_foreach_non_finite_check_and_unscale_(list, found_inf_, inv_scale);
@@ -65,9 +63,13 @@ void GradScaler::update() {
   found_inf_ = at::Tensor();
 }
 
-double GradScaler::get_scale() const { return opts_.enabled ? scale_.item<double>() : 1.0; }
+double GradScaler::get_scale() const {
+  return opts_.enabled ? scale_.item<double>() : 1.0;
+}
 
-int64_t GradScaler::skipped_steps() const { return skipped_.item<int64_t>(); }
+int64_t GradScaler::skipped_steps() const {
+  return skipped_.item<int64_t>();
+}
 
 nlohmann::json GradScaler::state() const {
   return {{"enabled", opts_.enabled},

@@ -1,13 +1,14 @@
 #include "optim/optimizer.h"
 
 #include <ATen/ops/_foreach_add.h>
-#include <c10/core/GradMode.h>
 #include <ATen/ops/_foreach_sub.h>
 #include <ATen/ops/_fused_adamw.h>
+#include <c10/core/GradMode.h>
 
 #include <set>
 #include <tuple>
 
+#include "optim/tensor_groups.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -18,7 +19,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string shape_str(const at::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ", ")); }
+std::string shape_str(const at::Tensor& t) {
+  return fmt::format("{}", fmt::join(t.sizes(), ", "));
+}
 
 }  // namespace
 
@@ -51,7 +54,8 @@ void AdamW::validate() {
                       "optimizer.betas must lie in [0, 1) and optimizer.eps must be >= 0");
   std::set<std::string> seen;
   for (const auto& g : groups_) {
-    FT_CHECK(g.names.size() == g.params.size(), "AdamW: group '" + g.label + "' has names and params of different sizes");
+    FT_CHECK(g.names.size() == g.params.size(),
+             "AdamW: group '" + g.label + "' has names and params of different sizes");
     for (size_t i = 0; i < g.params.size(); ++i) {
       if (!seen.insert(g.names[i]).second)
         throw Error("AdamW: parameter '" + g.names[i] + "' appears twice", "pass every parameter once");
@@ -77,23 +81,27 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
     struct Bucket {
       std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     };
-    std::map<std::tuple<int, int, int>, Bucket> buckets;
+    std::vector<at::Tensor> with_grad(g.params.size());  // the parameters that have a gradient, else undefined
     for (size_t i = 0; i < g.params.size(); ++i) {
-      const at::Tensor& p = g.params[i];
-      const at::Tensor& grad = p.grad();
+      const at::Tensor& grad = g.params[i].grad();
       if (!grad.defined()) continue;
       if (grad.is_sparse()) throw Error("AdamW: parameter '" + g.names[i] + "' has a sparse gradient (unsupported)");
-      State& s = state_for(g.names[i], p);
-      auto key = std::make_tuple(static_cast<int>(p.device().type()), static_cast<int>(p.device().index()),
-                                 static_cast<int>(p.scalar_type()));
-      Bucket& b = buckets[key];
-      b.params.push_back(p);
-      b.grads.push_back(grad);
-      b.exp_avgs.push_back(s.exp_avg);
-      b.exp_avg_sqs.push_back(s.exp_avg_sq);
-      b.steps.push_back(s.step);
+      with_grad[i] = g.params[i];
     }
-    for (auto& [key, b] : buckets) {
+    std::vector<Bucket> buckets;
+    for (const auto& [key, indices] : group_by_device(with_grad, /*by_dtype=*/true)) {
+      Bucket& b = buckets.emplace_back();
+      for (size_t i : indices) {
+        const at::Tensor& p = g.params[i];
+        State& s = state_for(g.names[i], p);
+        b.params.push_back(p);
+        b.grads.push_back(p.grad());
+        b.exp_avgs.push_back(s.exp_avg);
+        b.exp_avg_sqs.push_back(s.exp_avg_sq);
+        b.steps.push_back(s.step);
+      }
+    }
+    for (auto& b : buckets) {
       const at::Device device = b.params.front().device();
       std::optional<at::Tensor> scale_here, inf_here;
       if (grad_scale) scale_here = grad_scale->to(device, at::kFloat, /*non_blocking=*/true);

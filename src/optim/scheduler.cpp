@@ -25,9 +25,11 @@ LrSchedule::LrSchedule(const ScheduleOptions& opts) : opts_(opts) {
                                   opts.warmup_ratio),
                       "warmup_steps must be >= 0 and warmup_ratio in [0, 1]");
   if (opts.min_lr_ratio < 0.0 || opts.min_lr_ratio > 1.0)
-    throw ConfigError(fmt::format("scheduler.min_lr_ratio = {} out of range", opts.min_lr_ratio), "use a value in [0, 1]");
+    throw ConfigError(fmt::format("scheduler.min_lr_ratio = {} out of range", opts.min_lr_ratio),
+                      "use a value in [0, 1]");
   if (opts.decay_ratio < 0.0 || opts.decay_ratio > 1.0)
-    throw ConfigError(fmt::format("scheduler.decay_ratio = {} out of range", opts.decay_ratio), "use a value in [0, 1]");
+    throw ConfigError(fmt::format("scheduler.decay_ratio = {} out of range", opts.decay_ratio),
+                      "use a value in [0, 1]");
   warmup_ = opts.warmup_steps > 0
                 ? opts.warmup_steps
                 : static_cast<int64_t>(std::ceil(static_cast<double>(opts.total_steps) * opts.warmup_ratio));

@@ -13,25 +13,13 @@
 #include "dist/comm.h"
 #include "metrics/metrics.h"
 #include "model/generate.h"
+#include "model/mode_guards.h"
 #include "model/transformer.h"
-#include "train/autocast.h"
 #include "train/trainer.h"
 #include "util/fmt.h"
 
 namespace ft::train {
 namespace {
-
-// Eval mode for the scope (no dropout), back to train mode after.
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(torch::nn::Module& module) : module_(module) { module_.eval(); }
-  ~EvalModeGuard() { module_.train(); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  torch::nn::Module& module_;
-};
 
 // Greedy generation settings of evaluation: stops at any EOS id of config.json or the tokenizer, as
 // `finetune generate` does (a chat model ends its turn with its own end-of-turn id).
@@ -62,7 +50,7 @@ std::string one_line(std::string text) {
 EvalResult Trainer::evaluate() {
   EvalResult result;
   if (!eval_set_) return result;
-  EvalModeGuard eval_mode(*model_);
+  model::EvalModeGuard eval_mode(*model_);
   at::NoGradGuard no_grad;
 
   data::DataLoader loader(eval_set_, loader_options(/*shuffle=*/false));
@@ -88,7 +76,7 @@ EvalResult Trainer::evaluate() {
       const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
       std::vector<int64_t> generated;
       {
-        AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+        model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
         generated = model::generate(*model_, prompt_ids, gen);
       }
       if (data::exact_match(tokenizer_->decode(without_stop(generated, gen)), sample.completion)) ++correct;
@@ -142,7 +130,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
     }
     std::vector<int64_t> generated;
     {
-      AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
       generated = model::generate(*model_, prompt_ids, gen);
     }
     // A prompt given as turns is shown by its last (user) turn.

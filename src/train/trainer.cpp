@@ -21,12 +21,12 @@
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
 #include "model/linear_cross_entropy.h"
+#include "model/mode_guards.h"
 #include "model/transformer.h"
 #include "optim/clip.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
-#include "train/autocast.h"
 #include "util/fmt.h"
 #include "util/signals.h"
 
@@ -116,7 +116,7 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   if (fused_loss_) {
     at::Tensor hidden;  // [B, T, hidden]
     {
-      AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
       hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
     }
     return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
@@ -124,7 +124,7 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {
-    AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+    model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
     logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
   }
   const int64_t vocab = logits.size(-1);

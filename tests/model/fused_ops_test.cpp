@@ -11,6 +11,7 @@
 
 #include "model/layers.h"
 #include "model/linear_cross_entropy.h"
+#include "model/mode_guards.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "model/swiglu.h"
@@ -105,18 +106,6 @@ TEST(LinearCrossEntropy, GpuF16MatchesTheComposite) {
   EXPECT_LT(rel(got.dw, ref.dw), 1e-2);
 }
 
-// Autocast on `device` to `dtype` for a scope (the model tests do not link the trainer's guard).
-struct ScopedAutocast {
-  ScopedAutocast(c10::DeviceType device, at::ScalarType dtype) : device_(device) {
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::set_autocast_dtype(device_, dtype);
-  }
-  ~ScopedAutocast() {
-    at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(device_, false);
-  }
-  c10::DeviceType device_;
-};
 
 struct GroupRun {
   std::vector<at::Tensor> outputs;  // per layer [B, T, out_i], F32
@@ -147,8 +136,8 @@ GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, doub
   GroupRun run;
   at::Tensor loss = at::zeros({}, at::TensorOptions().device(device));
   {
-    std::unique_ptr<ScopedAutocast> guard;
-    if (autocast) guard = std::make_unique<ScopedAutocast>(device.type(), at::kBFloat16);
+    std::unique_ptr<model::AutocastGuard> guard;
+    if (autocast) guard = std::make_unique<model::AutocastGuard>(device.type(), at::kBFloat16, true);
     at::manual_seed(11);
     for (const at::Tensor& y : model::linear_group(x, ptrs, fused).outputs) {
       const at::Tensor yf = y.to(at::kFloat);
@@ -218,8 +207,8 @@ TEST(LinearGroup, AdaptersAddIntoTheBaseOutputWithoutCopySlices) {
   for (const bool autocast : {false, true}) {
     std::vector<model::Linear> layers = {model::Linear(48, 64, false), model::Linear(48, 16, false)};
     layers[0]->add_lora(4, 8.0, 0.0, gen);
-    std::unique_ptr<ScopedAutocast> guard;
-    if (autocast) guard = std::make_unique<ScopedAutocast>(at::kCPU, at::kBFloat16);
+    std::unique_ptr<model::AutocastGuard> guard;
+    if (autocast) guard = std::make_unique<model::AutocastGuard>(at::kCPU, at::kBFloat16, true);
     const auto out = model::linear_group(x, {layers[0].get(), layers[1].get()}, true).outputs;
     EXPECT_EQ(count_autograd_nodes(out[0].grad_fn(), "CopySlices"), 0) << autocast;
   }
@@ -340,7 +329,7 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
     auto run = [&](bool fused) {
       model->set_fused_kernels(fused);
       model->zero_grad();
-      ScopedAutocast autocast(c10::kCUDA, at::kBFloat16);
+      model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
       const at::Tensor logits = model->forward(ids).to(at::kFloat);
       // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
       EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? 2 * a.num_layers + 1 : 0) << (lora ? "lora" : "full");
@@ -381,7 +370,7 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     auto run = [&](bool ckpt) {
       model->set_activation_checkpointing(ckpt);
       model->zero_grad();
-      ScopedAutocast autocast(c10::kCUDA, at::kBFloat16);
+      model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
       const at::Tensor logits = model->forward(ids).to(at::kFloat);
       (logits * at::cos(logits.detach())).sum().backward();
       std::vector<at::Tensor> grads;
