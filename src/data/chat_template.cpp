@@ -2,24 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 #include "data/tokenizer.h"
 #include "data/util.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/fs.h"
 
 namespace ft::data {
 namespace {
-
-std::string read_all(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("cannot read " + file.string(), "check the model directory's permissions");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // obj[key] when it is a string, else "" (json::value() trips GCC 12's -Wnull-dereference).
 template <class Json>
@@ -38,13 +29,13 @@ bool inside(size_t pos, const std::vector<std::pair<size_t, size_t>>& spans) {
 std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path& dir) {
   if (dir.empty()) return std::nullopt;
   if (std::filesystem::exists(dir / "chat_template.jinja")) {
-    return ChatTemplateSource{read_all(dir / "chat_template.jinja"), dir / "chat_template.jinja"};
+    return ChatTemplateSource{read_text_file(dir / "chat_template.jinja"), dir / "chat_template.jinja"};
   }
   const auto config_file = dir / "tokenizer_config.json";
   if (!std::filesystem::exists(config_file)) return std::nullopt;
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(read_all(config_file));
+    config = nlohmann::json::parse(read_text_file(config_file));
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("cannot parse " + config_file.string() + ": " + e.what(), "fix or remove the file");
   }

@@ -1,11 +1,10 @@
 #include "model/args.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "util/error.h"
 #include "util/file_writer.h"
+#include "util/fs.h"
 
 namespace ft::model {
 namespace {
@@ -176,11 +175,10 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
 
 ModelArgs load_hf_config(const std::filesystem::path& model_dir) {
   const auto path = model_dir / "config.json";
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read " + path.string(), "--model must be a Hugging Face model directory");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hf_config(ss.str(), path.string());
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ConfigError("cannot read " + path.string(), "--model must be a Hugging Face model directory");
+  }
+  return parse_hf_config(read_text_file(path), path.string());
 }
 
 void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {

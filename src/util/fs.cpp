@@ -26,14 +26,14 @@ void remove_tree(const std::filesystem::path& path) {
   }
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
+std::string read_text_file(const std::filesystem::path& path, const std::string& hint) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path.string());
+  if (!in) throw Error("cannot read " + path.string(), hint);
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   in.seekg(0, std::ios::beg);
   std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
-  if (size > 0 && !in.read(text.data(), size)) throw Error("cannot read " + path.string());
+  if (size > 0 && !in.read(text.data(), size)) throw Error("cannot read " + path.string(), hint);
   return text;
 }
 

@@ -11,7 +11,8 @@ namespace ft {
 // followed. Throws ft::Error with the OS reason on failure.
 void remove_tree(const std::filesystem::path& path);
 
-// The whole file as bytes. Throws ft::Error naming the file when it cannot be read.
-std::string read_text_file(const std::filesystem::path& path);
+// The whole file as bytes. Throws ft::Error naming the file, with `hint`, when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path,
+                           const std::string& hint = "check that the file exists and is readable");
 
 }  // namespace ft
