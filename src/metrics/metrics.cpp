@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -24,7 +25,7 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}", s / 60, s % 60);
 }
 
-std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s) {
+std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s, double elapsed_s) {
   std::string s = total > 0 ? fmt::format("step {}/{}", step, total) : fmt::format("step {}", step);
   auto num = [&](const char* key) -> std::optional<double> {
     if (fields.is_object() && fields.contains(key) && fields[key].is_number()) return fields[key].get<double>();
@@ -34,8 +35,16 @@ std::string format_progress(int64_t step, int64_t total, const nlohmann::json& f
   if (auto v = num("lr")) s += fmt::format(" | lr {:.2e}", *v);
   if (auto v = num("grad_norm")) s += fmt::format(" | gnorm {:.3f}", *v);
   if (auto v = num("tokens_per_s")) s += fmt::format(" | {:.0f} tok/s", *v);
+  if (elapsed_s >= 0.0) s += " | " + format_duration(elapsed_s) + " elapsed";
   if (eta_s >= 0.0) s += " | ETA " + format_duration(eta_s);
   return s;
+}
+
+std::string format_bar(int64_t step, int64_t total, int width) {
+  const double frac = total > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0) : 0.0;
+  const int filled = static_cast<int>(frac * width);
+  return "[" + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), '.') +
+         "] " + fmt::format("{:3.0f}%", frac * 100.0);
 }
 
 MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const MetricsOptions& opts) : opts_(opts) {
@@ -51,7 +60,9 @@ MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const Metrics
   use_bar_ = opts.progress == "on" || (opts.progress == "auto" && ::isatty(STDERR_FILENO) == 1);
 }
 
-MetricsLogger::~MetricsLogger() { finish(); }
+MetricsLogger::~MetricsLogger() {
+  finish();
+}
 
 void MetricsLogger::log(const std::string& event, int64_t step, const nlohmann::json& fields) {
   const double now = unix_now();
@@ -72,8 +83,8 @@ void MetricsLogger::log(const std::string& event, int64_t step, const nlohmann::
   }
 }
 
-void MetricsLogger::progress(int64_t step, const nlohmann::json& fields) {
-  const auto now = std::chrono::steady_clock::now();
+std::string MetricsLogger::text(int64_t step, std::chrono::steady_clock::time_point now) {
+  // The ETA from the rate since the first step this process saw (a resumed run does not count earlier steps).
   if (!first_) first_ = std::make_pair(step, now);
   double eta = -1.0;
   const int64_t done = step - first_->first;
@@ -81,30 +92,36 @@ void MetricsLogger::progress(int64_t step, const nlohmann::json& fields) {
     const double per_step = std::chrono::duration<double>(now - first_->second).count() / static_cast<double>(done);
     eta = per_step * static_cast<double>(std::max<int64_t>(0, opts_.total_steps - step));
   }
-  const std::string text = format_progress(step, opts_.total_steps, fields, eta);
+  return format_progress(step, opts_.total_steps, last_fields_, eta,
+                         std::chrono::duration<double>(now - start_).count());
+}
+
+void MetricsLogger::progress(int64_t step, const nlohmann::json& fields) {
+  last_fields_ = fields.is_object() ? fields : nlohmann::json::object();
+  const std::string line = text(step, std::chrono::steady_clock::now());
   if (!use_bar_) {
-    FT_LOG_INFO("{}", text);
+    FT_LOG_INFO("{}", line);
     return;
   }
-  constexpr int kWidth = 24;
-  const double frac = opts_.total_steps > 0
-                          ? std::clamp(static_cast<double>(step) / static_cast<double>(opts_.total_steps), 0.0, 1.0)
-                          : 0.0;
-  const int filled = static_cast<int>(frac * kWidth);
-  std::string bar = "[" + std::string(static_cast<size_t>(filled), '#') +
-                    std::string(static_cast<size_t>(kWidth - filled), '.') + "]";
-  // \r redraws the line; \033[K clears what a longer previous line left behind.
-  std::fprintf(stderr, "\r%s %3.0f%% %s\033[K", bar.c_str(), frac * 100.0, text.c_str());
-  std::fflush(stderr);
+  log::write_to_files(log::Level::kInfo, line);
+  last_draw_ = {};  // show the new fields now
+  tick(step);
+}
+
+void MetricsLogger::tick(int64_t step) {
+  if (!use_bar_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const bool last = opts_.total_steps > 0 && step >= opts_.total_steps;
+  if (!last && now - last_draw_ < std::chrono::milliseconds(200)) return;
+  last_draw_ = now;
+  log::set_status(format_bar(step, opts_.total_steps) + " " + text(step, now));
   bar_drawn_ = true;
 }
 
 void MetricsLogger::finish() {
-  if (bar_drawn_) {
-    std::fputc('\n', stderr);
-    std::fflush(stderr);
-    bar_drawn_ = false;
-  }
+  if (!bar_drawn_) return;
+  log::end_status();
+  bar_drawn_ = false;
 }
 
 }  // namespace ft::metrics

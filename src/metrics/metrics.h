@@ -18,9 +18,9 @@
 namespace ft::metrics {
 
 struct MetricsOptions {
-  bool tensorboard = false;        // also write <run_dir>/tb/events.out.tfevents.*
-  std::string progress = "auto";   // auto (bar when stderr is a TTY) | on | off (plain lines)
-  int64_t total_steps = 0;         // for the bar and the ETA
+  bool tensorboard = false;       // also write <run_dir>/tb/events.out.tfevents.*
+  std::string progress = "auto";  // auto (bar when stderr is a TTY) | on | off (plain lines)
+  int64_t total_steps = 0;        // for the bar and the ETA
 };
 
 class MetricsLogger {
@@ -36,10 +36,14 @@ class MetricsLogger {
   // every numeric field also goes to TensorBoard as "<event>/<key>" (e.g. "train/loss", "eval/loss").
   void log(const std::string& event, int64_t step, const nlohmann::json& fields);
 
-  // Shows progress for `step` (1-based count of finished optimizer steps) with the optional fields "loss",
-  // "lr", "tokens_per_s" from `fields`: a redrawn bar on a terminal, else one log line.
+  // The log interval's progress for `step` (1-based count of finished optimizer steps) with the optional fields
+  // "loss", "lr", "grad_norm", "tokens_per_s" of `fields`: one line in the log (train.log, and the console when no
+  // bar is shown), and the bar's fields from now on.
   void progress(int64_t step, const nlohmann::json& fields);
-  // Ends the bar's line (called by the destructor too).
+  // Every step: redraws the bar (step/total, the last logged fields, elapsed, ETA) at most ~5 times a second and at
+  // the last step. No-op without a bar.
+  void tick(int64_t step);
+  // Leaves the last bar on screen and ends its line (called by the destructor too).
   void finish();
 
   bool bar_active() const { return use_bar_; }
@@ -53,12 +57,20 @@ class MetricsLogger {
   MetricsOptions opts_;
   bool use_bar_ = false;
   bool bar_drawn_ = false;
+  nlohmann::json last_fields_ = nlohmann::json::object();  // of the last progress() call, shown by the bar
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_draw_{};
   std::optional<std::pair<int64_t, std::chrono::steady_clock::time_point>> first_;  // step and time of the first call
+
+  std::string text(int64_t step, std::chrono::steady_clock::time_point now);  // the progress text at `step`
 };
 
 // The progress text (without the bar), e.g. "step 12/100 | loss 2.3456 | lr 3.00e-04 | 1234 tok/s | ETA 1:23".
-// eta_s < 0 leaves the ETA out. Exposed for tests.
-std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s);
+// eta_s < 0 leaves the ETA out, elapsed_s < 0 the elapsed time ("| 0:42 elapsed"). Exposed for tests.
+std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s,
+                            double elapsed_s = -1.0);
+// The bar drawn before the progress text: "[#####.....]  50%" for `step` of `total`.
+std::string format_bar(int64_t step, int64_t total, int width = 24);
 // "1:02:03" / "2:03" for seconds.
 std::string format_duration(double seconds);
 

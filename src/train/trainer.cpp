@@ -278,6 +278,7 @@ ExitCode Trainer::run() {
       wait_since_log = 0.0;
       loss_since_log.zero_();
     }
+    if (rank_ == 0) metrics_->tick(step_);
     if (cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0 && !last) {
       evaluate();
     }

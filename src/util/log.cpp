@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
+#include <string>
 
 namespace ft::log {
 namespace {
 
 std::atomic<Level> g_level{Level::kInfo};
+std::mutex g_status_mutex;
+std::string g_status;  // the status line on stderr, empty when none (guarded by g_status_mutex)
 std::atomic<int> g_rank{0};
 std::atomic<int> g_world{1};
 
@@ -93,7 +97,29 @@ int rank() {
 
 void write(Level l, std::string_view message) {
   if (!enabled(l)) return;
+  const std::lock_guard<std::mutex> lock(g_status_mutex);
+  if (!g_status.empty()) std::fputs("\r\033[K", stderr);  // a terminal's pattern clears too; a pipe needs it here
   logger()->log(to_spdlog(l), "{}", message);
+  if (!g_status.empty()) {
+    std::fputs(g_status.c_str(), stderr);
+    std::fflush(stderr);
+  }
+}
+
+void set_status(std::string_view line) {
+  const std::lock_guard<std::mutex> lock(g_status_mutex);
+  g_status.assign(line);
+  // \r returns to column 0, \033[K clears what a longer previous line left behind.
+  std::fprintf(stderr, "\r%s\033[K", g_status.c_str());
+  std::fflush(stderr);
+}
+
+void end_status() {
+  const std::lock_guard<std::mutex> lock(g_status_mutex);
+  if (g_status.empty()) return;
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+  g_status.clear();
 }
 
 void write_to_files(Level level, std::string_view message) {

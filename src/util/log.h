@@ -38,6 +38,12 @@ inline void error(std::string_view m) {
   write(Level::kError, m);
 }
 
+// A status line (a progress bar) kept at the bottom of stderr: drawn now, cleared before every console log line and
+// drawn again after it, so log lines scroll above it (as tqdm's bar). An empty line removes it; end_status() leaves
+// the last one on screen and moves to a new line.
+void set_status(std::string_view line);
+void end_status();
+
 // Also writes every line to `path` (appending), e.g. <run_dir>/train.log.
 void add_file_sink(const std::string& path);
 // Writes `message` to the file sinks only (the console already shows it), e.g. the final error of a run.

@@ -1,9 +1,12 @@
 // The run directory keeps what a person relies on: a refused resume names the settings that differ and leaves
 // config.yaml as it was, a resume with changed settings keeps the earlier config in config_history/, and running a
-// finished run again says so without rewriting its checkpoints or final model.
+// finished run again says so without rewriting its checkpoints or final model. On a terminal the progress bar stays at
+// the bottom while log lines scroll above it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "loop_support.h"
 #include "util/error.h"
@@ -53,6 +56,35 @@ TEST_F(TrainRunDir, FinishedRunRerunSaysItIsCompleteAndRewritesNothing) {
   EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000012"));
   EXPECT_EQ(read_file(run_dir / "config_history" / "1.yaml"), first_config);
   EXPECT_NE(read_file(run_dir / "config.yaml").find("max_steps: 12"), std::string::npos);
+}
+
+// The run under script(1), whose pseudo-terminal makes stderr a TTY (logging.progress: auto draws the bar there).
+TEST_F(TrainRunDir, ProgressBarOnATerminalRedrawsPerStepUnderTheLogLinesAndTrainLogGetsTheLossLines) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) is not installed";
+  const auto config = write_config("p");
+  const std::string cmd = train_cmd(config, "train.max_steps=20 logging.every_steps=5 logging.progress=auto");
+  const auto r = run("script -qefc " + shell_quote(cmd) + " /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const int step : {5, 10, 15, 20}) {
+    EXPECT_NE(r.output.find(std::to_string(step * 5) + "% step " + std::to_string(step) + "/20 | loss "),
+              std::string::npos)
+        << "no bar drawn at step " << step << ":\n"
+        << r.output;
+  }
+  EXPECT_NE(r.output.find(" elapsed | ETA "), std::string::npos) << r.output;
+  // A log line (the checkpoint at step 10) clears the bar's line, and the bar is drawn again below it.
+  const auto saved = r.output.find("checkpoint saved: ");
+  ASSERT_NE(saved, std::string::npos) << r.output;
+  const auto line_end = r.output.find('\n', saved);
+  ASSERT_NE(line_end, std::string::npos);
+  EXPECT_EQ(r.output.compare(line_end + 1, 1, "["), 0) << r.output.substr(saved, 300);
+  EXPECT_NE(r.output.rfind("\r\033[K", saved), std::string::npos);
+  // train.log has the interval's loss lines although the console showed a bar.
+  const std::string log = read_file(dir_ / "p" / "train.log");
+  for (const int step : {5, 10, 15, 20}) {
+    EXPECT_NE(log.find("step " + std::to_string(step) + "/20 | loss "), std::string::npos) << log;
+  }
+  EXPECT_EQ(log.find("[#"), std::string::npos) << "no bar in the log file";
 }
 
 }  // namespace

@@ -45,6 +45,14 @@ TEST(MetricsLogger, ProgressTextHasStepLossThroughputAndEta) {
   EXPECT_EQ(metrics::format_progress(3, 0, nlohmann::json::object(), -1), "step 3");
 }
 
+TEST(MetricsLogger, BarShowsTheFractionDoneAndTheTextTheElapsedTime) {
+  EXPECT_EQ(metrics::format_progress(12, 100, {{"loss", 2.5}}, 83.0, 42.0),
+            "step 12/100 | loss 2.5000 | 0:42 elapsed | ETA 1:23");
+  EXPECT_EQ(metrics::format_bar(5, 20, 8), "[##......]  25%");
+  EXPECT_EQ(metrics::format_bar(20, 20, 8), "[########] 100%");
+  EXPECT_EQ(metrics::format_bar(3, 0, 4), "[....]   0%");  // no total known
+}
+
 TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
   // Llama-2-7B has 6,738,415,616 parameters; minus the input embedding (32000*4096) and the 65 RMSNorm
   // weights of 4096 leaves the matmul weights.
