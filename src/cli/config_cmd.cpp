@@ -1,15 +1,21 @@
 // `finetune config show|validate --config FILE [key=value ...]`: print the resolved config, or check it.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "config/loader.h"
 #include "data/chat_template.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
+#include "dist/env.h"
+#include "util/device.h"
+#include "util/fmt.h"
 
 namespace ft::cli {
 namespace {
@@ -64,11 +70,53 @@ void check_context_length(const Config& cfg) {
     return;
   }
   const auto limit = j["max_position_embeddings"].get<int64_t>();
-  if (cfg.data.seq_len > limit) {
-    throw ConfigError("data.seq_len " + std::to_string(cfg.data.seq_len) + " exceeds the model's max_position_embeddings " +
-                          std::to_string(limit) + " (" + file.string() + ")",
-                      "lower data.seq_len to at most " + std::to_string(limit));
+  if (cfg.data.seq_len > limit) {  // a warning, as in training: a longer context can be intended
+    std::cout << "warning: data.seq_len " << cfg.data.seq_len << " exceeds the model's max_position_embeddings "
+              << limit << " (" << file.string() << "): positions past it were never trained\n";
   }
+}
+
+// The data files a run reads are not empty (their presence is a config check; data.synth may generate them).
+void check_data_files(const Config& cfg) {
+  namespace fs = std::filesystem;
+  auto check = [&](const std::vector<DataSource>& sources, const char* split) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const DataSource& s = sources[i];
+      const std::string key = fmt::format("data.{}[{}].path", split, i);
+      std::error_code ec;  // a missing file is reported by the config checks already
+      if (s.path.empty() || !fs::is_regular_file(s.path, ec)) continue;
+      if (fs::file_size(s.path, ec) == 0) throw ConfigError(key + ": the file is empty: " + s.path, "check the path");
+    }
+  };
+  check(cfg.data.train, "train");
+  check(cfg.data.eval, "eval");
+}
+
+// Settings that only a model built from scratch reads: with model.path set, config.json decides them.
+const std::set<std::string>& from_scratch_keys() {
+  static const std::set<std::string> keys = {
+      "architecture", "vocab_size",   "hidden_size",    "intermediate_size",
+      "num_layers",   "num_heads",    "num_kv_heads",   "max_position_embeddings",
+      "rope_theta",   "rms_norm_eps", "tie_embeddings", "init_std"};
+  return keys;
+}
+
+// `yaml` (to_yaml's output) with the from-scratch model keys marked as unused when model.path is set.
+std::string mark_unused(const std::string& yaml, const Config& cfg) {
+  if (cfg.model.path.empty()) return yaml;
+  std::istringstream in(yaml);
+  std::string out, line;
+  bool in_model = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != ' ') in_model = line.rfind("model:", 0) == 0;
+    const size_t colon = line.find(':');
+    if (in_model && line.rfind("  ", 0) == 0 && line[2] != ' ' && colon != std::string::npos &&
+        from_scratch_keys().count(line.substr(2, colon - 2)) > 0) {
+      line += "  # unused: model.path is set, its config.json decides";
+    }
+    out += line + "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -87,14 +135,14 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
                           show_options);
   show->callback([show_options, &exit_code] {
     const auto loaded = config::load_config(show_options->config, show_options->overrides);
-    std::cout << config::to_yaml(loaded.config);
+    std::cout << mark_unused(config::to_yaml(loaded.config), loaded.config);
     exit_code = 0;
   });
 
   auto validate_options = std::make_shared<ConfigOptions>();
-  auto* validate = add_action(*config, "validate", "Check a config and list every error at once",
-                              "finetune config validate --config configs/demo.yaml train.micro_batch_size=4",
-                              validate_options);
+  auto* validate =
+      add_action(*config, "validate", "Check a config and list every error at once",
+                 "finetune config validate --config configs/demo.yaml train.micro_batch_size=4", validate_options);
   validate->callback([validate_options, &exit_code] {
     // Throws ft::ConfigError listing every problem; main prints it and exits with code 2.
     const auto loaded = config::load_config(validate_options->config, validate_options->overrides);
@@ -110,6 +158,10 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       check_chat_template(cfg, *tokenizer);
     }
     check_context_length(cfg);
+    check_data_files(cfg);
+    const auto env = dist::read_env();
+    const auto device = resolve_device(cfg.run.device, env.local_rank);  // a GPU that is not visible: exit 2
+    std::cout << "device: " << device.str() << "\n";
     std::cout << "config OK\n";
     exit_code = 0;
   });

@@ -31,11 +31,15 @@ class Checker {
 
   void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
     std::string list;
+    std::vector<std::string> choices;
     for (const char* a : allowed) {
       if (value == a) return;
       list += (list.empty() ? "" : ", ") + std::string(a);
+      choices.emplace_back(a);
     }
-    fail(key, "invalid value '" + value + "' (expected one of: " + list + ")");
+    const std::string near = suggest_key(value, choices);
+    fail(key, "invalid value '" + value + "' (expected one of: " + list + ")" +
+                  (near.empty() ? "" : "; did you mean '" + near + "'?"));
   }
 
   template <class T>

@@ -104,9 +104,17 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
 DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len,
                        bool packing, int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch,
                        at::Device device, bool shuffle)
-    : dataset_(std::move(dataset)), micro_batch_size_(micro_batch_size), seq_len_(seq_len), packing_(packing),
-      pad_id_(pad_id), seed_(seed), rank_(rank), world_(world), prefetch_(std::max<int64_t>(prefetch, 1)),
-      pin_memory_(device.is_cuda() && at::hasCUDA()), shuffle_(shuffle) {
+    : dataset_(std::move(dataset)),
+      micro_batch_size_(micro_batch_size),
+      seq_len_(seq_len),
+      packing_(packing),
+      pad_id_(pad_id),
+      seed_(seed),
+      rank_(rank),
+      world_(world),
+      prefetch_(std::max<int64_t>(prefetch, 1)),
+      pin_memory_(device.is_cuda() && at::hasCUDA()),
+      shuffle_(shuffle) {
   FT_CHECK(dataset_ != nullptr, "DataLoader needs a dataset");
   if (micro_batch_size < 1) throw ConfigError("train.micro_batch_size must be at least 1");
   if (seq_len < dataset_->seq_len()) {
@@ -126,6 +134,10 @@ DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t 
   start_worker();
 }
 
+int64_t DataLoader::rows_per_rank() const {
+  return sampler_->per_rank();
+}
+
 DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& o)
     : DataLoader(std::move(dataset), o.micro_batch_size, o.seq_len, o.packing, o.pad_id, o.seed, o.rank, o.world_size,
                  o.prefetch, at::Device(at::kCPU), o.shuffle) {
@@ -136,17 +148,23 @@ DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const Lo
   }
 }
 
-DataLoader::~DataLoader() { stop_worker(); }
+DataLoader::~DataLoader() {
+  stop_worker();
+}
 
-std::vector<int64_t> DataLoader::epoch_rows(int64_t epoch) const { return sampler_->indices(epoch); }
+std::vector<int64_t> DataLoader::epoch_rows(int64_t epoch) const {
+  return sampler_->indices(epoch);
+}
 
 RowPlan DataLoader::batch_rows(const std::vector<int64_t>& rows, int64_t b) const {
   RowPlan plan;
   const auto begin = static_cast<size_t>(b * micro_batch_size_);
   const size_t end = std::min(rows.size(), begin + static_cast<size_t>(micro_batch_size_));
   for (size_t r = begin; r < end; ++r) {
-    if (packing_) plan.push_back(packed_[static_cast<size_t>(rows[r])]);
-    else plan.push_back({rows[r]});
+    if (packing_)
+      plan.push_back(packed_[static_cast<size_t>(rows[r])]);
+    else
+      plan.push_back({rows[r]});
   }
   return plan;
 }
@@ -218,8 +236,12 @@ std::optional<Batch> DataLoader::next() {
 }
 
 nlohmann::json DataLoader::state() const {
-  return {{"epoch", epoch_},         {"batch", batch_},     {"seed", seed_},
-          {"world", world_},         {"packing", packing_}, {"micro_batch_size", micro_batch_size_},
+  return {{"epoch", epoch_},
+          {"batch", batch_},
+          {"seed", seed_},
+          {"world", world_},
+          {"packing", packing_},
+          {"micro_batch_size", micro_batch_size_},
           {"samples", dataset_->size()}};
 }
 

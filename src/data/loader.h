@@ -37,12 +37,12 @@ struct LoaderOptions {
   int64_t micro_batch_size = 8;  // rows per batch
   int64_t seq_len = 512;         // packed row length (>= the dataset's seq_len)
   bool packing = false;
-  int64_t pad_id = 0;            // input id of padding (labels are -100 there)
-  uint64_t seed = 0;             // order of samples (and of packing)
+  int64_t pad_id = 0;  // input id of padding (labels are -100 there)
+  uint64_t seed = 0;   // order of samples (and of packing)
   int64_t rank = 0, world_size = 1;
-  int64_t prefetch = 4;          // batches prepared ahead (at least 1)
-  bool shuffle = true;           // false: file order every epoch (no reshuffle)
-  bool pin_memory = false;       // page-locked host tensors, for asynchronous copies to a GPU
+  int64_t prefetch = 4;     // batches prepared ahead (at least 1)
+  bool shuffle = true;      // false: file order every epoch (no reshuffle)
+  bool pin_memory = false;  // page-locked host tensors, for asynchronous copies to a GPU
 };
 
 class DataLoader {
@@ -64,6 +64,7 @@ class DataLoader {
   // An exception of the background thread is rethrown here.
   std::optional<Batch> next();
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t rows_per_rank() const;  // rows (samples, or packed rows) each rank sees per epoch
   int64_t epoch() const { return epoch_; }
 
   // {"epoch", "batch"} of the next batch next() returns, plus the settings that must match on restore.
@@ -90,7 +91,7 @@ class DataLoader {
   int64_t rank_, world_, prefetch_;
   bool pin_memory_;
   bool shuffle_;
-  RowPlan packed_;                            // packing: every row of the dataset
+  RowPlan packed_;                               // packing: every row of the dataset
   std::unique_ptr<DistributedSampler> sampler_;  // over samples, or over packed rows
   int64_t batches_per_epoch_ = 0;
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "data/json_records.h"
 #include "data/util.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/text_tokenizer.h"
@@ -456,7 +457,9 @@ bool Tokenizer::is_special(int64_t id) const {
   return id < sp_pieces_ && (sp_->IsControl(static_cast<int>(id)) || sp_->IsUnknown(static_cast<int>(id)));
 }
 
-std::string Tokenizer::kind() const { return text_ ? text_->kind() : "sentencepiece"; }
+std::string Tokenizer::kind() const {
+  return text_ ? text_->kind() : "sentencepiece";
+}
 
 void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t vocab_size,
                      const std::string& model_type, const std::filesystem::path& out_dir,
@@ -468,35 +471,37 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
   if (inputs.empty()) throw ConfigError("no input files to train the tokenizer on", "pass --input FILE");
   std::vector<std::string> sentences;
   const auto& f = options.fields;
+  auto collect = [&](const nlohmann::json& j) {
+    if (!j.is_object()) return;
+    for (const auto* key : {&f.text, &f.prompt, &f.input, &f.completion}) {
+      if (j.contains(*key)) collect_json_strings(j[*key], sentences);
+    }
+    if (j.contains(f.messages) && j[f.messages].is_array()) {
+      for (const auto& m : j[f.messages]) {
+        if (m.is_object() && m.contains(f.content)) collect_json_strings(m[f.content], sentences);
+      }
+    }
+  };
   for (const auto& path : inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot read " + path.string(), "check the --input path");
+    if (!std::filesystem::is_regular_file(path)) throw Error("cannot read " + path.string(), "check the --input path");
     const auto ext = path.extension().string();
-    const bool jsonl = ext == ".jsonl" || ext == ".json";
-    std::string line;
-    int64_t line_no = 0;
-    while (std::getline(in, line)) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      if (!jsonl) {
-        sentences.push_back(line);
-        continue;
-      }
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(fmt::format("{}:{}: invalid JSON: {}", path.string(), line_no, e.what()), "fix the line");
-      }
-      if (!j.is_object()) continue;
-      for (const auto* key : {&f.text, &f.prompt, &f.input, &f.completion}) {
-        if (j.contains(*key)) collect_json_strings(j[*key], sentences);
-      }
-      if (j.contains(f.messages) && j[f.messages].is_array()) {
-        for (const auto& m : j[f.messages]) {
-          if (m.is_object() && m.contains(f.content)) collect_json_strings(m[f.content], sentences);
+    if (ext == ".jsonl" || ext == ".json") {
+      // The records as the datasets read them: JSON Lines, or one JSON array of objects.
+      RecordReader reader(path);
+      std::string record;
+      int64_t line_no = 0;
+      while (reader.next(record, line_no)) {
+        try {
+          collect(nlohmann::json::parse(record));
+        } catch (const nlohmann::json::exception& e) {
+          throw Error(fmt::format("{}:{}: invalid JSON: {}", path.string(), line_no, e.what()), "fix the line");
         }
       }
+      continue;
+    }
+    std::ifstream in(path, std::ios::binary);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t\r") != std::string::npos) sentences.push_back(line);
     }
   }
   if (sentences.empty()) throw Error("the tokenizer inputs hold no text", "check the files and data.fields");

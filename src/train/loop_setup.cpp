@@ -141,6 +141,12 @@ void Trainer::setup_model() {
     model::init_weights(*model_, cfg_.model.init_std, static_cast<uint64_t>(cfg_.run.seed));
     model_->to(device_, dtype);
   }
+  if (cfg_.data.seq_len > model_->args().max_position_embeddings) {
+    FT_LOG_WARN(
+        "data.seq_len {} exceeds the model's max_position_embeddings {}: positions past it were never "
+        "trained (lower data.seq_len, or extend the context with rope scaling)",
+        cfg_.data.seq_len, model_->args().max_position_embeddings);
+  }
   // tokenizer.add_tokens: the new tokens get rows, the mean of the old ones (as transformers'
   // resize_token_embeddings), in the embedding and the LM head; under LoRA those rows are trained too.
   std::vector<int64_t> created;
@@ -209,6 +215,12 @@ void Trainer::setup_data() {
     log_dataset_stats("eval", eval_set_->stats());
   }
   train_loader_ = std::make_unique<data::DataLoader>(train_set_, loader_options(cfg_.data.shuffle));
+  if (train_loader_->rows_per_rank() < cfg_.train.micro_batch_size) {
+    FT_LOG_WARN(
+        "data.train gives each rank {} row(s) per epoch, fewer than train.micro_batch_size={}: every micro-batch "
+        "holds only those rows (lower train.micro_batch_size, or add data)",
+        train_loader_->rows_per_rank(), cfg_.train.micro_batch_size);
+  }
 
   const int64_t per_epoch = train_loader_->batches_per_epoch() / cfg_.train.grad_accum_steps;
   FT_CHECK(per_epoch > 0 || cfg_.train.max_steps > 0,

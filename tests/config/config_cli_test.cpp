@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <filesystem>
+
 #include "config_test_util.h"
 
 namespace ft::test {
@@ -41,6 +43,61 @@ TEST_F(ConfigCli, ValidateLoadsTheTokenizerSoABrokenOneFailsThere) {
   EXPECT_THAT(r.output, HasSubstr("tokenizer.json"));
   EXPECT_THAT(r.output, HasSubstr("Unigram"));
   EXPECT_THAT(r.output, Not(HasSubstr("config OK")));
+}
+
+// "config OK" means the run will start: the data files and the device are checked as training checks them.
+TEST_F(ConfigCli, ValidateChecksTheDataFilesAndTheDeviceAsTrainingWould) {
+  const std::string ok = cfg("ok.yaml", "defaults: [base.yaml]\n");
+  const auto missing = run_finetune("config validate --config " + ok + " " +
+                                    shell_quote("data.train=[{path: " + (dir_ / "missing.jsonl").string() +
+                                                ", format: text}]"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("data.train[0].path: file '" + (dir_ / "missing.jsonl").string() +
+                                        "' does not exist"));
+  EXPECT_THAT(missing.output, Not(HasSubstr("config OK")));
+
+  write_file(dir_ / "empty.jsonl", "");
+  const auto empty = run_finetune("config validate --config " + ok + " " +
+                                  shell_quote("data.eval=[{path: " + (dir_ / "empty.jsonl").string() +
+                                              ", format: text}]"));
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_THAT(empty.output, HasSubstr("data.eval[0].path: the file is empty"));
+
+  const auto gpu = run_finetune("config validate --config " + ok + " run.device=cuda:63");
+  EXPECT_EQ(gpu.exit_code, 2) << gpu.output;
+  EXPECT_THAT(gpu.output, HasSubstr("cuda:63"));
+}
+
+TEST_F(ConfigCli, AnInvalidChoiceSuggestsTheNearestValue) {
+  const auto r = run_finetune("config validate --config " + cfg("ok.yaml", "defaults: [base.yaml]\n") +
+                              " scheduler.type=cosin train.precision=bf61");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("scheduler.type: invalid value 'cosin' (expected one of: constant, linear, cosine, "
+                                  "wsd); did you mean 'cosine'?"));
+  EXPECT_THAT(r.output, HasSubstr("did you mean 'bf16'?"));
+}
+
+TEST_F(ConfigCli, ValidateWarnsWhenSeqLenExceedsTheModelsContext) {
+  std::filesystem::create_directories(dir_ / "short");
+  write_file(dir_ / "short" / "config.json", "{\"model_type\": \"llama\", \"max_position_embeddings\": 16}");
+  const auto r = run_finetune("config validate --config " + cfg("ok.yaml", "defaults: [base.yaml]\n") +
+                              " data.seq_len=64 model.path=" + shell_quote((dir_ / "short").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: data.seq_len 64 exceeds the model's max_position_embeddings 16"));
+  EXPECT_THAT(r.output, HasSubstr("config OK"));
+}
+
+TEST_F(ConfigCli, ShowMarksFromScratchModelKeysUnusedWhenModelPathIsSet) {
+  std::filesystem::create_directories(dir_ / "hf");
+  write_file(dir_ / "hf" / "config.json", "{\"model_type\": \"llama\", \"hidden_size\": 64}");
+  const auto r = run_finetune("config show --config " + cfg("ok.yaml", "defaults: [base.yaml]\n") +
+                              " model.path=" + shell_quote((dir_ / "hf").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("  hidden_size: 256  # unused: model.path is set, its config.json decides\n"));
+  EXPECT_THAT(r.output, HasSubstr("  num_layers: 4  # unused"));
+  EXPECT_THAT(r.output, HasSubstr("  dtype: fp32\n"));  // read with a model.path too
+  const auto scratch = run_finetune("config show --config " + cfg("ok.yaml", "defaults: [base.yaml]\n"));
+  EXPECT_THAT(scratch.output, Not(HasSubstr("# unused")));
 }
 
 TEST_F(ConfigCli, ShowPrintsTheResolvedConfigWithOverrides) {

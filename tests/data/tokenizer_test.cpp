@@ -80,5 +80,23 @@ TEST(Tokenizer, TrainingIsDeterministicAndReadsJsonLines) {
   EXPECT_EQ(tok->piece_to_id("\"prompt\""), -1);
 }
 
+// A .json file holding one array of records trains the same tokenizer as the JSON Lines file of those records, as
+// the datasets read both.
+TEST(Tokenizer, TrainingReadsAJsonArrayFileLikeJsonLines) {
+  TempDir dir("ft-toktrain-array");
+  nlohmann::json array = nlohmann::json::array();
+  std::string jsonl;
+  for (int i = 0; i < 50; ++i) {
+    const nlohmann::json record{{"text", "Reverse: " + std::to_string(i * 37) + " -> " + std::to_string(i * 73)}};
+    array.push_back(record);
+    jsonl += record.dump() + "\n";
+  }
+  write_file(dir / "d.jsonl", jsonl);
+  write_file(dir / "d.json", array.dump(2));
+  data::train_tokenizer({dir / "d.jsonl"}, 300, "bpe", dir / "lines");
+  data::train_tokenizer({dir / "d.json"}, 300, "bpe", dir / "array");
+  EXPECT_EQ(read_file(dir / "array" / "tokenizer.vocab"), read_file(dir / "lines" / "tokenizer.vocab"));
+}
+
 }  // namespace
 }  // namespace ft::test

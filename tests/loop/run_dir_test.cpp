@@ -58,6 +58,14 @@ TEST_F(TrainRunDir, FinishedRunRerunSaysItIsCompleteAndRewritesNothing) {
   EXPECT_NE(read_file(run_dir / "config.yaml").find("max_steps: 12"), std::string::npos);
 }
 
+TEST_F(TrainRunDir, MicroBatchLargerThanTheDataWarns) {
+  const auto r = run(train_cmd(write_config("m"), "train.max_steps=1 scheduler.warmup_steps=0 train.micro_batch_size=5000"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.train gives each rank 4000 row(s) per epoch, fewer than train.micro_batch_size=5000"),
+            std::string::npos)
+      << r.output;
+}
+
 // The run under script(1), whose pseudo-terminal makes stderr a TTY (logging.progress: auto draws the bar there).
 TEST_F(TrainRunDir, ProgressBarOnATerminalRedrawsPerStepUnderTheLogLinesAndTrainLogGetsTheLossLines) {
   if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) is not installed";
