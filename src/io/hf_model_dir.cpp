@@ -11,24 +11,10 @@
 
 namespace ft::io {
 
-namespace {
-
-// Where the files of a model directory may resolve to: the directory itself, and for a Hugging Face hub cache
-// snapshot (<repo>/snapshots/<revision>/, whose files are symlinks into <repo>/blobs/) that repository's blobs.
-std::vector<std::filesystem::path> allowed_roots(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> roots{dir};
-  const auto abs = std::filesystem::absolute(dir).lexically_normal();
-  const auto parent = (abs.has_filename() ? abs : abs.parent_path()).parent_path();
-  if (parent.filename() == "snapshots") roots.push_back(parent.parent_path() / "blobs");
-  return roots;
-}
-
-}  // namespace
-
 CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::string& base_name) {
   const auto single = dir / (base_name + ".safetensors");
   const auto index = dir / (base_name + ".safetensors.index.json");
-  const auto roots = allowed_roots(dir);
+  const auto roots = model_dir_roots(dir);
   if (std::filesystem::exists(index)) {
     if (!resolves_inside(index, roots)) {
       throw ConfigError(index.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)",

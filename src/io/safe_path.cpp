@@ -69,4 +69,14 @@ fs::path resolve_inside(const fs::path& dir, const std::string& name, const fs::
   return path;
 }
 
+// Where the files of a model directory may resolve to: the directory itself, and for a Hugging Face hub cache
+// snapshot (<repo>/snapshots/<revision>/, whose files are symlinks into <repo>/blobs/) that repository's blobs.
+std::vector<std::filesystem::path> model_dir_roots(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> roots{dir};
+  const auto abs = std::filesystem::absolute(dir).lexically_normal();
+  const auto parent = (abs.has_filename() ? abs : abs.parent_path()).parent_path();
+  if (parent.filename() == "snapshots") roots.push_back(parent.parent_path() / "blobs");
+  return roots;
+}
+
 }  // namespace ft::io

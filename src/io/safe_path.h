@@ -16,6 +16,10 @@ std::filesystem::path resolve_inside(const std::filesystem::path& dir, const std
                                      const std::filesystem::path& listing, const std::string& what, bool allow_subdirs,
                                      const std::vector<std::filesystem::path>& roots = {});
 
+// Where the files of a Hugging Face model directory may resolve to: the directory itself, and for a hub cache
+// snapshot (<repo>/snapshots/<revision>/, whose files are symlinks into <repo>/blobs/) that repository's blobs.
+std::vector<std::filesystem::path> model_dir_roots(const std::filesystem::path& dir);
+
 // Whether `path`, with every symlink resolved, lies inside one of `roots` (each resolved as well).
 bool resolves_inside(const std::filesystem::path& path, const std::vector<std::filesystem::path>& roots);
 

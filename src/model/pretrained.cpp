@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "io/safe_path.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -15,7 +16,9 @@ bool is_adapter_name(const std::string& name) {
          name.find(".token_rows") != std::string::npos;
 }
 
-bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble; }
+bool is_float(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+}
 
 }  // namespace
 
@@ -36,26 +39,26 @@ void load_weights(Transformer& model, const std::filesystem::path& dir) {
     if (expected.count(name)) continue;
     if (name == "lm_head.weight" && model.args().tie_word_embeddings) continue;  // tied: transformers ignores it
     if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;         // old checkpoints store the table
-    throw Error("unexpected tensor '" + name + "' in " + reader.file_of(name),
-                "the checkpoint does not match config.json (" + model.args().model_type + ", " +
-                    std::to_string(model.args().num_layers) + " layers); check the model directory");
+    throw ConfigError("unexpected tensor '" + name + "' in " + reader.file_of(name),
+                      "the checkpoint does not match config.json (" + model.args().model_type + ", " +
+                          std::to_string(model.args().num_layers) + " layers); check the model directory");
   }
   bool logged_cast = false;
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : params) {
     if (!reader.contains(name)) {
-      throw Error("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
-                  "the weights do not match config.json; re-download or re-save the model");
+      throw ConfigError("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
+                        "the weights do not match config.json; re-download or re-save the model");
     }
     const auto& info = reader.info(name);
     if (info.shape != param.sizes().vec()) {
-      throw Error(fmt::format("tensor '{}' in {} has shape [{}], the model expects [{}]", name, reader.file_of(name),
-                              fmt::join(info.shape, ", "), fmt::join(param.sizes(), ", ")),
-                  "config.json and the weights disagree");
+      throw ConfigError(fmt::format("tensor '{}' in {} has shape [{}], the model expects [{}]", name,
+                                    reader.file_of(name), fmt::join(info.shape, ", "), fmt::join(param.sizes(), ", ")),
+                        "config.json and the weights disagree");
     }
     if (!is_float(info.dtype)) {
-      throw Error("tensor '" + name + "' in " + reader.file_of(name) + " has dtype " + c10::toString(info.dtype) +
-                  ", expected a floating-point dtype");
+      throw ConfigError("tensor '" + name + "' in " + reader.file_of(name) + " has dtype " + c10::toString(info.dtype) +
+                        ", expected a floating-point dtype");
     }
     if (info.dtype != param.scalar_type() && !logged_cast) {
       FT_LOG_INFO("casting checkpoint weights from {} to {}", c10::toString(info.dtype),
@@ -103,18 +106,33 @@ void save_pretrained(const Transformer& model, const std::filesystem::path& dir,
 }
 
 std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
-  static const char* kNames[] = {"tokenizer.model",       "tokenizer.json",          "tokenizer_config.json",
-                                 "special_tokens_map.json", "generation_config.json", "added_tokens.json",
-                                 "vocab.json",            "merges.txt",              "chat_template.jinja",
+  static const char* kNames[] = {"tokenizer.model",
+                                 "tokenizer.json",
+                                 "tokenizer_config.json",
+                                 "special_tokens_map.json",
+                                 "generation_config.json",
+                                 "added_tokens.json",
+                                 "vocab.json",
+                                 "merges.txt",
+                                 "chat_template.jinja",
                                  "tekken.json"};
-  std::vector<std::string> copied;
-  std::filesystem::create_directories(to);
+  std::vector<std::string> present;
+  const auto roots = io::model_dir_roots(from);
   for (const char* name : kNames) {
     if (!std::filesystem::exists(from / name)) continue;
-    std::filesystem::copy_file(from / name, to / name, std::filesystem::copy_options::overwrite_existing);
-    copied.emplace_back(name);
+    // Checked before anything is copied, e.g. tokenizer.json -> ~/.ssh/id_rsa in a downloaded model.
+    if (!io::resolves_inside(from / name, roots)) {
+      throw ConfigError((from / name).string() + " resolves outside " + from.string() +
+                            " (a symlink leaving the directory); no tokenizer file was copied",
+                        "the model directory may come from an untrusted source; re-download or re-save it");
+    }
+    present.emplace_back(name);
   }
-  return copied;
+  std::filesystem::create_directories(to);
+  for (const auto& name : present) {
+    std::filesystem::copy_file(from / name, to / name, std::filesystem::copy_options::overwrite_existing);
+  }
+  return present;
 }
 
 }  // namespace ft::model

@@ -113,6 +113,8 @@ TEST(ModelCheckpoint, MissingUnexpectedAndMisshapedTensorsAreNamed) {
   io::write_safetensors(file, broken);
   auto msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
   EXPECT_NE(msg.find("missing tensor 'model.layers.1.mlp.up_proj.weight'"), std::string::npos) << msg;
+  // A model directory that does not fit its config.json is bad input (exit code 2), not an internal failure.
+  EXPECT_THROW(model::load_pretrained(dir / "m", at::kCPU, at::kFloat), ConfigError);
 
   broken = tensors;
   broken["model.layers.7.mlp.up_proj.weight"] = at::zeros({2});
@@ -295,6 +297,20 @@ TEST(ModelGenerate, TopKOneIsGreedy) {
   o.top_k = 0;
   o.top_p = 0.01;  // the nucleus holds only the most likely token
   for (int i = 0; i < 20; ++i) EXPECT_EQ(model::sample_next(logits, o, gen), 1);
+}
+
+// A downloaded model directory whose tokenizer file is a symlink out of it (tokenizer.json -> ~/.ssh/id_rsa) must not
+// get that file copied into an export or a run's model directory.
+TEST(ModelUnit, TokenizerFilesThatLinkOutOfTheModelDirectoryAreNotCopied) {
+  TempDir dir("ft-tokcopy");
+  std::filesystem::create_directories(dir / "m");
+  write_file(dir / "secret.txt", "not a tokenizer");
+  write_file(dir / "m" / "tokenizer_config.json", "{}");
+  std::filesystem::create_symlink(dir / "secret.txt", dir / "m" / "tokenizer.json");
+  EXPECT_THROW(model::copy_tokenizer_files(dir / "m", dir / "out"), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "out" / "tokenizer.json"));
+  std::filesystem::remove(dir / "m" / "tokenizer.json");
+  EXPECT_EQ(model::copy_tokenizer_files(dir / "m", dir / "out"), std::vector<std::string>{"tokenizer_config.json"});
 }
 
 }  // namespace
