@@ -55,8 +55,8 @@ void Errors::throw_if_any() const {
     if (a.line != b.line) return a.line < b.line;
     return a.column < b.column;
   });
-  std::string msg = "invalid configuration (" + std::to_string(sorted.size()) +
-                    (sorted.size() == 1 ? " error):" : " errors):");
+  std::string msg =
+      "invalid configuration (" + std::to_string(sorted.size()) + (sorted.size() == 1 ? " error):" : " errors):");
   for (const auto& l : sorted) msg += "\n  " + l.text;
   throw ConfigError(msg, "fix the listed keys; `finetune config validate --config FILE` rechecks without running");
 }
@@ -66,6 +66,9 @@ void Errors::throw_if_any() const {
 namespace {
 
 using detail::Errors;
+
+constexpr size_t kMaxCompositionDepth = 32;  // bases of bases of ...
+constexpr size_t kMaxComposedFiles = 256;    // files read for one config, repeats counted
 
 // A file being composed: its canonical path (to detect cycles) and its path as written (to show them).
 struct Link {
@@ -109,8 +112,8 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     } else if (it->value.kind == Node::Kind::kScalar) {
       bases.push_back(&it->value);
     } else if (it->value.kind != Node::Kind::kNull) {
-      errors.add(it->value.origin, "defaults", "wrong type (expected a list of YAML files, got " +
-                                                   it->value.describe() + ")");
+      errors.add(it->value.origin, "defaults",
+                 "wrong type (expected a list of YAML files, got " + it->value.describe() + ")");
     }
     chain.push_back({fs::weakly_canonical(fs::absolute(file)), file});
     for (const Node* b : bases) {
@@ -121,9 +124,18 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
       const fs::path base = (file.parent_path() / b->scalar).lexically_normal();
       std::error_code ec;
       if (!fs::is_regular_file(base, ec)) {
-        errors.add(b->origin, "defaults", "base file '" + base.string() + "' not found (paths are relative to " +
-                                              (file.parent_path().empty() ? "." : file.parent_path().string()) + ")");
+        errors.add(b->origin, "defaults",
+                   "base file '" + base.string() + "' not found (paths are relative to " +
+                       (file.parent_path().empty() ? "." : file.parent_path().string()) + ")");
         continue;
+      }
+      // Bounded work whatever the files say: a chain of bases, each listing the next twice, doubles per level.
+      if (chain.size() >= kMaxCompositionDepth || sources.size() >= kMaxComposedFiles) {
+        const bool deep = chain.size() >= kMaxCompositionDepth;
+        throw ConfigError(b->origin.where() + ": defaults: more than " +
+                              std::to_string(deep ? kMaxCompositionDepth : kMaxComposedFiles) +
+                              (deep ? " levels of bases" : " base files read for one config"),
+                          "list each base once; a base listed several times at every level doubles the work");
       }
       const fs::path canon = fs::weakly_canonical(fs::absolute(base));
       bool cycle = false;
@@ -202,14 +214,17 @@ class Interpolator {
  private:
   void walk(Node& n, const std::string& path) {
     switch (n.kind) {
-      case Node::Kind::kScalar: resolve(n, path); break;
+      case Node::Kind::kScalar:
+        resolve(n, path);
+        break;
       case Node::Kind::kMap:
         for (auto& e : n.map) walk(e.value, path.empty() ? e.key : path + "." + e.key);
         break;
       case Node::Kind::kSeq:
         for (size_t i = 0; i < n.seq.size(); ++i) walk(n.seq[i], path + "[" + std::to_string(i) + "]");
         break;
-      case Node::Kind::kNull: break;
+      case Node::Kind::kNull:
+        break;
     }
   }
 
@@ -265,16 +280,18 @@ class Interpolator {
     if (ref.rfind("env:", 0) == 0) {
       const char* v = std::getenv(ref.c_str() + 4);
       if (v == nullptr) {
-        errors_.add(origin, path, "environment variable " + ref.substr(4) + " is not set (referenced as ${" + ref +
-                                      "})");
+        errors_.add(origin, path,
+                    "environment variable " + ref.substr(4) + " is not set (referenced as ${" + ref + "})");
         return std::nullopt;
       }
       return std::string(v);
     }
     std::string dotted;  // "data.train[0].path" -> "data.train.0.path"
     for (char ch : ref) {
-      if (ch == '[') dotted += '.';
-      else if (ch != ']') dotted += ch;
+      if (ch == '[')
+        dotted += '.';
+      else if (ch != ']')
+        dotted += ch;
     }
     Node* n = &root_;
     for (const auto& part : split_path(dotted)) {
@@ -293,8 +310,8 @@ class Interpolator {
         if (slot != std::string::npos && open != std::string::npos && close > open) {
           near.replace(slot, 2, ref.substr(open, close - open + 1));  // keep the user's list index
         }
-        errors_.add(origin, path, "unknown reference ${" + ref + "}" +
-                                      (near.empty() ? "" : " (did you mean ${" + near + "}?)"));
+        errors_.add(origin, path,
+                    "unknown reference ${" + ref + "}" + (near.empty() ? "" : " (did you mean ${" + near + "}?)"));
         return std::nullopt;
       }
       n = next;

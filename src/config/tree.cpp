@@ -2,6 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <string>
+
+#include "util/error.h"
+
 namespace ft::config {
 
 std::string Origin::where() const {
@@ -24,10 +28,14 @@ Node* Node::get(const std::string& key) {
 
 std::string Node::describe() const {
   switch (kind) {
-    case Kind::kNull: return "null";
-    case Kind::kMap: return "a map";
-    case Kind::kSeq: return "a list";
-    case Kind::kScalar: break;
+    case Kind::kNull:
+      return "null";
+    case Kind::kMap:
+      return "a map";
+    case Kind::kSeq:
+      return "a list";
+    case Kind::kScalar:
+      break;
   }
   return "'" + scalar + "'";
 }
@@ -47,7 +55,19 @@ Origin origin_of(const YAML::Mark& mark, const std::string& source, const std::f
 
 }  // namespace
 
-Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir) {
+namespace {
+
+constexpr int64_t kMaxValues = 1000000;
+
+// The tree of `yaml`, spending one of `budget` per value: aliases are references in yaml-cpp, so nested anchors (a
+// "billion laughs" file) would otherwise expand exponentially here.
+Node convert(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir,
+             int64_t& budget) {
+  if (--budget < 0) {
+    throw ConfigError(source + ": the YAML expands to more than " + std::to_string(kMaxValues) +
+                          " values (anchors referring to anchors?)",
+                      "write the values out instead of nesting aliases");
+  }
   Node n;
   n.origin = origin_of(yaml.Mark(), source, base_dir);
   switch (yaml.Type()) {
@@ -63,7 +83,7 @@ Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::fil
       break;
     case YAML::NodeType::Sequence:
       n.kind = Node::Kind::kSeq;
-      for (const auto& item : yaml) n.seq.push_back(from_yaml(item, source, base_dir));
+      for (const auto& item : yaml) n.seq.push_back(convert(item, source, base_dir, budget));
       break;
     case YAML::NodeType::Map:
       n.kind = Node::Kind::kMap;
@@ -71,7 +91,7 @@ Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::fil
         Entry e;
         e.key = kv.first.Scalar();
         e.key_origin = origin_of(kv.first.Mark(), source, base_dir);
-        e.value = from_yaml(kv.second, source, base_dir);
+        e.value = convert(kv.second, source, base_dir, budget);
         // A key with nothing after it has no mark of its own: point at the key.
         if (e.value.kind == Node::Kind::kNull && e.value.origin.line == 0) e.value.origin = e.key_origin;
         if (Node* existing = n.get(e.key)) {
@@ -83,6 +103,13 @@ Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::fil
       break;
   }
   return n;
+}
+
+}  // namespace
+
+Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir) {
+  int64_t budget = kMaxValues;
+  return convert(yaml, source, base_dir, budget);
 }
 
 void merge(Node& into, const Node& over) {

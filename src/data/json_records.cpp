@@ -11,7 +11,8 @@ bool blank(char c) {
 
 }  // namespace
 
-RecordReader::RecordReader(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
+RecordReader::RecordReader(const std::filesystem::path& path, int64_t max_record_bytes, int64_t max_array_bytes)
+    : path_(path), max_record_bytes_(max_record_bytes), in_(path, std::ios::binary) {
   if (!in_) throw Error("cannot read " + path.string(), "check the data path and permissions");
   char c = 0;
   while (in_.get(c) && blank(c)) {
@@ -19,7 +20,13 @@ RecordReader::RecordReader(const std::filesystem::path& path) : path_(path), in_
   if (in_ && c == '[') {
     array_ = true;
     in_.seekg(0, std::ios::end);
-    text_.resize(static_cast<size_t>(in_.tellg()));
+    const int64_t size = in_.tellg();
+    if (size > max_array_bytes) {
+      throw Error(path.string() + ": a JSON array file of " + std::to_string(size >> 20) + " MiB (more than " +
+                      std::to_string(max_array_bytes >> 20) + " MiB are not read whole)",
+                  "convert it to JSON Lines, one record per line: jq -c '.[]' FILE > FILE.jsonl");
+    }
+    text_.resize(static_cast<size_t>(size));
     in_.seekg(0);
     if (!in_.read(text_.data(), static_cast<std::streamsize>(text_.size()))) {
       throw Error("cannot read " + path.string(), "check the data path and permissions");
@@ -33,9 +40,31 @@ RecordReader::RecordReader(const std::filesystem::path& path) : path_(path), in_
   }
 }
 
+// One line into `out` (without the newline), read in pieces so a line over the limit fails before it is held.
+bool RecordReader::read_line(std::string& out) {
+  out.clear();
+  char buf[1 << 16];
+  bool any = false;
+  while (true) {
+    in_.getline(buf, sizeof buf);
+    const std::streamsize got = in_.gcount();
+    any = any || got > 0;
+    const bool full = in_.fail() && !in_.eof() && got == static_cast<std::streamsize>(sizeof buf) - 1;
+    out.append(buf, static_cast<size_t>(full ? got : std::max<std::streamsize>(0, got - (in_.eof() ? 0 : 1))));
+    if (static_cast<int64_t>(out.size()) > max_record_bytes_) {
+      const std::string limit = max_record_bytes_ >= (1 << 20) ? std::to_string(max_record_bytes_ >> 20) + " MiB"
+                                                                : std::to_string(max_record_bytes_) + " bytes";
+      throw Error(path_.string() + ":" + std::to_string(line_ + 1) + ": a line longer than " + limit,
+                  "a JSON Lines file holds one record per line; split the record or check the file");
+    }
+    if (!full) return any || !in_.eof();
+    in_.clear();  // the buffer filled before the newline: keep reading this line
+  }
+}
+
 bool RecordReader::next(std::string& record, int64_t& line) {
   if (!array_) {
-    while (std::getline(in_, record)) {
+    while (read_line(record)) {
       ++line_;
       if (!record.empty() && record.back() == '\r') record.pop_back();
       if (record.find_first_not_of(" \t") == std::string::npos) continue;

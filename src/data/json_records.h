@@ -12,18 +12,27 @@ namespace ft::data {
 
 class RecordReader {
  public:
+  static constexpr int64_t kMaxRecordBytes = int64_t{256} << 20;  // a longer JSON Lines line is refused
+  static constexpr int64_t kMaxArrayBytes = int64_t{2} << 30;     // a larger JSON array file is refused
+
   // Opens `path`; throws ft::Error when it cannot be read. The layout is decided by the first non-blank byte: '['
-  // is a JSON array (read whole; its elements are split without being parsed), anything else JSON Lines.
-  explicit RecordReader(const std::filesystem::path& path);
+  // is a JSON array (read whole, so at most `max_array_bytes`; its elements are split without being parsed),
+  // anything else JSON Lines (lines of at most `max_record_bytes`, so memory stays bounded whatever the file holds).
+  explicit RecordReader(const std::filesystem::path& path, int64_t max_record_bytes = kMaxRecordBytes,
+                        int64_t max_array_bytes = kMaxArrayBytes);
 
   // The next record's text and the 1-based line it starts on; false at the end. A JSON array that is not closed,
-  // or holds something between elements other than a comma, throws ft::Error naming file:line.
+  // or holds something between elements other than a comma, and a line over the limit throw ft::Error naming
+  // file:line.
   bool next(std::string& record, int64_t& line);
 
   bool is_array() const { return array_; }
 
  private:
+  bool read_line(std::string& out);
+
   std::filesystem::path path_;
+  int64_t max_record_bytes_;
   std::ifstream in_;
   bool array_ = false;
   std::string text_;  // the whole file (array layout)

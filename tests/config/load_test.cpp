@@ -1,4 +1,5 @@
 // Loading: defaults, unknown keys, types, overrides, interpolation, the YAML round trip, all errors at once.
+#include <chrono>
 #include <cstdlib>
 
 #include "config_test_util.h"
@@ -331,6 +332,40 @@ TEST_F(ConfigLoad, WriteResolvedConfigIsAtomicAndLoadsBack) {
   const auto again = load_config(run_dir / "config.yaml", {});
   EXPECT_TRUE(config::equal(again.config, loaded.config));
   EXPECT_EQ(again.config.train.max_steps, 3);
+}
+
+// Hostile configs cost bounded work: bases that list the next base twice at every level (2^20 files), and YAML
+// anchors of anchors (9^9 values) fail fast with a clear error.
+TEST_F(ConfigLoad, BasesListedManyTimesAtEveryLevelAreRefusedQuickly) {
+  for (int i = 0; i < 20; ++i) {
+    put("b" + std::to_string(i) + ".yaml", "defaults: [b" + std::to_string(i + 1) + ".yaml, b" +
+                                               std::to_string(i + 1) + ".yaml]\n");
+  }
+  put("b20.yaml", "run: {seed: 1}\n");
+  const auto start = std::chrono::steady_clock::now();
+  const auto msg = error_of(std::string(kMinimalConfig) + "defaults: [b0.yaml]\n");
+  EXPECT_THAT(msg, HasSubstr("defaults: more than 256 base files read for one config"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+
+  for (int i = 0; i < 40; ++i) {
+    put("c" + std::to_string(i) + ".yaml", "defaults: [c" + std::to_string(i + 1) + ".yaml]\n");
+  }
+  put("c40.yaml", "run: {seed: 1}\n");
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "defaults: [c0.yaml]\n"),
+              HasSubstr("defaults: more than 32 levels of bases"));
+}
+
+TEST_F(ConfigLoad, YamlAnchorBombIsRefusedQuickly) {
+  std::string text = std::string(kMinimalConfig) + "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < 10; ++i) {
+    const std::string prev = "*a" + std::to_string(i - 1);
+    text += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+    for (int j = 1; j < 9; ++j) text += ", " + prev;
+    text += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(error_of(text), HasSubstr("the YAML expands to more than 1000000 values"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 }  // namespace

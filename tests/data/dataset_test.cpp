@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "data/dataset.h"
+#include "data/json_records.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
 
@@ -296,6 +297,38 @@ TEST(Dataset, EmptyAndMissingFilesAreErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing.jsonl"), std::string::npos) << e.what();
   }
+}
+
+// Lines are read in pieces, so a line of any length costs at most the record limit: longer ones are refused with
+// file:line, and so is a JSON array file over its limit (it is read whole).
+TEST(Dataset, RecordLinesOfAnyLengthAreReadAndAnOverlongOneIsRefused) {
+  TempDir dir("ft-records");
+  const std::string long_text(200000, 'x');  // three read buffers
+  write_file(dir / "a.jsonl", "{\"text\": \"a\"}\n{\"text\": \"" + long_text + "\"}\r\n\n{\"text\": \"b\"}");
+  data::RecordReader reader(dir / "a.jsonl");
+  std::string rec;
+  int64_t line = 0;
+  ASSERT_TRUE(reader.next(rec, line));
+  EXPECT_EQ(line, 1);
+  EXPECT_EQ(rec, "{\"text\": \"a\"}");
+  ASSERT_TRUE(reader.next(rec, line));
+  EXPECT_EQ(line, 2);
+  EXPECT_EQ(rec, "{\"text\": \"" + long_text + "\"}");
+  ASSERT_TRUE(reader.next(rec, line));
+  EXPECT_EQ(line, 4);
+  EXPECT_EQ(rec, "{\"text\": \"b\"}");
+  EXPECT_FALSE(reader.next(rec, line));
+
+  data::RecordReader capped(dir / "a.jsonl", /*max_record_bytes=*/1024);
+  ASSERT_TRUE(capped.next(rec, line));
+  try {
+    capped.next(rec, line);
+    ADD_FAILURE() << "no error for a line over the limit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a.jsonl:2: a line longer than 1024 bytes"), std::string::npos) << e.what();
+  }
+  write_file(dir / "b.json", "[{\"text\": \"a\"}]");
+  EXPECT_THROW(data::RecordReader(dir / "b.json", 1024, /*max_array_bytes=*/4), Error);
 }
 
 }  // namespace
