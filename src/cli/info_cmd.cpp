@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/args.h"
 #include "util/build_info.h"
 
 #ifdef FT_WITH_CUDA
@@ -32,12 +33,19 @@ nlohmann::json collect_info() {
   nlohmann::json info;
   info["finetune"] = {{"version", build::kVersion}, {"git", build::kGitDescribe}};
   info["libtorch"] = TORCH_VERSION;
-  info["build"] = {{"type", build::kBuildType}, {"compiler", build::kCompiler}, {"flags", build::kCxxFlags},
+  info["build"] = {{"type", build::kBuildType},
+                   {"compiler", build::kCompiler},
+                   {"flags", build::kCxxFlags},
                    {"cuda_paths", kCudaPaths}};
   info["cuda_runtime"] = nullptr;
   info["cudnn"] = nullptr;
   info["nccl"] = nullptr;
   info["gpus"] = nlohmann::json::array();
+  info["model_families"] = nlohmann::json::array();
+  for (const auto& f : model::families()) {
+    info["model_families"].push_back(
+        {{"model_type", f.model_type}, {"architecture", f.architecture}, {"releases", f.releases}});
+  }
 #ifdef FT_WITH_CUDA
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) info["cuda_runtime"] = version_string(runtime, 1000, 10, 100);
@@ -47,12 +55,12 @@ nlohmann::json collect_info() {
   const auto& hooks = at::detail::getCUDAHooks();
   if (hooks.hasCuDNN()) {
     const long cudnn = hooks.versionCuDNN();
-    info["cudnn"] = std::to_string(cudnn / 10000) + "." + std::to_string((cudnn / 100) % 100) + "." +
-                    std::to_string(cudnn % 100);
+    info["cudnn"] =
+        std::to_string(cudnn / 10000) + "." + std::to_string((cudnn / 100) % 100) + "." + std::to_string(cudnn % 100);
   }
   const std::uint64_t nccl = torch::cuda::nccl::version();  // major << 32 | minor << 16 | patch
-  info["nccl"] = std::to_string(nccl >> 32) + "." + std::to_string((nccl >> 16) & 0xffff) + "." +
-                 std::to_string(nccl & 0xffff);
+  info["nccl"] =
+      std::to_string(nccl >> 32) + "." + std::to_string((nccl >> 16) & 0xffff) + "." + std::to_string(nccl & 0xffff);
   if (at::hasCUDA()) {
     for (int i = 0; i < static_cast<int>(at::cuda::device_count()); ++i) {
       const cudaDeviceProp* prop = at::cuda::getDeviceProperties(i);
@@ -78,6 +86,7 @@ void print_text(const nlohmann::json& info) {
             << "build         " << info["build"]["type"].get<std::string>() << ", "
             << info["build"]["compiler"].get<std::string>() << ", flags: " << info["build"]["flags"].get<std::string>()
             << "\n";
+  std::cout << "models        " << model::families_text() << "\n";
   if (info["gpus"].empty()) {
     std::cout << "GPUs          none visible (training runs on the CPU)\n";
   }

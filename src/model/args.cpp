@@ -1,5 +1,6 @@
 #include "model/args.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -100,6 +101,29 @@ std::string dtype_name(at::ScalarType type) {
   }
 }
 
+const std::vector<Family>& families() {
+  static const std::vector<Family> table = {
+      {"llama", "LlamaForCausalLM", "Llama 2/3/3.x"},
+      {"mistral", "MistralForCausalLM", "Mistral 7B, Mistral Nemo"},
+      {"qwen2", "Qwen2ForCausalLM", "Qwen2/2.5"},
+      {"qwen3", "Qwen3ForCausalLM", "Qwen3 dense"},
+  };
+  return table;
+}
+
+const Family* find_family(const std::string& model_type) {
+  for (const auto& f : families()) {
+    if (model_type == f.model_type) return &f;
+  }
+  return nullptr;
+}
+
+std::string families_text() {
+  std::string s;
+  for (const auto& f : families()) s += (s.empty() ? "" : ", ") + std::string(f.model_type) + " (" + f.releases + ")";
+  return s;
+}
+
 ModelArgs parse_hf_config(const std::string& json_text, const std::string& source) {
   json j;
   try {
@@ -113,16 +137,17 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
   a.raw_config_json = json_text;
   if (!j.contains("model_type")) throw r.missing("model_type");
   a.model_type = j["model_type"].get<std::string>();
-  if (a.model_type != "llama" && a.model_type != "mistral" && a.model_type != "qwen2") {
-    throw ConfigError(source + ": unsupported model_type \"" + a.model_type + "\"",
-                      "supported: llama (Llama 2/3/3.x), mistral, qwen2 (Qwen2/2.5)");
+  if (find_family(a.model_type) == nullptr) {
+    throw ConfigError(source + ": unsupported model_type \"" + a.model_type + "\"", "supported: " + families_text());
   }
   if (j.contains("architectures") && j["architectures"].is_array()) {
     for (const auto& arch : j["architectures"]) {
       const auto s = arch.get<std::string>();
-      if (s != "LlamaForCausalLM" && s != "MistralForCausalLM" && s != "Qwen2ForCausalLM") {
-        throw ConfigError(source + ": unsupported architecture \"" + s + "\"",
-                          "supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
+      const auto& all = families();
+      if (std::none_of(all.begin(), all.end(), [&](const Family& f) { return s == f.architecture; })) {
+        std::string known;
+        for (const auto& f : all) known += (known.empty() ? "" : ", ") + std::string(f.architecture);
+        throw ConfigError(source + ": unsupported architecture \"" + s + "\"", "supported: " + known);
       }
     }
   }
@@ -140,11 +165,17 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
   a.rms_norm_eps = r.num(j, "rms_norm_eps", 1e-6);
   a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
   parse_rope(r, a);
-  if (a.model_type == "qwen2") {
-    a.attention_bias = true;
+  if (a.model_type == "qwen2" || a.model_type == "qwen3") {
+    if (a.model_type == "qwen2") {
+      a.attention_bias = true;  // q/k/v only
+    } else {
+      a.attention_bias = r.flag("attention_bias", false);  // q/k/v and o
+      a.o_proj_bias = a.attention_bias;
+      a.qk_norm = true;
+    }
     if (r.flag("use_sliding_window", false)) {
-      throw ConfigError(source + ": use_sliding_window=true is not supported for qwen2",
-                        "set use_sliding_window to false (the Qwen2/2.5 releases ship with it off)");
+      throw ConfigError(source + ": use_sliding_window=true is not supported for " + a.model_type,
+                        "set use_sliding_window to false (the Qwen2/2.5/3 releases ship with it off)");
     }
   } else if (a.model_type == "llama") {
     a.attention_bias = r.flag("attention_bias", false);
@@ -183,11 +214,7 @@ ModelArgs load_hf_config(const std::filesystem::path& model_dir) {
 
 void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   json j = a.raw_config_json.empty() ? json::object() : json::parse(a.raw_config_json);
-  static const char* kArch[][2] = {
-      {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
-  for (const auto& p : kArch) {
-    if (a.model_type == p[0]) j["architectures"] = {p[1]};
-  }
+  if (const Family* f = find_family(a.model_type)) j["architectures"] = {f->architecture};
   j["model_type"] = a.model_type;
   j["vocab_size"] = a.vocab_size;
   j["hidden_size"] = a.hidden_size;
@@ -219,7 +246,8 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
     j["attention_bias"] = a.attention_bias;
     j["mlp_bias"] = a.mlp_bias;
   }
-  if (a.model_type == "qwen2") j["use_sliding_window"] = false;
+  if (a.model_type == "qwen2" || a.model_type == "qwen3") j["use_sliding_window"] = false;
+  if (a.model_type == "qwen3") j["attention_bias"] = a.attention_bias;
   if (a.model_type == "mistral") j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
   j["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
   if (a.eos_token_ids.size() > 1) {
@@ -234,8 +262,8 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
 }
 
 ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
-  if (cfg.architecture != "llama" && cfg.architecture != "mistral" && cfg.architecture != "qwen2") {
-    throw ConfigError("model.architecture: unsupported \"" + cfg.architecture + "\"", "use llama, mistral or qwen2");
+  if (find_family(cfg.architecture) == nullptr) {
+    throw ConfigError("model.architecture: unsupported \"" + cfg.architecture + "\"", "use one of " + families_text());
   }
   ModelArgs a;
   a.model_type = cfg.architecture;
@@ -259,6 +287,7 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
   a.rms_norm_eps = cfg.rms_norm_eps;
   a.tie_word_embeddings = cfg.tie_embeddings;
   a.attention_bias = cfg.architecture == "qwen2";
+  a.qk_norm = cfg.architecture == "qwen3";
   a.torch_dtype = dtype_name(dtype_from_name(cfg.dtype));
   return a;
 }

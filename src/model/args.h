@@ -14,15 +14,15 @@
 namespace ft::model {
 
 struct RopeScaling {
-  std::string type = "default";               // default | llama3 (others are rejected at load)
-  double factor = 1.0;                        // llama3: context extension factor
-  double low_freq_factor = 1.0;               // llama3
-  double high_freq_factor = 4.0;              // llama3
+  std::string type = "default";                     // default | llama3 (others are rejected at load)
+  double factor = 1.0;                              // llama3: context extension factor
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3: the pre-extension context
 };
 
 struct ModelArgs {
-  std::string model_type = "llama";  // llama | mistral | qwen2
+  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -38,14 +38,28 @@ struct ModelArgs {
   bool attention_bias = false;  // q/k/v (and, for llama's attention_bias, o) projection biases; qwen2: q/k/v only
   bool o_proj_bias = false;     // llama attention_bias also adds an o_proj bias
   bool mlp_bias = false;        // llama mlp_bias: gate/up/down biases
+  bool qk_norm = false;         // qwen3: RMSNorm over each head of q and k (q_norm, k_norm) before RoPE
   std::optional<int64_t> sliding_window;  // mistral: keys further back than this are masked out
   std::optional<int64_t> bos_token_id;
-  std::optional<int64_t> eos_token_id;    // the first id when config.json lists several
-  std::vector<int64_t> eos_token_ids;     // every EOS id config.json lists
+  std::optional<int64_t> eos_token_id;  // the first id when config.json lists several
+  std::vector<int64_t> eos_token_ids;   // every EOS id config.json lists
   std::optional<int64_t> pad_token_id;
-  std::string torch_dtype = "float32";    // float32 | bfloat16 | float16: dtype of the stored weights
-  std::string raw_config_json;            // config.json as loaded ("" when built from scratch); unknown keys survive
+  std::string torch_dtype = "float32";  // float32 | bfloat16 | float16: dtype of the stored weights
+  std::string raw_config_json;          // config.json as loaded ("" when built from scratch); unknown keys survive
 };
+
+// A model family this build implements: config.json's model_type, transformers' class, the releases it covers.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+  const char* releases;
+};
+// Every supported family, in the order `finetune info` lists them.
+const std::vector<Family>& families();
+// The family of `model_type`, or nullptr.
+const Family* find_family(const std::string& model_type);
+// "llama (Llama 2/3/3.x), mistral (...), ...": for error hints and `finetune info`.
+std::string families_text();
 
 // Reads <model_dir>/config.json. Accepts both the transformers 4 layout (rope_theta, rope_scaling) and the 5 layout
 // (rope_parameters). Throws ft::ConfigError naming the file and field for a missing field or an unsupported

@@ -262,6 +262,10 @@ AttentionImpl::AttentionImpl(const ModelArgs& a)
   k_proj = register_module("k_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
   v_proj = register_module("v_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
   o_proj = register_module("o_proj", Linear(a.num_heads * a.head_dim, a.hidden_size, a.o_proj_bias));
+  if (a.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(a.head_dim, a.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(a.head_dim, a.rms_norm_eps));
+  }
 }
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
@@ -271,9 +275,13 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
     return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
   };
   const auto qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda()).outputs;
-  at::Tensor q = rotary(qkv[0].view({b, t, num_heads, head_dim}));     // [B, T, H, D]
-  at::Tensor k = rotary(qkv[1].view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
-  at::Tensor v = qkv[2].view({b, t, num_kv_heads, head_dim});          // [B, T, Hkv, D]
+  // Per-head norm (qwen3): in F32 with an F32 weight, back to the projection's dtype so q, k and v agree.
+  auto head_norm = [](RMSNorm& norm, const at::Tensor& h) {
+    return norm ? norm->forward(h).to(h.scalar_type()) : h;
+  };
+  at::Tensor q = rotary(head_norm(q_norm, qkv[0].view({b, t, num_heads, head_dim})));     // [B, T, H, D]
+  at::Tensor k = rotary(head_norm(k_norm, qkv[1].view({b, t, num_kv_heads, head_dim})));  // [B, T, Hkv, D]
+  at::Tensor v = qkv[2].view({b, t, num_kv_heads, head_dim});                             // [B, T, Hkv, D]
   if (mask.varlen()) {
     // Packed rows: every piece is its own causal sequence over the flattened tokens; no [T, T] mask exists.
     FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");

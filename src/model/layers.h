@@ -110,6 +110,7 @@ class AttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
                      KVCache* cache, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3: over each head's [D] before RoPE; else null
   int64_t num_heads, num_kv_heads, head_dim;
   bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
   bool fused_linears = false;  // CUDA: q, k and v projections as one linear_group

@@ -1,4 +1,4 @@
-// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2), parameter names exactly as transformers'
+// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3), parameter names exactly as transformers'
 // *ForCausalLM: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ..., model.norm.weight,
 // lm_head.weight (absent when the embeddings are tied).
 #pragma once

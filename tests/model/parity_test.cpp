@@ -111,7 +111,7 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   EXPECT_LT(max_diff(io::read_safetensors(out / "merged.safetensors").at("logits"), ours_adapter), kTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::Values("llama", "mistral", "qwen2"),
+INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

@@ -26,6 +26,14 @@ FAMILIES = {
     # Qwen2: q/k/v biases and tied embeddings.
     "qwen2": dict(cls="Qwen2ForCausalLM", cfg="Qwen2Config", kw=dict(
         num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=256, use_sliding_window=False)),
+    # Qwen3: per-head q/k RMSNorm before RoPE, head_dim (24) not hidden / heads (16), untied, no biases.
+    "qwen3": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
+        num_key_value_heads=2, head_dim=24, tie_word_embeddings=False, max_position_embeddings=256,
+        use_sliding_window=False, attention_bias=False)),
+    # Qwen3 with attention biases (q/k/v and o) and tied embeddings.
+    "qwen3_bias": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
+        num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=256, use_sliding_window=False,
+        attention_bias=True)),
 }
 
 
@@ -38,11 +46,12 @@ def make(family, out):
         rms_norm_eps=1e-5, initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=0,
         **spec["kw"])
     model = getattr(transformers, spec["cls"])(cfg).eval()
-    if family == "qwen2":  # biases start at zero; make them matter
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name.endswith(".bias"):
-                    p.normal_(0.0, 0.2)
+    with torch.no_grad():  # biases start at zero and norm weights at one; make them matter
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.2)
+            elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
+                p.normal_(1.0, 0.2)
     model.save_pretrained(os.path.join(out, "model"))
     g = torch.Generator().manual_seed(1)
     input_ids = torch.randint(3, 97, (2, 24), generator=g)
