@@ -75,35 +75,33 @@ TEST(LinearCrossEntropy, FrozenWeightGetsNoGradientAndNoGradModeComputesNone) {
   EXPECT_FALSE(loss.requires_grad());
 }
 
+// The fused loss against the composite on CUDA in `cdt`: `rows` x 256 hidden states, `vocab` classes, rows
+// [ignored, ignored + 50) ignored, the upstream gradient `scale`, chunks of `chunk` rows.
+void expect_gpu_ce_matches(at::ScalarType cdt, int64_t rows, int64_t vocab, int64_t ignored, int64_t chunk,
+                           double scale, double grad_tol) {
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor h = at::randn({rows, 256}, opts);
+  const at::Tensor w = at::randn({vocab, 256}, opts) * 0.05;
+  at::Tensor labels = at::randint(0, vocab, {rows}, opts.dtype(at::kLong));
+  labels.narrow(0, ignored, 50).fill_(-100);
+  const auto ref = run_ce(false, h, w, labels, cdt, 0, scale);
+  const auto got = run_ce(true, h, w, labels, cdt, chunk, scale);
+  EXPECT_LT(rel(got.loss, ref.loss), 1e-3);
+  EXPECT_LT(rel(got.dh, ref.dh), grad_tol);
+  EXPECT_LT(rel(got.dw, ref.dw), grad_tol);
+}
+
 TEST(LinearCrossEntropy, GpuBf16MatchesTheCompositeAndScalesTheUpstreamGradient) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   at::manual_seed(1);
-  const auto opts = at::TensorOptions().device(at::kCUDA);
-  const at::Tensor h = at::randn({3000, 256}, opts);
-  const at::Tensor w = at::randn({5003, 256}, opts) * 0.05;
-  at::Tensor labels = at::randint(0, 5003, {3000}, opts.dtype(at::kLong));
-  labels.narrow(0, 100, 50).fill_(-100);
-  const auto ref = run_ce(false, h, w, labels, at::kBFloat16, 0, 1.0 / 2950);
-  const auto got = run_ce(true, h, w, labels, at::kBFloat16, 700, 1.0 / 2950);
-  EXPECT_LT(rel(got.loss, ref.loss), 1e-3);
-  EXPECT_LT(rel(got.dh, ref.dh), 2e-2);
-  EXPECT_LT(rel(got.dw, ref.dw), 2e-2);
+  expect_gpu_ce_matches(at::kBFloat16, 3000, 5003, 100, 700, 1.0 / 2950, 2e-2);
 }
 
 // fp16 training (dynamic loss scaling) runs the same fused loss under fp16 autocast.
 TEST(LinearCrossEntropy, GpuF16MatchesTheComposite) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   at::manual_seed(2);
-  const auto opts = at::TensorOptions().device(at::kCUDA);
-  const at::Tensor h = at::randn({2000, 256}, opts);
-  const at::Tensor w = at::randn({4099, 256}, opts) * 0.05;
-  at::Tensor labels = at::randint(0, 4099, {2000}, opts.dtype(at::kLong));
-  labels.narrow(0, 10, 40).fill_(-100);
-  const auto ref = run_ce(false, h, w, labels, at::kHalf, 0, 1024.0 / 1960);
-  const auto got = run_ce(true, h, w, labels, at::kHalf, 600, 1024.0 / 1960);
-  EXPECT_LT(rel(got.loss, ref.loss), 1e-3);
-  EXPECT_LT(rel(got.dh, ref.dh), 1e-2);
-  EXPECT_LT(rel(got.dw, ref.dw), 1e-2);
+  expect_gpu_ce_matches(at::kHalf, 2000, 4099, 10, 600, 1024.0 / 1950, 1e-2);
 }
 
 
