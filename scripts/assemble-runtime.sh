@@ -4,6 +4,8 @@
 #   OUT_DIR/lib/              its shared-library closure (ldd) plus the dlopen'd libraries that
 #                             docker/runtime-libs.txt names, minus that file's exclusions (glibc, GCC runtime, driver)
 #   OUT_DIR/configs/          the project's configs/
+#   OUT_DIR/share/fonts/      DejaVu Sans for the charts, found through OUT_DIR/etc/fonts/fonts.conf (set
+#   OUT_DIR/etc/fonts/        FONTCONFIG_FILE to it; docker/Dockerfile does), when the binary links fontconfig (cairo)
 #   OUT_DIR/MANIFEST.txt      each library and where it came from
 # Run it in the environment the binary was built in (the same LD_LIBRARY_PATH), so ldd resolves as the build did.
 # The result runs with LD_LIBRARY_PATH=OUT_DIR/lib and nothing else of the build: docker/Dockerfile copies exactly
@@ -89,4 +91,29 @@ done >"$out/MANIFEST.txt"
 cp "$binary" "$out/bin/finetune"
 cmake -DFILE="$out/bin/finetune" -P "$root/docker/set-runpath.cmake"
 cp -r "$root/configs" "$out/configs"
+# cairo draws the charts' text through fontconfig, and the runtime base image has neither fonts nor /etc/fonts:
+# carry DejaVu Sans (fonts-dejavu-core, third_party/apt-packages.txt) and a fonts.conf that finds it relative to
+# itself, so the directory can move.
+if [[ -n ${found[libfontconfig.so.1]:-} ]]; then
+  fonts=/usr/share/fonts/truetype/dejavu
+  mkdir -p "$out/share/fonts" "$out/etc/fonts"
+  for f in DejaVuSans.ttf DejaVuSans-Bold.ttf; do
+    [[ -f $fonts/$f ]] || { echo "assemble-runtime: no $fonts/$f; install fonts-dejavu-core" >&2; exit 1; }
+    cp "$fonts/$f" "$out/share/fonts/$f"
+  done
+  cp /usr/share/doc/fonts-dejavu-core/copyright "$out/share/fonts/COPYRIGHT.DejaVu" 2>/dev/null || true
+  cat >"$out/etc/fonts/fonts.conf" <<'XML'
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<!-- The fonts of finetune's runtime file set (scripts/assemble-runtime.sh); use with FONTCONFIG_FILE=this file. -->
+<fontconfig>
+  <dir prefix="relative">../../share/fonts</dir>
+  <cachedir prefix="xdg">fontconfig</cachedir>
+  <alias>
+    <family>sans-serif</family>
+    <prefer><family>DejaVu Sans</family></prefer>
+  </alias>
+</fontconfig>
+XML
+fi
 echo "assemble-runtime: $(wc -l <"$out/MANIFEST.txt") libraries, $(du -sh "$out" | cut -f1) in $out" >&2

@@ -6,11 +6,14 @@
 # tools an offline GPU host brings itself (HOST_TOOLS below: compiler, CMake, Ninja, Python, git). Each remaining
 # package is fetched with the packages it depends on that are built from the same Debian source (so libyaml-cpp-dev
 # brings libyaml-cpp0.7, libgtest-dev brings googletest); libc, libstdc++ and other base libraries are never fetched.
+# Also left out: cairo and its font (NOT_FETCHED), whose library chain (pixman, fontconfig, freetype, libpng, X11)
+# spans many Debian sources; scripts/gpu-host-build.sh uses the host's cairo if it has one, else builds without plots.
 # Writes DIR/MANIFEST.txt (package=version, one a line). Needs apt-get and current package lists (apt-get update).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${1:?usage: fetch-debs.sh DIR}
 HOST_TOOLS=" build-essential cmake ninja-build ccache python3-venv git "
+NOT_FETCHED=" libcairo2-dev fonts-dejavu-core "
 
 field() { # field PACKAGE NAME: one field of the candidate version's record
   apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n "s/^$2: //p" | head -n1
@@ -20,7 +23,7 @@ source_of() { local s; s=$(field "$1" Source); s=${s%% *}; echo "${s:-$1}"; }
 declare -A chosen=()
 queue=()
 while read -r pkg; do
-  [[ -z $pkg || $pkg == \#* || $HOST_TOOLS == *" $pkg "* ]] && continue
+  [[ -z $pkg || $pkg == \#* || $HOST_TOOLS == *" $pkg "* || $NOT_FETCHED == *" $pkg "* ]] && continue
   queue+=("$pkg")
 done <"$root/third_party/apt-packages.txt"
 

@@ -1,4 +1,4 @@
-// `finetune plot RUN_DIR [--out FILE]`: a PNG of the loss, learning-rate and throughput curves of a run.
+// `finetune plot RUN_DIR [--out FILE]`: a PNG (or SVG) of the loss, learning-rate and throughput curves of a run.
 #include <iostream>
 
 #include "cli/commands.h"
@@ -8,22 +8,25 @@
 namespace ft::cli {
 
 void add_plot(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
-  auto* sub = app.add_subcommand("plot", "Draw the loss, learning-rate and tokens/s curves of a run into a PNG");
-  sub->footer("Example:\n  finetune plot runs/demo --out runs/demo/curves.png");
+  auto* sub = app.add_subcommand("plot", "Draw the loss, learning-rate and tokens/s curves of a run into a PNG or SVG");
+  sub->footer(
+      "The format follows the file name: .svg writes an SVG (vector, for documents), anything else a PNG.\n"
+      "Examples:\n  finetune plot runs/demo\n  finetune plot runs/demo --out runs/demo/curves.svg");
   auto run_dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   sub->add_option("RUN_DIR", *run_dir, "Run directory holding metrics.jsonl")->required();
-  sub->add_option("--out", *out, "PNG to write (default: RUN_DIR/plot.png)");
+  sub->add_option("--out", *out, "PNG or SVG (by extension) to write (default: RUN_DIR/plot.png)");
   sub->callback([run_dir, out, &exit_code] {
     const std::filesystem::path dir(*run_dir);
     if (!std::filesystem::is_directory(dir))
       throw ConfigError("plot: '" + *run_dir + "' is not a directory", "pass the run directory, e.g. runs/demo");
-    const std::filesystem::path png = out->empty() ? dir / "plot.png" : std::filesystem::path(*out);
+    const std::filesystem::path file = out->empty() ? dir / "plot.png" : std::filesystem::path(*out);
     const auto series = metrics::read_metric_series(dir / "metrics.jsonl");
     std::string name = dir.lexically_normal().string();
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "runs/demo/" names the run "demo"
-    const auto info = metrics::plot_metrics(series, png, "finetune run: " + std::filesystem::path(name).filename().string());
-    std::cout << "wrote " << png.string() << " (" << info.width << "x" << info.height << ", " << info.points
+    const auto info =
+        metrics::plot_metrics(series, file, "finetune run: " + std::filesystem::path(name).filename().string());
+    std::cout << "wrote " << file.string() << " (" << info.width << "x" << info.height << ", " << info.points
               << " points)\n";
     exit_code = 0;
   });

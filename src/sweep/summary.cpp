@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <tuple>
+#include <utility>
 
 #include "metrics/metrics.h"
 #include "metrics/plot.h"
@@ -258,12 +259,26 @@ SummaryFiles write_summary(const fs::path& dir, const SweepRecord& record) {
     }
     runs.push_back(std::move(run));
   }
-  try {
-    const fs::path tmp = files.png.string() + ".tmp";
-    metrics::plot_comparison(runs, tmp, "sweep " + dir.filename().string() + ": " + counts_text(rows));
-    fs::rename(tmp, files.png);
-  } catch (const Error&) {
+  const bool any_loss = std::any_of(runs.begin(), runs.end(), [](const metrics::LabeledSeries& r) {
+    return !r.series.train_loss.empty() || !r.series.eval_loss.empty();
+  });
+  if (!any_loss) {
     files.png.clear();  // nothing to draw yet
+  } else if (!metrics::plotting_available()) {
+    static bool warned = false;  // the summary is rewritten after every trial; say it once
+    if (!std::exchange(warned, true))
+      FT_LOG_WARN(
+          "sweep: no {}: this build has no plotting (built without cairo); rebuild with libcairo2-dev installed",
+          files.png.filename().string());
+    files.png.clear();
+  } else {
+    try {
+      metrics::plot_comparison(runs, files.png, "sweep " + dir.filename().string() + ": " + counts_text(rows));
+    } catch (const Error& e) {
+      // The chart is an extra: the tables are still written, and the sweep goes on.
+      FT_LOG_WARN("sweep: {} not written: {} ({})", files.png.filename().string(), e.what(), e.hint());
+      files.png.clear();
+    }
   }
   write_file_atomic(files.markdown, render_markdown(dir, record, rows, !files.png.empty()));
   write_file_atomic(files.csv, render_csv(record, rows));

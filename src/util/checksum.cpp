@@ -251,19 +251,4 @@ uint32_t masked_crc32c(const void* data, size_t size) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-uint32_t crc32(const void* data, size_t size, uint32_t crc) {
-  static const auto table = make_table(0xedb88320u);
-  return crc_reflected(table, data, size, crc);
-}
-
-uint32_t adler32(const void* data, size_t size, uint32_t adler) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t a = adler & 0xffff, b = adler >> 16;
-  for (size_t i = 0; i < size; ++i) {
-    a = (a + p[i]) % 65521;
-    b = (b + a) % 65521;
-  }
-  return (b << 16) | a;
-}
-
 }  // namespace ft

@@ -1,5 +1,5 @@
 // Checksums written by hand (no new dependency): SHA-256 for checkpoint manifests, CRC32C for TensorBoard's
-// TFRecord framing, CRC32 and Adler-32 for PNG/zlib.
+// TFRecord framing.
 #pragma once
 
 #include <array>
@@ -48,9 +48,5 @@ std::vector<FileDigest> sha256_files(const std::vector<std::filesystem::path>& p
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 // TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
 uint32_t masked_crc32c(const void* data, size_t size);
-// CRC-32 (IEEE, as zlib/PNG), continuing from `crc` (0 to start).
-uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
-// Adler-32 (zlib), continuing from `adler` (1 to start).
-uint32_t adler32(const void* data, size_t size, uint32_t adler = 1);
 
 }  // namespace ft

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # check_runtime_dir.sh SOURCE_DIR BUILD_DIR: assembles the runtime file set of BUILD_DIR's finetune with
-# scripts/assemble-runtime.sh (the script the Dockerfile runs) and proves it is complete: `finetune info` and
-# `finetune config show` (on the shipped configs/) run from it in an empty environment with LD_LIBRARY_PATH limited to its lib/, and every
-# library there (the dlopen'd ones too) resolves all its dependencies inside lib/ or to what docker/runtime-libs.txt
-# excludes (glibc, the GCC runtime, the driver).
+# scripts/assemble-runtime.sh (the script the Dockerfile runs) and proves it is complete: `finetune info`,
+# `finetune config show` (on the shipped configs/) and `finetune plot` (with the fonts it carries) run from it in an
+# empty environment with LD_LIBRARY_PATH limited to its lib/, and every library there (the dlopen'd ones too)
+# resolves all its dependencies inside lib/ or to what docker/runtime-libs.txt excludes (glibc, the GCC runtime, the
+# driver).
 set -euo pipefail
 src=${1:?usage: check_runtime_dir.sh SOURCE_DIR BUILD_DIR}
 build=${2:?usage: check_runtime_dir.sh SOURCE_DIR BUILD_DIR}
@@ -45,5 +46,16 @@ case $rc in
   2) grep -q "$rt/configs/demo.yaml:[0-9]*:[0-9]*" "$tmp/show.txt" || fail "config show exit 2 without positions: $(cat "$tmp/show.txt")" ;;
   *) fail "finetune config show from the runtime dir exited $rc: $(cat "$tmp/show.txt")" ;;
 esac
+# cairo at work: a chart drawn from the runtime dir with the fonts it carries (a build without cairo has none).
+plotted=""
+if [[ -f $rt/etc/fonts/fonts.conf ]]; then
+  mkdir -p "$tmp/run"
+  printf '{"event":"train","step":1,"loss":2.0,"lr":0.001}\n{"event":"train","step":2,"loss":1.5,"lr":0.001}\n' \
+    >"$tmp/run/metrics.jsonl"
+  env -i LD_LIBRARY_PATH="$rt/lib" HOME="$tmp" FONTCONFIG_FILE="$rt/etc/fonts/fonts.conf" "$rt/bin/finetune" plot \
+    "$tmp/run" >"$tmp/plot.txt" 2>&1 || fail "finetune plot failed from the runtime dir: $(cat "$tmp/plot.txt")"
+  [[ $(head -c 4 "$tmp/run/plot.png" | tail -c 3) == PNG ]] || fail "finetune plot wrote no PNG: $(cat "$tmp/plot.txt")"
+  plotted=", plot drew a PNG"
+fi
 echo "$info"
-echo "runtime dir: $((checked - 1)) libraries and the binary resolve inside it; info ran, config show exit $rc"
+echo "runtime dir: $((checked - 1)) libraries and the binary resolve inside it; info ran, config show exit $rc$plotted"

@@ -1,0 +1,286 @@
+// The charts of `finetune plot` and the sweep: round axis ticks (the learning-rate axis never below zero), and the
+// PNG cairo writes, decoded again with cairo: the reported size, and each curve's colour where that curve was drawn.
+#include <gtest/gtest.h>
+
+#if FT_TEST_WITH_CAIRO
+#include <cairo.h>
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "metrics/plot.h"
+#include "scratch_dir.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+using metrics::nice_ticks;
+
+// 1, 2 or 5 times a power of ten.
+bool round_step(double step) {
+  const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  for (const double m : {1.0, 2.0, 5.0, 10.0})
+    if (std::abs(mantissa - m) < 1e-6) return true;
+  return false;
+}
+
+void expect_round_ticks_covering(const metrics::AxisTicks& t, double lo, double hi, int max_ticks) {
+  ASSERT_GE(t.values.size(), 2u);
+  EXPECT_LE(t.values.size(), static_cast<size_t>(max_ticks));
+  EXPECT_TRUE(round_step(t.step)) << t.step;
+  EXPECT_LE(t.lo, lo);
+  EXPECT_GE(t.hi, hi);
+  EXPECT_EQ(t.values.front(), t.lo);
+  EXPECT_EQ(t.values.back(), t.hi);
+  ASSERT_EQ(t.labels.size(), t.values.size());
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    const double k = t.values[i] / t.step;
+    EXPECT_NEAR(k, std::round(k), 1e-6) << t.values[i] << " is not a multiple of " << t.step;
+    if (i > 0) {
+      EXPECT_NEAR(t.values[i] - t.values[i - 1], t.step, t.step * 1e-6);
+      EXPECT_NE(t.labels[i], t.labels[i - 1]);
+    }
+  }
+}
+
+TEST(PlotTicks, RoundStepsThatCoverTheData) {
+  const std::vector<std::pair<double, double>> ranges = {{0, 1},       {0.06, 3.42}, {25, 120},    {1, 200},
+                                                         {-3.7, 12.1}, {1e-7, 3e-4}, {5000, 5600}, {0.999, 1},
+                                                         {-1e6, -2e5}, {3, 1e9}};
+  for (const auto& [lo, hi] : ranges) {
+    for (const int max_ticks : {3, 5, 6, 9}) {
+      SCOPED_TRACE(::testing::Message() << lo << ".." << hi << " max " << max_ticks);
+      expect_round_ticks_covering(nice_ticks(lo, hi, max_ticks), lo, hi, max_ticks);
+    }
+  }
+  auto t = nice_ticks(0.06, 3.42, 6);
+  EXPECT_EQ(t.values, (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+  EXPECT_EQ(t.scale, "");
+  t = nice_ticks(25, 120, 9, /*non_negative=*/true, /*min_step=*/1);  // a step axis
+  EXPECT_EQ(t.values, (std::vector<double>{20, 40, 60, 80, 100, 120}));
+  t = nice_ticks(1, 2, 9, true, 1);  // two steps: no ticks at half steps
+  EXPECT_EQ(t.step, 1);
+  t = nice_ticks(0.5, 1.02, 6);
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"0.4", "0.6", "0.8", "1.0", "1.2"}));
+  t = nice_ticks(-1.5, 1.5, 5);
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"-2", "-1", "0", "1", "2"}));  // a zero, not "-0"
+}
+
+TEST(PlotTicks, LearningRateAxisNeverGoesBelowZeroAndIsLabelledScaled) {
+  // Warmup from zero, a decay towards zero, a constant rate, all zero, and a negative value that cannot be real.
+  const std::vector<std::pair<double, double>> ranges = {{0, 3e-4},      {1e-5, 3e-3}, {3e-4, 3e-4},
+                                                         {2.9e-4, 3e-4}, {0, 0},       {-1e-4, 2e-4}};
+  for (const auto& [lo, hi] : ranges) {
+    SCOPED_TRACE(::testing::Message() << lo << ".." << hi);
+    const auto t = nice_ticks(lo, hi, 6, /*non_negative=*/true);
+    EXPECT_GE(t.lo, 0.0);
+    for (const double v : t.values) EXPECT_GE(v, 0.0);
+    for (const auto& label : t.labels) EXPECT_EQ(label.find('-'), std::string::npos) << label;
+    expect_round_ticks_covering(t, std::max(lo, 0.0), hi, 6);
+  }
+  auto t = nice_ticks(0, 3e-4, 6, true);
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(t.scale, "×10⁻⁴");
+  t = nice_ticks(3e-4, 3e-4, 6, true);  // constant: widened around the value, still round
+  EXPECT_LT(t.lo, 3e-4);
+  EXPECT_GT(t.hi, 3e-4);
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"2.6", "2.8", "3.0", "3.2", "3.4"}));
+  t = nice_ticks(0, 0, 6, true);
+  EXPECT_EQ(t.lo, 0);
+  EXPECT_EQ(t.hi, 1);
+  t = nice_ticks(5000, 250000, 6, true);
+  EXPECT_EQ(t.scale, "×10⁵");
+}
+
+TEST(PlotTicks, NonFiniteOrReversedBoundsStillGiveAnAxis) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{nan, 1}, {0, inf}, {-inf, inf}, {nan, nan}}) {
+    const auto t = nice_ticks(lo, hi, 6);
+    EXPECT_EQ(t.lo, 0);
+    EXPECT_EQ(t.hi, 1);
+  }
+  const auto t = nice_ticks(10, 2, 6);
+  EXPECT_LE(t.lo, 2);
+  EXPECT_GE(t.hi, 10);
+  expect_round_ticks_covering(nice_ticks(1e299, 1e300, 6), 1e299, 1e300, 6);
+}
+
+metrics::MetricSeries demo_series(int steps, bool eval) {
+  metrics::MetricSeries s;
+  for (int step = 1; step <= steps; ++step) {
+    s.train_loss.emplace_back(step, 4.0 * std::exp(-step / 50.0) + 0.5);
+    s.lr.emplace_back(step, step < 20 ? 3e-4 * step / 20 : 3e-4 * (1 - static_cast<double>(step) / (steps + 1)));
+    s.tokens_per_s.emplace_back(step, 5000 + 100 * (step % 7));
+    if (eval && step % 50 == 0) s.eval_loss.emplace_back(step, 1.0 + 10.0 / step);
+  }
+  return s;
+}
+
+#if FT_TEST_WITH_CAIRO
+// The curve colours of src/metrics/plot_cairo.cpp (Tableau 10).
+constexpr uint32_t kBlue = 0x1f77b4, kRed = 0xd62728, kGreen = 0x2ca02c, kOrange = 0xff7f0e;
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint32_t> rgb;  // 0xRRGGBB, rows top to bottom
+};
+
+Image decode_png(const std::filesystem::path& path) {
+  Image img;
+  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
+  if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
+    ADD_FAILURE() << path << ": " << cairo_status_to_string(cairo_surface_status(s));
+    cairo_surface_destroy(s);
+    return img;
+  }
+  cairo_surface_flush(s);
+  img.width = cairo_image_surface_get_width(s);
+  img.height = cairo_image_surface_get_height(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  const unsigned char* data = cairo_image_surface_get_data(s);
+  for (int y = 0; y < img.height; ++y) {
+    const auto* row = reinterpret_cast<const uint32_t*>(data + static_cast<ptrdiff_t>(y) * stride);
+    for (int x = 0; x < img.width; ++x) img.rgb.push_back(row[x] & 0xffffff);
+  }
+  cairo_surface_destroy(s);
+  return img;
+}
+
+// Pixels within `tolerance` of `color` on every channel (antialiased edges are blends, line centres the colour).
+size_t count_color(const Image& img, uint32_t color, int tolerance = 20) {
+  size_t n = 0;
+  for (const uint32_t p : img.rgb) {
+    bool near = true;
+    for (const int shift : {16, 8, 0})
+      near = near &&
+             std::abs(static_cast<int>((p >> shift) & 255) - static_cast<int>((color >> shift) & 255)) <= tolerance;
+    n += near ? 1 : 0;
+  }
+  return n;
+}
+
+uint32_t be32(const std::string& bytes, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+#endif
+
+class Plot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!metrics::plotting_available()) {
+      try {
+        metrics::plot_metrics(demo_series(5, false), dir_ / "p.png", "t");
+        ADD_FAILURE() << "a build without cairo drew a plot";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("without cairo"), std::string::npos) << e.what();
+        EXPECT_NE(e.hint().find("libcairo2-dev"), std::string::npos) << e.hint();
+      }
+      GTEST_SKIP() << "built without cairo (FT_WITH_CAIRO=OFF)";
+    }
+  }
+  ScratchDir dir_;
+};
+
+TEST_F(Plot, NothingToDrawIsAnError) {
+  metrics::MetricSeries empty;
+  EXPECT_THROW(metrics::plot_metrics(empty, dir_ / "empty.png", "empty"), Error);
+  empty.train_loss = {{1, std::nan("")}, {2, std::numeric_limits<double>::infinity()}};
+  EXPECT_THROW(metrics::plot_metrics(empty, dir_ / "empty.png", "empty"), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "empty.png"));
+}
+
+#if FT_TEST_WITH_CAIRO
+TEST_F(Plot, PngHasTheReportedSizeAndEachCurveInItsColour) {
+  const auto info = metrics::plot_metrics(demo_series(200, true), dir_ / "plot.png", "test run");
+  EXPECT_EQ(info.points, 200u * 3 + 4);
+  const std::string bytes = read_file(dir_ / "plot.png");
+  ASSERT_GT(bytes.size(), 33u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(bytes.substr(12, 4), "IHDR");
+  EXPECT_EQ(be32(bytes, 16), static_cast<uint32_t>(info.width));
+  EXPECT_EQ(be32(bytes, 20), static_cast<uint32_t>(info.height));
+  const Image img = decode_png(dir_ / "plot.png");
+  EXPECT_EQ(img.width, 960);
+  EXPECT_EQ(img.height, info.height);
+  const size_t white = count_color(img, 0xffffff, 0);
+  EXPECT_GT(white, img.rgb.size() / 2);                    // a white page...
+  EXPECT_LT(white, img.rgb.size() - img.rgb.size() / 50);  // ...with something on it
+  for (const uint32_t color : {kBlue, kGreen, kOrange}) EXPECT_GT(count_color(img, color), 400u) << std::hex << color;
+  EXPECT_GT(count_color(img, kRed), 60u);
+
+  // Only a learning rate: its colour and no other curve's (nor their legend entries).
+  metrics::MetricSeries lr_only;
+  lr_only.lr = demo_series(200, false).lr;
+  metrics::plot_metrics(lr_only, dir_ / "lr.png", "lr only");
+  const Image lr = decode_png(dir_ / "lr.png");
+  EXPECT_GT(count_color(lr, kGreen), 400u);
+  for (const uint32_t color : {kBlue, kRed, kOrange}) EXPECT_EQ(count_color(lr, color), 0u) << std::hex << color;
+}
+
+TEST_F(Plot, SinglePointsConstantsAndNonFiniteValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  metrics::MetricSeries s;
+  s.train_loss = {{3, 2.5}};                                            // one point
+  s.lr = {{1, 1e-4}, {2, 1e-4}, {3, 1e-4}};                             // constant
+  s.tokens_per_s = {{1, 100}, {2, nan}, {3, inf}, {nan, 5}, {4, 120}};  // two finite points
+  const auto info = metrics::plot_metrics(s, dir_ / "edge.png", "edge cases");
+  EXPECT_EQ(info.points, 1u + 3 + 2);
+  const Image img = decode_png(dir_ / "edge.png");
+  EXPECT_GT(count_color(img, kBlue), 10u);  // the single point's marker
+  EXPECT_GT(count_color(img, kGreen), 100u);
+  EXPECT_GT(count_color(img, kOrange), 100u);
+}
+
+TEST_F(Plot, SvgByExtensionAndWriteErrorsNameTheFile) {
+  const auto s = demo_series(50, true);
+  for (const char* name : {"plot.svg", "PLOT.SVG"}) {
+    metrics::plot_metrics(s, dir_ / name, "svg");
+    const std::string svg = read_file(dir_ / name);
+    EXPECT_EQ(svg.rfind("<?xml", 0), 0u) << name;
+    EXPECT_NE(svg.find("<svg"), std::string::npos);
+    EXPECT_NE(svg.find("width=\"960"), std::string::npos) << svg.substr(0, 300);
+    EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  }
+  try {
+    metrics::plot_metrics(s, dir_ / "missing" / "plot.png", "t");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing/plot.png"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Plot, ComparisonOfManyRunsHasALegendRowEachUpToForty) {
+  std::vector<metrics::LabeledSeries> runs;
+  for (int i = 0; i < 45; ++i) {
+    metrics::LabeledSeries r{"trial " + std::to_string(i) + ": lr=" + std::to_string(i) + "e-4", {}};
+    for (int step = 1; step <= 30; ++step) r.series.train_loss.emplace_back(step, 3.0 / step + 0.2 * i);
+    if (i % 2 == 0) r.series.eval_loss.emplace_back(30, 0.2 + 0.2 * i);
+    runs.push_back(std::move(r));
+  }
+  runs.push_back({"no metrics yet", {}});
+  const auto many = metrics::plot_comparison(runs, dir_ / "many.png", "sweep");
+  EXPECT_EQ(many.points, 45u * 30 + 23);
+  runs.resize(4);
+  const auto four = metrics::plot_comparison(runs, dir_ / "four.png", "sweep");
+  EXPECT_EQ(four.width, 960);
+  EXPECT_GT(four.height, 600);
+  EXPECT_GT(many.height, four.height + 36 * 17);  // 37 more legend rows
+  const Image img = decode_png(dir_ / "four.png");
+  EXPECT_EQ(img.height, four.height);
+  for (const uint32_t color : {kBlue, kOrange, kGreen, kRed})
+    EXPECT_GT(count_color(img, color), 100u) << std::hex << color;
+  std::vector<metrics::LabeledSeries> nothing = {{"a", {}}, {"b", {}}};
+  EXPECT_THROW(metrics::plot_comparison(nothing, dir_ / "nothing.png", "sweep"), Error);
+}
+#endif
+
+}  // namespace
+}  // namespace ft::test
