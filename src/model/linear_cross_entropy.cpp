@@ -6,6 +6,13 @@
 
 #include "util/error.h"
 
+#ifdef FT_WITH_KERNELS
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/cross_entropy.h"
+#include "model/kernel_dtype.h"
+#endif
+
 namespace ft::model {
 namespace {
 
@@ -13,6 +20,41 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr int64_t kIgnoreIndex = -100;
+
+// Per-row losses of the logits chunk in one kernel, the logits becoming the gradient of their sum when `grad`
+// (ignored rows: loss 0, gradient 0). False where the kernel does not apply (no CUDA kernels, CPU, other dtypes).
+bool kernel_rows(at::Tensor& logits, const at::Tensor& labels, at::Tensor& row_loss, bool grad) {
+#ifdef FT_WITH_KERNELS
+  if (!logits.is_cuda() || !kernel_supports(logits.scalar_type()) || logits.stride(1) != 1) return false;
+  const at::Tensor label = labels.contiguous();
+  row_loss = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
+  kernels::CrossEntropyRows a{logits.data_ptr(),
+                              logits.stride(0),
+                              label.data_ptr<int64_t>(),
+                              row_loss.data_ptr<float>(),
+                              logits.size(0),
+                              logits.size(1),
+                              kIgnoreIndex,
+                              grad};
+  kernels::cross_entropy_rows(a, kernel_dtype(logits.scalar_type()),
+                              c10::cuda::getCurrentCUDAStream(logits.device().index()).stream());
+  return true;
+#else
+  (void)logits, (void)labels, (void)row_loss, (void)grad;
+  return false;
+#endif
+}
+
+// dw F32 [V, H] += g^T h for g [n, V] and h [n, H] in cdt.
+void add_weight_grad(at::Tensor& dw, const at::Tensor& g, const at::Tensor& h, at::ScalarType cdt) {
+  if (cdt == at::kFloat) {
+    dw.addmm_(g.t(), h);
+  } else if (dw.is_cuda()) {  // half-precision operands, F32 accumulation into dw inside the GEMM
+    at::addmm_out(dw, dw, g.t(), h, at::kFloat);
+  } else {
+    dw.add_(at::mm(g.t(), h).to(at::kFloat));
+  }
+}
 
 class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
  public:
@@ -29,12 +71,27 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
         grad_w ? at::zeros(weight.sizes(), weight.options().dtype(at::kFloat)) : at::Tensor();  // F32 [V, H]
     for (int64_t start = 0; start < n; start += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - start);
-      const at::Tensor h = hidden.narrow(0, start, rows).to(cdt);                             // [n, H]
-      const at::Tensor label = labels.narrow(0, start, rows);                                 // I64 [n]
+      const at::Tensor h = hidden.narrow(0, start, rows).to(cdt);  // [n, H]
+      const at::Tensor label = labels.narrow(0, start, rows);      // I64 [n]
+      at::Tensor logits = at::mm(h, w.t());                        // cdt [n, V]
+      at::Tensor row_loss;                                         // F32 [n]
+      if (kernel_rows(logits, label, row_loss, grad_h || grad_w)) {
+        total += row_loss.sum();
+        // logits now hold d(sum CE)/d logits, zero on ignored rows: no masks needed.
+        if (grad_h) {
+          at::Tensor dh_rows = dh.narrow(0, start, rows);  // [n, H], contiguous
+          if (dh_rows.scalar_type() == cdt) {
+            at::mm_out(dh_rows, logits, w);
+          } else {
+            dh_rows.copy_(at::mm(logits, w));
+          }
+        }
+        if (grad_w) add_weight_grad(dw, logits, h, cdt);
+        continue;
+      }
       const at::Tensor valid = label.ne(kIgnoreIndex);                                        // Bool [n]
       const at::Tensor target = at::where(valid, label, at::zeros_like(label)).unsqueeze(1);  // I64 [n, 1]
       // One kernel from the cdt logits to F32 log-probabilities (what cross_entropy on upcast logits computes).
-      const at::Tensor logits = at::mm(h, w.t());  // cdt [n, V]
       // The half_to_float kernel exists for fp16 on CUDA only; elsewhere upcast first.
       const bool upcast_inside = cdt == at::kHalf && logits.is_cuda();
       const at::Tensor logp = upcast_inside ? at::_log_softmax(logits, 1, /*half_to_float=*/true)
@@ -50,16 +107,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       g.scatter_(1, target, (picked.exp() - 1.0).unsqueeze(1).to(cdt));
       const at::Tensor keep = valid.unsqueeze(1);  // Bool [n, 1]
       if (grad_h) dh.narrow(0, start, rows).copy_(at::mm(g, w).masked_fill_(keep.logical_not(), 0));
-      if (grad_w) {
-        const at::Tensor hk = h.masked_fill(keep.logical_not(), 0);
-        if (cdt == at::kFloat) {
-          dw.addmm_(g.t(), hk);
-        } else if (dw.is_cuda()) {  // half-precision operands, F32 accumulation into dw inside the GEMM
-          at::addmm_out(dw, dw, g.t(), hk, at::kFloat);
-        } else {
-          dw.add_(at::mm(g.t(), hk).to(at::kFloat));
-        }
-      }
+      if (grad_w) add_weight_grad(dw, g, h.masked_fill(keep.logical_not(), 0), cdt);
     }
     ctx->save_for_backward({dh, dw});
     ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
