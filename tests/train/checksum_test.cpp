@@ -1,4 +1,4 @@
-// Hand-written checksums against published test vectors.
+// Checksums against published test vectors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,27 +11,19 @@
 namespace ft::test {
 namespace {
 
-std::string sha(const std::string& s, bool allow_hardware = true) {
-  Sha256 h(allow_hardware);
+std::string sha(const std::string& s) {
+  Sha256 h;
   h.update(s);
   return h.hex_digest();
 }
 
-// Both block functions (the SHA-NI one only where the CPU has it) against FIPS 180-4's examples.
-class Sha256Paths : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    if (GetParam() && !Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
-  }
-};
-
-TEST_P(Sha256Paths, MatchesFipsVectors) {
-  EXPECT_EQ(sha("", GetParam()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha("abc", GetParam()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", GetParam()),
+TEST(Checksum, Sha256MatchesFipsVectors) {
+  EXPECT_EQ(sha(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  // One million 'a', fed in uneven pieces to exercise the buffering and multi-block calls.
-  Sha256 h(GetParam());
+  // One million 'a', fed in uneven pieces.
+  Sha256 h;
   const std::string chunk(997, 'a');
   size_t left = 1000000;
   while (left > 0) {
@@ -41,18 +33,6 @@ TEST_P(Sha256Paths, MatchesFipsVectors) {
   }
   EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
-
-TEST(Checksum, Sha256ExtensionsAgreeWithThePortablePathOnEveryLength) {
-  if (!Sha256::hardware_available()) GTEST_SKIP() << "this CPU has no SHA extensions";
-  std::string text;
-  for (int i = 0; i < 4096 + 65; ++i) text += static_cast<char>((i * 131 + 7) % 256);
-  for (size_t n = 0; n <= text.size(); n += (n < 300 ? 1 : 61)) {
-    ASSERT_EQ(sha(text.substr(0, n), true), sha(text.substr(0, n), false)) << n << " bytes";
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(BlockFunction, Sha256Paths, ::testing::Values(false, true),
-                         [](const auto& param_info) { return param_info.param ? "ShaExtensions" : "Portable"; });
 
 TEST(Checksum, Sha256OfFileMatchesSha256OfBytes) {
   ScratchDir dir;
@@ -71,14 +51,14 @@ TEST(Checksum, Sha256OfManyFilesInParallelKeepsTheirOrderAndReportsAMissingOne) 
     paths.push_back(dir / ("f" + std::to_string(i)));
     write_file(paths.back(), std::string(static_cast<size_t>(1000 * i + 1), static_cast<char>('a' + i)));
   }
-  const auto digests = sha256_files(paths, 4);
+  const auto digests = sha256_files(paths);
   ASSERT_EQ(digests.size(), paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     EXPECT_EQ(digests[i].sha256, sha(read_file(paths[i]))) << i;
     EXPECT_EQ(digests[i].size, 1000 * i + 1) << i;
   }
   paths.push_back(dir / "missing");
-  EXPECT_THROW(sha256_files(paths, 4), Error);
+  EXPECT_THROW(sha256_files(paths), Error);
 }
 
 TEST(Checksum, Crc32cMatchesCheckValue) {
