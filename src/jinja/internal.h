@@ -213,7 +213,8 @@ struct Program {
 
 std::shared_ptr<Program> parse_template(const std::string& source, const std::string& name);
 
-// Registries (render.cpp), checked by the parser so that unsupported names fail when the template is parsed.
+// Registries (builtins.cpp, methods.cpp), checked by the parser so that unsupported names fail when the template
+// is parsed.
 const void* find_filter(const std::string& name);
 const void* find_test(const std::string& name);
 bool is_supported_method(const std::string& name);

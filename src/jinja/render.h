@@ -56,7 +56,7 @@ class Renderer {
   const Val* filter_input_ = nullptr;  // the captured body of a {% filter %} block
 };
 
-// Builtins (builtins.cpp).
+// Builtins: the filter and test entries (filters*.cpp, predicates.cpp), methods (methods.cpp), the rest (builtins.cpp).
 using FilterFn = Val (*)(Renderer&, const Val&, CallArgs&, int line);
 using TestFn = bool (*)(Renderer&, const Val&, CallArgs&, int line);
 struct FilterEntry {
