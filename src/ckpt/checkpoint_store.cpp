@@ -27,18 +27,7 @@ namespace {
 constexpr const char* kFormat = "finetune-checkpoint-v1";
 constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kTrashPrefix = ".trash-";
-
-using ft::UniqueFd;
-
-[[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int err) {
-  ft::throw_io_error(what, path, err);
-}
-
-void fsync_path(const fs::path& path, bool directory) {
-  UniqueFd fd(::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno("cannot open for fsync", path, errno);
-  if (::fsync(fd.get()) != 0) throw_errno("fsync failed for", path, errno);
-}
+constexpr const char* kOldPrefix = ".old-";  // replace_dir's name for a replaced checkpoint until it is removed
 
 std::string step_name(int64_t step) {
   return fmt::format("step-{:06d}", step);
@@ -60,18 +49,11 @@ bool starts_with(const std::string& s, const char* prefix) {
 // Removes `path` by renaming it to a hidden trash name first, so a crash half-way through the removal never
 // leaves a partial step-* directory that looks like a corrupt checkpoint.
 void remove_via_trash(const fs::path& path) {
-  const fs::path trash =
-      path.parent_path() / (std::string(kTrashPrefix) + path.filename().string() + "-" + std::to_string(::getpid()));
-  remove_tree(trash);
-  fs::rename(path, trash);
-  remove_tree(trash);
+  remove_tree_via(path, path.parent_path() /
+                            (std::string(kTrashPrefix) + path.filename().string() + "-" + std::to_string(::getpid())));
 }
 
 }  // namespace
-
-void fsync_dir(const fs::path& dir) {
-  fsync_path(dir, /*directory=*/true);
-}
 
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
     : dir_(std::move(run_dir) / "checkpoints"), opts_(opts) {
@@ -103,7 +85,8 @@ fs::path CheckpointStore::begin(int64_t step) {
     // Leftovers of a crash: temporary and trash directories are never valid checkpoints.
     for (const auto& entry : fs::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
-      if (starts_with(name, kTmpPrefix) || starts_with(name, kTrashPrefix)) remove_tree(entry.path());
+      if (starts_with(name, kTmpPrefix) || starts_with(name, kTrashPrefix) || starts_with(name, kOldPrefix))
+        remove_tree(entry.path());
     }
     pending_ = dir_ / (std::string(kTmpPrefix) + step_name(step) + "-" + std::to_string(::getpid()));
     fs::create_directory(pending_);
@@ -155,11 +138,9 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
                                {"files", files}};
     if (!extra.is_null()) manifest["extra"] = extra;
     ft::write_file(pending_ / kManifest, manifest.dump(2) + "\n", /*sync=*/true);
-    for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_dir(*d);
+    for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_path(*d, /*directory=*/true);
     // A checkpoint of the same step (a resumed run saving again) is replaced: old aside, new in, old removed.
-    if (fs::exists(target)) remove_via_trash(target);
-    fs::rename(pending_, target);
-    fsync_dir(dir_);
+    replace_dir(pending_, target, /*sync=*/true);
   } catch (const fs::filesystem_error& e) {
     abort();
     throw Error(fmt::format("cannot commit checkpoint '{}': {}", target.string(), e.code().message()),

@@ -69,7 +69,4 @@ class CheckpointStore {
   int64_t pending_step_ = -1;
 };
 
-// fsync of a directory (so a rename or a new entry is durable). Throws ft::Error on failure.
-void fsync_dir(const std::filesystem::path& dir);
-
 }  // namespace ft::ckpt

@@ -38,13 +38,13 @@ void run_export(const ExportArgs& a) {
   model->to(save_dtype);
   const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
   std::filesystem::create_directories(parent);
-  const auto tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  remove_tree(tmp);
-  model::save_pretrained(*model, tmp, a.shard_size_mb * 1000 * 1000);
-  auto copied = model::copy_tokenizer_files(model_dir, tmp);
-  for (const auto& name : model::copy_tokenizer_files(a.adapter, tmp)) copied.push_back(name + " (from adapter)");
-  std::filesystem::remove(out);  // an empty directory, if any
-  std::filesystem::rename(tmp, out);
+  StagedDir staged(out, parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid())));
+  model::save_pretrained(*model, staged.path(), a.shard_size_mb * 1000 * 1000);
+  auto copied = model::copy_tokenizer_files(model_dir, staged.path());
+  for (const auto& name : model::copy_tokenizer_files(a.adapter, staged.path())) {
+    copied.push_back(name + " (from adapter)");
+  }
+  staged.commit();  // replaces an empty --out directory, if any
   FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}{}); copied {}", lora.rank, lora.alpha,
               fmt::join(lora.targets, ","), out.string(), model::dtype_name(save_dtype),
               vocab != base_args.vocab_size ? fmt::format(", vocabulary {} -> {}", base_args.vocab_size, vocab) : "",

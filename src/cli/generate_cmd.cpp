@@ -85,17 +85,9 @@ void run_generate(const GenerateArgs& a) {
   opts.top_p = a.top_p;
   opts.top_k = a.top_k;
   opts.seed = a.seed;
-  opts.stop_ids = model->args().eos_token_ids;
-  if (tokenizer && tokenizer->eos_id() >= 0) opts.stop_ids.push_back(tokenizer->eos_id());
+  opts.stop_ids = model::stop_ids_for(*model, tokenizer ? tokenizer->eos_id() : -1);
   const auto generated = model::generate(*model, prompt, opts);
-  std::string text;
-  if (tokenizer) {
-    std::vector<int64_t> body = generated;
-    if (!body.empty() && std::find(opts.stop_ids.begin(), opts.stop_ids.end(), body.back()) != opts.stop_ids.end()) {
-      body.pop_back();
-    }
-    text = tokenizer->decode(body);
-  }
+  const std::string text = tokenizer ? tokenizer->decode(model::without_stop(generated, opts)) : std::string();
   if (a.json) {
     std::cout << nlohmann::json{{"prompt_ids", prompt}, {"generated_ids", generated}, {"text", text}}.dump() << "\n";
   } else if (tokenizer) {

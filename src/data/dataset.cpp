@@ -228,36 +228,13 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
   std::memcpy(loss.data(), part->cached.loss->data() + begin, static_cast<size_t>(len));
 }
 
-nlohmann::json SourceStats::to_json() const {
-  return {{"path", path},           {"format", format},
-          {"weight", weight},       {"samples", samples},
-          {"tokens", tokens},       {"target_tokens", target_tokens},
-          {"truncated", truncated}, {"dropped", dropped},
-          {"skipped", skipped},     {"skipped_lines", skipped_lines}};
-}
-
-SourceStats SourceStats::from_json(const nlohmann::json& j) {
-  SourceStats s;
-  s.path = j.at("path").get<std::string>();
-  s.format = j.at("format").get<std::string>();
-  s.weight = j.at("weight").get<double>();
-  s.samples = j.at("samples").get<int64_t>();
-  s.tokens = j.at("tokens").get<int64_t>();
-  s.target_tokens = j.at("target_tokens").get<int64_t>();
-  s.truncated = j.at("truncated").get<int64_t>();
-  s.dropped = j.at("dropped").get<int64_t>();
-  s.skipped = j.at("skipped").get<int64_t>();
-  s.skipped_lines = j.at("skipped_lines").get<std::vector<int64_t>>();
-  return s;
-}
-
 nlohmann::json DatasetStats::to_json() const {
   nlohmann::json j = {
       {"samples", samples}, {"tokens", tokens},   {"target_tokens", target_tokens}, {"truncated", truncated},
       {"dropped", dropped}, {"skipped", skipped}, {"epoch_samples", epoch_samples}};
   j["sources"] = nlohmann::json::array();
   for (const auto& s : sources) {
-    auto sj = s.to_json();
+    nlohmann::json sj = s;
     sj["from_cache"] = s.from_cache;
     j["sources"].push_back(sj);
   }

@@ -66,9 +66,10 @@ struct SourceStats {
   int64_t skipped = 0;                 // bad lines skipped (on_error=skip)
   std::vector<int64_t> skipped_lines;  // the first few skipped line numbers
   bool from_cache = false;             // loaded from an existing cache entry (not tokenized in this call)
-  nlohmann::json to_json() const;
-  static SourceStats from_json(const nlohmann::json& j);
 };
+// The cache entry's meta.json: every field but from_cache, all required when read.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SourceStats, path, format, weight, samples, tokens, target_tokens, truncated,
+                                   dropped, skipped, skipped_lines)
 
 struct DatasetStats {
   std::vector<SourceStats> sources;

@@ -1,6 +1,7 @@
 #include "data/dataset_cache.h"
 #include "util/fs.h"
 
+#include <ATen/ATen.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -168,28 +169,49 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
     FT_LOG_WARN("{}: skipped {} bad line(s), first at line(s) {}", path.string(), st.skipped,
                 fmt::join(st.skipped_lines, ", "));
   }
-  ft::write_file_atomic(dir / "meta.json", st.to_json().dump(2));
+  ft::write_file_atomic(dir / "meta.json", nlohmann::json(st).dump(2));
   return st;
 }
 
-CachedSource open_entry(const std::filesystem::path& dir) {
+// Opens a cache entry and checks everything later reads trust: meta.json, the file sizes, offsets that stay inside
+// tokens.bin, and token ids inside the tokenizer's vocabulary (an id past the embedding would crash the model).
+CachedSource open_entry(const std::filesystem::path& dir, int64_t vocab_size) {
+  const std::string corrupt = "corrupt data cache entry " + dir.string();
+  const std::string rebuild = "delete " + dir.string() + " and run again to rebuild it";
   CachedSource c;
-  std::ifstream in(dir / "meta.json");
-  c.stats = SourceStats::from_json(nlohmann::json::parse(in));
+  try {
+    c.stats = nlohmann::json::parse(read_text_file(dir / "meta.json")).get<SourceStats>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(corrupt + ": meta.json: " + e.what(), rebuild);
+  }
   c.tokens = io::MappedFile::open(dir / "tokens.bin");
   c.loss = io::MappedFile::open(dir / "loss.bin");
   c.offsets = io::MappedFile::open(dir / "offsets.bin");
   const size_t n_tokens = c.tokens->size() / sizeof(int32_t);
-  FT_CHECK(c.stats.samples >= 0 && c.tokens->size() % sizeof(int32_t) == 0 && c.loss->size() == n_tokens &&
-               c.offsets->size() == (static_cast<size_t>(c.stats.samples) + 1) * 8,
-           "corrupt data cache entry " + dir.string() + "; delete it to rebuild");
+  if (c.stats.samples < 0 || c.tokens->size() % sizeof(int32_t) != 0 || c.loss->size() != n_tokens ||
+      c.offsets->size() != (static_cast<size_t>(c.stats.samples) + 1) * 8) {
+    throw Error(corrupt + ": the sizes of tokens.bin, loss.bin and offsets.bin do not match meta.json", rebuild);
+  }
   // Samples are read as tokens[offsets[s], offsets[s + 1]): the offsets must rise from 0 to the token count, or a
   // damaged (or foreign) entry would make us read outside the mapping.
   const auto* offsets = reinterpret_cast<const int64_t*>(c.offsets->data());
   bool ordered = offsets[0] == 0 && offsets[c.stats.samples] == static_cast<int64_t>(n_tokens);
   for (int64_t s = 0; ordered && s < c.stats.samples; ++s) ordered = offsets[s] <= offsets[s + 1];
-  FT_CHECK(ordered, "corrupt data cache entry " + dir.string() + ": offsets.bin does not rise from 0 to the " +
-                        std::to_string(n_tokens) + " tokens of tokens.bin; delete it to rebuild");
+  if (!ordered) {
+    throw Error(
+        corrupt + ": offsets.bin does not rise from 0 to the " + std::to_string(n_tokens) + " tokens of tokens.bin",
+        rebuild);
+  }
+  if (n_tokens > 0) {
+    const at::Tensor ids = at::from_blob(const_cast<uint8_t*>(c.tokens->data()),  // NOLINT: read-only use
+                                         {static_cast<int64_t>(n_tokens)}, at::kInt);
+    const auto [lo, hi] = at::aminmax(ids);
+    if (lo.item<int32_t>() < 0 || hi.item<int32_t>() >= vocab_size) {
+      throw Error(fmt::format("{}: token ids range over [{}, {}], outside the tokenizer's vocabulary of {}", corrupt,
+                              lo.item<int32_t>(), hi.item<int32_t>(), vocab_size),
+                  rebuild);
+    }
+  }
   return c;
 }
 
@@ -234,30 +256,19 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
   const auto dir = o.cache_dir / key;
   FileLock lock(o.cache_dir / (key + ".lock"));  // waits while another process or thread tokenizes this source
   if (std::filesystem::exists(dir / "meta.json")) {
-    auto c = open_entry(dir);
+    auto c = open_entry(dir, tokenizer.vocab_size());
     c.stats.from_cache = true;
     FT_LOG_INFO("data cache hit for {} ({} samples)", path.string(), c.stats.samples);
     return c;
   }
   std::ostringstream tid;
   tid << std::this_thread::get_id();
-  const auto tmp = o.cache_dir / (key + ".tmp." + std::to_string(::getpid()) + "." + tid.str());
-  remove_tree(tmp);
-  std::filesystem::create_directories(tmp);
+  // A stale partial entry without meta.json is replaced by the commit.
+  StagedDir staged(dir, o.cache_dir / (key + ".tmp." + std::to_string(::getpid()) + "." + tid.str()));
   FT_LOG_INFO("tokenizing {} into the data cache {}", path.string(), dir.string());
-  try {
-    tokenize_source(path, source, o, tokenizer, tmp);
-  } catch (...) {
-    // The tokenizing error is the one to report; a failed clean-up only leaves a stale temporary directory.
-    try {
-      remove_tree(tmp);
-    } catch (const Error&) {  // NOLINT(bugprone-empty-catch)
-    }
-    throw;
-  }
-  remove_tree(dir);  // a stale partial entry without meta.json
-  std::filesystem::rename(tmp, dir);
-  return open_entry(dir);
+  tokenize_source(path, source, o, tokenizer, staged.path());
+  staged.commit();
+  return open_entry(dir, tokenizer.vocab_size());
 }
 
 }  // namespace ft::data

@@ -235,7 +235,7 @@ std::optional<Batch> DataLoader::next() {
   return std::move(*item.batch);
 }
 
-nlohmann::json DataLoader::state() const {
+nlohmann::json DataLoader::state_dict() const {
   return {{"epoch", epoch_},
           {"batch", batch_},
           {"seed", seed_},
@@ -245,12 +245,12 @@ nlohmann::json DataLoader::state() const {
           {"samples", dataset_->size()}};
 }
 
-void DataLoader::restore(const nlohmann::json& s) {
+void DataLoader::load_state_dict(const nlohmann::json& s) {
   try {
     for (const char* key : {"seed", "world", "packing", "micro_batch_size", "samples"}) {
-      if (s.at(key) != state().at(key)) {
+      if (s.at(key) != state_dict().at(key)) {
         throw Error(fmt::format("cannot resume the data order: {} was {} and is now {}", key, s.at(key).dump(),
-                                state().at(key).dump()),
+                                state_dict().at(key).dump()),
                     "resume with the same seed, world size, packing, micro batch size and data");
       }
     }

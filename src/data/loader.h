@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "ckpt/stateful.h"
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -45,7 +46,7 @@ struct LoaderOptions {
   bool pin_memory = false;  // page-locked host tensors, for asynchronous copies to a GPU
 };
 
-class DataLoader {
+class DataLoader : public ckpt::Stateful {
  public:
   // Batches stay on the host (pinned when options.pin_memory); the trainer copies them with non_blocking=true.
   DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& options);
@@ -56,7 +57,7 @@ class DataLoader {
   DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
              int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch, at::Device device,
              bool shuffle = true);
-  ~DataLoader();
+  ~DataLoader() override;
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
@@ -68,9 +69,9 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
 
   // {"epoch", "batch"} of the next batch next() returns, plus the settings that must match on restore.
-  nlohmann::json state() const;
+  nlohmann::json state_dict() const override;
   // Continues from `state` in O(1): the following batches equal those of an uninterrupted run.
-  void restore(const nlohmann::json& state);
+  void load_state_dict(const nlohmann::json& state) override;
 
  private:
   struct Item {

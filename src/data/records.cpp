@@ -5,6 +5,7 @@
 
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -148,8 +149,9 @@ jinja::Value parse_messages(const json& record, const RecordOptions& o, bool mod
 
 // The line as a JSON object (RecordError for invalid UTF-8, invalid JSON or another JSON type).
 json parse_object(std::string_view line) {
-  size_t bad = 0;
-  if (!valid_utf8(line, &bad)) throw RecordError("", "invalid UTF-8 at byte " + std::to_string(bad + 1));
+  if (const auto bad = tok::unicode::find_invalid_utf8(line)) {
+    throw RecordError("", "invalid UTF-8 at byte " + std::to_string(*bad + 1));
+  }
   json j;
   try {
     j = json::parse(line);
@@ -170,31 +172,6 @@ Format parse_format(const std::string& name) {
   if (name == "pretokenized") return Format::kPretokenized;
   throw ConfigError("unknown data format '" + name + "'",
                     "use text, prompt_completion, alpaca, chat or pretokenized (data.train[].format)");
-}
-
-bool valid_utf8(std::string_view s, size_t* bad_offset) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-    else { if (bad_offset) *bad_offset = i; return false; }
-    if (i + len > n) { if (bad_offset) *bad_offset = i; return false; }
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) { if (bad_offset) *bad_offset = i; return false; }
-      cp = (cp << 6) | (p[i + k] & 0x3f);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) { if (bad_offset) *bad_offset = i; return false; }
-    i += len;
-  }
-  return true;
 }
 
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o) {

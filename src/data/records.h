@@ -42,10 +42,6 @@ struct RecordOptions {
   bool add_eos = true;  // text: append EOS; prompt_completion / alpaca: append EOS to the completion (a target)
 };
 
-// True when `s` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF). `bad_offset` gets the
-// first bad byte.
-bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
-
 // Parses one record (a JSON Lines line or one element of a JSON array). Loss: text = every token;
 // prompt_completion/alpaca = the completion and its EOS; chat = assistant turns. Chat records hold OpenAI-style
 // messages (data.fields.messages/role/content), ShareGPT's `conversations` of {from: human|gpt|system|tool, value},

@@ -1,4 +1,4 @@
-// File locks, hashing, atomic writes and a portable seeded RNG: the small system pieces of the data pipeline.
+// Hashing and a portable seeded RNG: the small system pieces of the data pipeline.
 #pragma once
 
 #include <cstddef>
@@ -8,19 +8,6 @@
 #include <string_view>
 
 namespace ft::data {
-
-// An exclusive advisory lock (flock) on `path`, created if missing; blocks until granted, released on destruction.
-// Separate objects lock independently, also within one process (each opens its own descriptor).
-class FileLock {
- public:
-  explicit FileLock(const std::filesystem::path& path);
-  ~FileLock();
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 // 64-bit FNV-1a, chainable through `seed`; stable across platforms and runs (used in cache keys).
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/process.h"
 #include "util/signals.h"
@@ -25,34 +26,9 @@ extern char** environ;
 namespace ft::dist {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
 // One worker's output stream: splits it into lines, prefixes each and remembers the last error-looking line.
 struct Stream {
-  Fd fd;
+  UniqueFd fd;
   int target = 1;  // our fd the prefixed lines go to
   std::string partial;
 };
@@ -127,7 +103,7 @@ void start(Worker& w, const std::string& exe, const std::vector<std::string>& ar
   int out_pipe[2], err_pipe[2];
   FT_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0,
            std::string("launcher: pipe failed: ") + std::strerror(errno));
-  Fd out_r(out_pipe[0]), out_w(out_pipe[1]), err_r(err_pipe[0]), err_w(err_pipe[1]);
+  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]), err_r(err_pipe[0]), err_w(err_pipe[1]);
   // Own process group, so a terminal's Ctrl-C reaches the workers once (forwarded by us), and death with the
   // launcher even if it is SIGKILLed.
   w.pid = process::spawn(exe, argv, env, out_w.get(), err_w.get());

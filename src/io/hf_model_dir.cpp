@@ -16,10 +16,7 @@ CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::
   const auto index = dir / (base_name + ".safetensors.index.json");
   const auto roots = model_dir_roots(dir);
   if (std::filesystem::exists(index)) {
-    if (!resolves_inside(index, roots)) {
-      throw ConfigError(index.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)",
-                        "the model directory may come from an untrusted source; re-download or re-save it");
-    }
+    require_inside_model_dir(index, dir);
     // An index lists names and file names (about 100 KB for a 400B model): a huge one is not an index.
     constexpr std::uintmax_t kMaxIndexBytes = 100'000'000;
     std::error_code size_ec;
@@ -29,12 +26,31 @@ CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::
                             std::to_string(kMaxIndexBytes) + " for an index",
                         "re-download or re-save the checkpoint");
     }
+    // JSON objects keep only the last of duplicate keys: a tensor listed twice in weight_map (two shards claiming
+    // it) is refused rather than silently resolved.
+    std::string top_key, duplicate;
+    std::set<std::string> tensors;  // weight_map's keys seen so far
+    const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
+                                                           nlohmann::json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && parsed.is_string()) {
+        if (depth == 1) top_key = parsed.get<std::string>();
+        if (depth == 2 && top_key == "weight_map" && !tensors.insert(parsed.get<std::string>()).second &&
+            duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+      }
+      return true;
+    };
     nlohmann::json j;
     try {
       std::ifstream in(index);
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(in, on_event);
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError("cannot parse " + index.string() + ": " + e.what(), "re-download or re-save the checkpoint");
+    }
+    if (!duplicate.empty()) {
+      throw ConfigError(index.string() + ": weight_map lists tensor '" + duplicate + "' twice",
+                        "the index is damaged or hand-edited; re-download or re-save the checkpoint");
     }
     if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object()) {
       throw ConfigError(index.string() + " has no \"weight_map\" object", "re-save the checkpoint");
@@ -67,10 +83,7 @@ CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::
       where_[name] = it->second;
     }
   } else if (std::filesystem::exists(single)) {
-    if (!resolves_inside(single, roots)) {
-      throw ConfigError(single.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)",
-                        "the model directory may come from an untrusted source; re-download or re-save it");
-    }
+    require_inside_model_dir(single, dir);
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const auto& name : files_[0]->names()) where_[name] = 0;
   } else {

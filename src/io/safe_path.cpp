@@ -79,4 +79,12 @@ std::vector<std::filesystem::path> model_dir_roots(const std::filesystem::path& 
   return roots;
 }
 
+void require_inside_model_dir(const fs::path& file, const fs::path& dir, const std::string& consequence) {
+  if (!resolves_inside(file, model_dir_roots(dir))) {
+    throw ConfigError(
+        file.string() + " resolves outside " + dir.string() + " (a symlink leaving the directory)" + consequence,
+        "the model directory may come from an untrusted source; re-download or re-save it");
+  }
+}
+
 }  // namespace ft::io

@@ -20,6 +20,11 @@ std::filesystem::path resolve_inside(const std::filesystem::path& dir, const std
 // snapshot (<repo>/snapshots/<revision>/, whose files are symlinks into <repo>/blobs/) that repository's blobs.
 std::vector<std::filesystem::path> model_dir_roots(const std::filesystem::path& dir);
 
+// Throws ft::ConfigError (exit 2) when `file`, a file of the model directory `dir`, resolves through symlinks
+// outside model_dir_roots(dir); `consequence` (e.g. "; no tokenizer file was copied") ends the message.
+void require_inside_model_dir(const std::filesystem::path& file, const std::filesystem::path& dir,
+                              const std::string& consequence = "");
+
 // Whether `path`, with every symlink resolved, lies inside one of `roots` (each resolved as well).
 bool resolves_inside(const std::filesystem::path& path, const std::vector<std::filesystem::path>& roots);
 

@@ -26,6 +26,20 @@ int64_t sample_next(const at::Tensor& logits, const GenerateOptions& o, at::Gene
   return at::multinomial(probs, 1, false, gen).item<int64_t>();
 }
 
+std::vector<int64_t> stop_ids_for(const Transformer& model, int64_t tokenizer_eos) {
+  std::vector<int64_t> ids = model.args().eos_token_ids;
+  if (tokenizer_eos >= 0) ids.push_back(tokenizer_eos);
+  return ids;
+}
+
+std::vector<int64_t> without_stop(std::vector<int64_t> generated, const GenerateOptions& options) {
+  if (!generated.empty() &&
+      std::find(options.stop_ids.begin(), options.stop_ids.end(), generated.back()) != options.stop_ids.end()) {
+    generated.pop_back();
+  }
+  return generated;
+}
+
 std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& prompt_ids, const GenerateOptions& o) {
   if (prompt_ids.empty()) throw Error("generate: the prompt is empty", "give at least one token (e.g. BOS)");
   if (o.max_new_tokens < 0) throw ConfigError("max_new_tokens must be >= 0");

@@ -23,6 +23,13 @@ struct GenerateOptions {
 std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& prompt_ids,
                               const GenerateOptions& options);
 
+// Where generation stops: config.json's EOS ids, plus the tokenizer's EOS id when `tokenizer_eos` >= 0 (a chat
+// model ends its turn with its own end-of-turn id).
+std::vector<int64_t> stop_ids_for(const Transformer& model, int64_t tokenizer_eos);
+
+// `generated` without the stop id that ended it, if it ended with one: the ids to decode for display.
+std::vector<int64_t> without_stop(std::vector<int64_t> generated, const GenerateOptions& options);
+
 // Picks the next token from logits F32 [V] with `options` (greedy when temperature == 0).
 int64_t sample_next(const at::Tensor& logits, const GenerateOptions& options, at::Generator& gen);
 

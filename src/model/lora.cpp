@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/safe_path.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/file_writer.h"
@@ -193,6 +194,9 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   const auto cfg_path = dir / "adapter_config.json";
   std::ifstream in(cfg_path);
   if (!in) throw ConfigError("cannot read " + cfg_path.string(), "--adapter must be a PEFT LoRA adapter directory");
+  // An adapter made by someone else must not make us read elsewhere (adapter_model.safetensors -> /dev/zero).
+  io::require_inside_model_dir(cfg_path, dir);
+  io::require_inside_model_dir(dir / "adapter_model.safetensors", dir);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);

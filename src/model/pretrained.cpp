@@ -117,15 +117,10 @@ std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from,
                                  "chat_template.jinja",
                                  "tekken.json"};
   std::vector<std::string> present;
-  const auto roots = io::model_dir_roots(from);
   for (const char* name : kNames) {
     if (!std::filesystem::exists(from / name)) continue;
     // Checked before anything is copied, e.g. tokenizer.json -> ~/.ssh/id_rsa in a downloaded model.
-    if (!io::resolves_inside(from / name, roots)) {
-      throw ConfigError((from / name).string() + " resolves outside " + from.string() +
-                            " (a symlink leaving the directory); no tokenizer file was copied",
-                        "the model directory may come from an untrusted source; re-download or re-save it");
-    }
+    io::require_inside_model_dir(from / name, from, "; no tokenizer file was copied");
     present.emplace_back(name);
   }
   std::filesystem::create_directories(to);

@@ -71,7 +71,7 @@ int64_t GradScaler::skipped_steps() const {
   return skipped_.item<int64_t>();
 }
 
-nlohmann::json GradScaler::state() const {
+nlohmann::json GradScaler::state_dict() const {
   return {{"enabled", opts_.enabled},
           {"scale", scale_.item<double>()},
           {"growth_tracker", growth_tracker_.item<int64_t>()},
@@ -81,7 +81,7 @@ nlohmann::json GradScaler::state() const {
           {"growth_interval", opts_.growth_interval}};
 }
 
-void GradScaler::load_state(const nlohmann::json& state) {
+void GradScaler::load_state_dict(const nlohmann::json& state) {
   auto need = [&](const char* key) -> const nlohmann::json& {
     if (!state.is_object() || !state.contains(key) || !state.at(key).is_number())
       throw Error(std::string("loss scaler state: missing or non-numeric '") + key + "'",

@@ -11,6 +11,8 @@
 #include <optional>
 #include <vector>
 
+#include "ckpt/stateful.h"
+
 namespace ft::optim {
 
 struct GradScalerOptions {
@@ -21,7 +23,7 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;  // clean steps before the scale grows
 };
 
-class GradScaler {
+class GradScaler : public ckpt::Stateful {
  public:
   // `device`: where the scale lives (the device of the loss and the grads).
   GradScaler(const GradScalerOptions& opts, at::Device device);
@@ -49,10 +51,10 @@ class GradScaler {
   int64_t skipped_steps() const;
 
   // {"enabled", "scale", "growth_tracker", "skipped_steps", "growth_factor", "backoff_factor", "growth_interval"}.
-  nlohmann::json state() const;
+  nlohmann::json state_dict() const override;
   // Restores state(); the factors/interval of the current options win (a changed config is allowed).
   // Throws ft::Error on missing or mistyped keys.
-  void load_state(const nlohmann::json& state);
+  void load_state_dict(const nlohmann::json& state) override;
 
  private:
   GradScalerOptions opts_;

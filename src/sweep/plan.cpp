@@ -164,18 +164,8 @@ void write_record(const fs::path& dir, const SweepRecord& r) {
     j["trials"].push_back({{"index", t.index}, {"name", t.name}, {"values", values}});
   }
   fs::create_directories(dir);
-  // Array tasks on several hosts may write at once: a temporary name of our own, then an atomic rename.
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  const fs::path path = dir / "sweep.json";
-  const fs::path tmp = path.string() + ".tmp." + host + "." + std::to_string(::getpid());
-  write_file(tmp, j.dump(2) + "\n");
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error("cannot write '" + path.string() + "'", "check that the sweep directory is writable");
-  }
+  // Array tasks on several hosts may write at once: write_file_atomic's temporary names are their own.
+  write_file_atomic(dir / "sweep.json", j.dump(2) + "\n");
 }
 
 SweepRecord read_record(const fs::path& dir) {

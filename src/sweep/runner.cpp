@@ -2,46 +2,29 @@
 
 #include <torch/cuda.h>
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <deque>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <sstream>
-#include <thread>
 
-#include "sweep/state.h"
-#include "sweep/summary.h"
-#include "ckpt/checkpoint_store.h"
 #include "metrics/metrics.h"
+#include "sweep/runner_internal.h"
+#include "sweep/summary.h"
 #include "util/error.h"
-#include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/process.h"
 #include "util/signals.h"
 
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
 namespace ft::sweep {
-namespace {
+namespace detail {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-std::string hostname() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  return host;
 }
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
@@ -56,6 +39,12 @@ std::string values_text(const Trial& t) {
   return parts.empty() ? "(base config)" : join(parts, " ");
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::Supervisor;
+
 // The GPUs the trials can use: none when every trial runs on the CPU or no GPU is visible.
 std::vector<std::string> visible_gpus(const Plan& plan) {
   const bool all_cpu = std::all_of(plan.trials.begin(), plan.trials.end(),
@@ -67,453 +56,279 @@ std::vector<std::string> visible_gpus(const Plan& plan) {
   return visible_device_ids(env != nullptr ? env : "", count);
 }
 
-// The tail of `path` from byte `offset` (at most the last 64 KiB of it).
-std::string read_from(const fs::path& path, uintmax_t offset) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<uintmax_t>(in.tellg());
-  uintmax_t start = std::min(offset, size);
-  if (size - start > 65536) start = size - 65536;
-  in.seekg(static_cast<std::streamoff>(start));
-  std::string text(static_cast<size_t>(size - start), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  return text;
+}  // namespace
+
+namespace detail {
+
+Supervisor::Supervisor(const Plan& plan, const RunOptions& options) : plan_(plan), options_(options) {
+  tty_ = ::isatty(STDERR_FILENO) == 1;
 }
 
-struct Running {
-  size_t trial = 0;  // into plan.trials
-  pid_t pid = -1;
-  std::unique_ptr<TrialLock> lock;
-  size_t slot = 0;
-  TrialState state;
-  Clock::time_point started;
-  uintmax_t log_offset = 0;  // where this attempt's output begins in output.log
-  bool prune = false;        // median stopping asked it to stop
-  std::string prune_reason;
-  int64_t checked_step = -1;  // the last step median stopping looked at
-  int64_t step = 0;           // the last step logged, for the progress line
-};
-
-class Supervisor {
- public:
-  Supervisor(const Plan& plan, const RunOptions& options) : plan_(plan), options_(options) {
-    tty_ = ::isatty(STDERR_FILENO) == 1;
+int Supervisor::run() {
+  write_record(plan_.dir, record_of(plan_));
+  select();
+  setup_slots();
+  if (!queue_.empty()) {
+    say(fmt::format("sweep {}: {} trial{} to run ({}), {} already done{}", plan_.dir.string(), queue_.size(),
+                    queue_.size() == 1 ? "" : "s", slots_text(), done_,
+                    failed_ > 0 ? fmt::format(", {} failed before (rerun them with --retry-failed)", failed_) : ""));
   }
+  loop();
+  finish_line();
+  return conclude();
+}
 
-  int run() {
-    write_record(plan_.dir, record_of(plan_));
-    select();
-    setup_slots();
-    if (!queue_.empty()) {
-      say(fmt::format("sweep {}: {} trial{} to run ({}), {} already done{}", plan_.dir.string(), queue_.size(),
-                      queue_.size() == 1 ? "" : "s", slots_text(), done_,
-                      failed_ > 0 ? fmt::format(", {} failed before (rerun them with --retry-failed)", failed_) : ""));
+// Which trials this run starts, from their recorded state.
+void Supervisor::select() {
+  std::vector<size_t> chosen;
+  if (options_.index) {
+    const int i = *options_.index;
+    if (i < 0 || static_cast<size_t>(i) >= plan_.trials.size()) {
+      throw ConfigError(fmt::format("--index {}: the sweep has {} trials (indices 0 to {})", i, plan_.trials.size(),
+                                    plan_.trials.size() - 1),
+                        "`finetune sweep ... --list` prints them; size the job array to match");
     }
-    loop();
-    finish_line();
-    return conclude();
+    chosen.push_back(static_cast<size_t>(i));
+  } else {
+    for (size_t i = 0; i < plan_.trials.size(); ++i) chosen.push_back(i);
   }
-
- private:
-  // Which trials this run starts, from their recorded state.
-  void select() {
-    std::vector<size_t> chosen;
-    if (options_.index) {
-      const int i = *options_.index;
-      if (i < 0 || static_cast<size_t>(i) >= plan_.trials.size()) {
-        throw ConfigError(fmt::format("--index {}: the sweep has {} trials (indices 0 to {})", i, plan_.trials.size(),
-                                      plan_.trials.size() - 1),
-                          "`finetune sweep ... --list` prints them; size the job array to match");
-      }
-      chosen.push_back(static_cast<size_t>(i));
-    } else {
-      for (size_t i = 0; i < plan_.trials.size(); ++i) chosen.push_back(i);
-    }
-    selected_ = chosen.size();
-    for (const size_t i : chosen) {
-      const TrialPlan& tp = plan_.trials[i];
-      const TrialState state = read_state(tp.dir);
-      if (done(state.status)) {
-        ++done_;
-        if (options_.index) say(fmt::format("trial {} (#{}) is already {}", tp.trial.name, i, to_string(state.status)));
-        check_config_unchanged(tp);
-        continue;
-      }
-      if (state.status == Status::kFailed && !options_.retry_failed) {
-        ++failed_;
-        if (options_.index) {
-          say(fmt::format("trial {} (#{}) failed before (exit code {}: {}); rerun it with --retry-failed",
-                          tp.trial.name, i, state.exit_code, state.error));
-        }
-        continue;
-      }
-      if (locked_elsewhere(tp.dir)) {
-        ++elsewhere_;
-        say(fmt::format("trial {} (#{}) is running in another process (pid {} on {}); skipped", tp.trial.name, i,
-                        state.pid, state.host));
-        continue;
-      }
-      queue_.push_back(i);
-    }
-  }
-
-  // A finished trial whose config the base config or overrides have changed since keeps its result.
-  void check_config_unchanged(const TrialPlan& tp) {
-    std::ifstream in(tp.dir / "config.yaml");
-    if (!in) return;
-    std::stringstream text;  // not istreambuf_iterator: GCC 12 flags it as a null dereference at -O2
-    text << in.rdbuf();
-    std::string old = text.str();
-    while (old.rfind('#', 0) == 0) {  // the header comment
-      const size_t nl = old.find('\n');
-      old.erase(0, nl == std::string::npos ? old.size() : nl + 1);
-    }
-    if (old != config::to_yaml(tp.loaded.config)) {
-      say(
-          fmt::format("warning: trial {} finished with a config that differs from today's; its result is kept "
-                      "(delete {} to rerun it)",
-                      tp.trial.name, tp.dir.string()));
-    }
-  }
-
-  void setup_slots() {
-    const int64_t per_trial = plan_.spec.devices_per_trial;
-    const int64_t max_parallel = plan_.spec.max_parallel;
-    if (options_.index) {
-      slots_.assign(1, {});  // the scheduler chose this task's devices
-      return;
-    }
-    gpus_ = visible_gpus(plan_);
-    if (gpus_.empty()) {
-      slots_.assign(static_cast<size_t>(max_parallel > 0 ? max_parallel : 1), {});
-      return;
-    }
-    slots_ = device_slots(gpus_, per_trial, max_parallel);
-  }
-
-  std::string slots_text() const {
-    if (options_.index) return "this task's devices";
-    if (gpus_.empty())
-      return slots_.size() == 1 ? "one at a time on the CPU" : fmt::format("{} at a time on the CPU", slots_.size());
-    std::vector<std::string> sets;
-    for (const auto& s : slots_) sets.push_back(join(s, ","));
-    return fmt::format("{} at a time on GPUs {}", slots_.size(), join(sets, " | "));
-  }
-
-  void loop() {
-    signals::Catcher catcher;
-    std::vector<bool> busy(slots_.size(), false);
-    auto last_tick = Clock::now() - std::chrono::seconds(10);
-    while ((!queue_.empty() && !stopping_) || !running_.empty()) {
-      for (size_t s = 0; s < slots_.size() && !queue_.empty() && !stopping_; ++s) {
-        if (busy[s]) continue;
-        const size_t trial = queue_.front();
-        queue_.pop_front();
-        if (start(trial, s)) busy[s] = true;
-      }
-      for (auto it = running_.begin(); it != running_.end();) {
-        int status = 0;
-        if (::waitpid(it->pid, &status, WNOHANG) != it->pid) {
-          ++it;
-          continue;
-        }
-        busy[it->slot] = false;
-        Running ended = std::move(*it);
-        it = running_.erase(it);
-        end(ended, status);  // after the erase: the progress line no longer counts it as running
-      }
-      if (const int sig = catcher.take(); sig != 0) {
-        // Two signals between two looks are two signals: the second kills.
-        while (signals_ < catcher.count()) on_signal(sig);
-      }
-      if (Clock::now() - last_tick >= std::chrono::seconds(1)) {
-        last_tick = Clock::now();
-        watch();
-        if (tty_) draw_progress();
-      }
-      ::poll(nullptr, 0, 100);
-    }
-  }
-
-  bool start(size_t i, size_t slot) {
+  selected_ = chosen.size();
+  for (const size_t i : chosen) {
     const TrialPlan& tp = plan_.trials[i];
-    auto lock = TrialLock::try_acquire(tp.dir);
-    if (!lock) {
-      ++elsewhere_;
-      say(fmt::format("trial {} (#{}) is running in another process; skipped", tp.trial.name, i));
-      return false;
-    }
-    Running r;
-    r.trial = i;
-    r.slot = slot;
-    r.state = read_state(tp.dir);
-    if (done(r.state.status)) {  // finished by another process between our look and the lock
+    const TrialState state = read_state(tp.dir);
+    if (done(state.status)) {
       ++done_;
-      return false;
+      if (options_.index) say(fmt::format("trial {} (#{}) is already {}", tp.trial.name, i, to_string(state.status)));
+      check_config_unchanged(tp);
+      continue;
     }
-    const bool resume = !ckpt::CheckpointStore::list(tp.dir).empty();
-    // Without a checkpoint the run starts over: an earlier attempt's metrics would mix into its curves.
-    std::error_code ec;
-    if (!resume && fs::exists(tp.dir / "metrics.jsonl", ec)) {
-      fs::rename(tp.dir / "metrics.jsonl", tp.dir / fmt::format("metrics.attempt-{}.jsonl", r.state.attempts), ec);
-    }
-    config::write_resolved_config(tp.loaded, tp.dir);
-
-    std::vector<std::string> argv{options_.executable};
-    if (!options_.log_level.empty()) argv.insert(argv.end(), {"--log-level", options_.log_level});
-    argv.insert(argv.end(), {"train", "--config", (tp.dir / "config.yaml").string()});
-    if (plan_.spec.devices_per_trial > 1) {
-      argv.insert(argv.end(), {"--nproc-per-node", std::to_string(plan_.spec.devices_per_trial)});
-    }
-    std::map<std::string, std::string> env;
-    std::string devices, env_text;
-    if (!slots_[slot].empty()) {
-      devices = join(slots_[slot], ",");
-      env["CUDA_VISIBLE_DEVICES"] = devices;
-    } else if (slots_.size() > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
-      // As torchrun does: trials sharing the cores should not each start one thread per core.
-      const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-      const unsigned share = static_cast<unsigned>(slots_.size() * static_cast<size_t>(plan_.spec.devices_per_trial));
-      env["OMP_NUM_THREADS"] = std::to_string(std::max(1U, cores / share));
-    }
-    for (const auto& [key, value] : env) env_text += " " + key + "=" + value;
-
-    const fs::path log_path = tp.dir / "output.log";
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) throw_io_error("cannot open the trial's output log", log_path, errno);
-    r.log_offset = fs::file_size(log_path, ec);
-    ++r.state.attempts;
-    process::write_all(fd, fmt::format("=== finetune sweep: trial {} (#{}), attempt {} on {}:{} {} ===\n",
-                                       tp.trial.name, i, r.state.attempts, hostname(), env_text, join(argv, " ")));
-    try {
-      r.pid = process::spawn(options_.executable, argv, process::environment(env), fd, fd);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    ::close(fd);
-    r.lock = std::move(lock);
-    r.started = Clock::now();
-    r.state.status = Status::kRunning;
-    r.state.started = unix_now();
-    r.state.host = hostname();
-    r.state.pid = r.pid;
-    r.state.exit_code = 0;
-    r.state.error.clear();
-    write_state(tp.dir, r.state);
-    running_.push_back(std::move(r));
-    event(fmt::format("{} trial {} (#{}): {}{}", resume ? "resuming" : "starting", tp.trial.name, i,
-                      values_text(tp.trial), devices.empty() ? "" : " on GPU " + devices));
-    return true;
-  }
-
-  void end(Running& r, int status) {
-    const TrialPlan& tp = plan_.trials[r.trial];
-    const double wall = seconds_between(r.started, Clock::now());
-    r.state.wall_s += wall;
-    r.state.pid = 0;
-    r.state.exit_code = process::exit_code(status);
-    if (!process::failed(status)) {
-      r.state.status = Status::kFinished;
-      ++done_;
-      walls_.push_back(wall);
-      const TrialMetrics m = read_trial_metrics(tp.dir / "metrics.jsonl");
-      const auto best = best_of(metric_series(m, plan_.spec.metric), plan_.spec.mode);
-      event(fmt::format("finished trial {} (#{}) in {}{}", tp.trial.name, r.trial, metrics::format_duration(wall),
-                        best ? fmt::format(": {} {:.4g}", plan_.spec.metric, *best) : ""));
-    } else if (r.prune) {
-      r.state.status = Status::kPruned;
-      r.state.error = r.prune_reason;
-      ++done_;
-      event(fmt::format("stopped trial {} (#{}) early: {}", tp.trial.name, r.trial, r.prune_reason));
-    } else if (stopping_) {
-      r.state.status = Status::kInterrupted;
-      ++interrupted_;
-      event(fmt::format("trial {} (#{}) {}; the next run resumes it from its newest checkpoint", tp.trial.name, r.trial,
-                        process::describe_status(status)));
-    } else {
-      r.state.status = Status::kFailed;
-      std::string why = process::last_error_line(read_from(tp.dir / "output.log", r.log_offset));
-      if (WIFSIGNALED(status))
-        why = "finetune train " + process::describe_status(status) + (why.empty() ? "" : ": " + why);
-      r.state.error = why.empty() ? "(no output)" : why;
+    if (state.status == Status::kFailed && !options_.retry_failed) {
       ++failed_;
-      event(fmt::format("FAILED trial {} (#{}): {}; last error: {} (see {})", tp.trial.name, r.trial,
-                        process::describe_status(status), r.state.error, (tp.dir / "output.log").string()));
-    }
-    write_state(tp.dir, r.state);
-    r.lock.reset();
-  }
-
-  void on_signal(int sig) {
-    ++signals_;
-    if (!stopping_) {
-      stopping_ = true;
-      for (const auto& r : running_) ::kill(r.pid, sig);
-      event(
-          fmt::format("{}: stopping {} running trial{} (they save a checkpoint); no new trials start; a second "
-                      "signal kills them",
-                      ::strsignal(sig), running_.size(), running_.size() == 1 ? "" : "s"));
-      return;
-    }
-    for (const auto& r : running_) {
-      ::kill(-r.pid, SIGKILL);
-      ::kill(r.pid, SIGKILL);
-    }
-    event(fmt::format("second signal: killed {} running trial{}", running_.size(), running_.size() == 1 ? "" : "s"));
-  }
-
-  // Reads the running trials' metrics: their step for the progress line, and median stopping.
-  void watch() {
-    const auto& ms = plan_.spec.median_stop;
-    std::vector<std::vector<std::pair<int64_t, double>>> finished;
-    if (ms.enabled && !stopping_) {
-      for (size_t i = 0; i < plan_.trials.size(); ++i) {
-        const TrialPlan& tp = plan_.trials[i];
-        auto cached = finished_series_.find(i);
-        if (cached == finished_series_.end()) {
-          if (read_state(tp.dir).status != Status::kFinished) continue;
-          cached = finished_series_
-                       .emplace(i, metric_series(read_trial_metrics(tp.dir / "metrics.jsonl"), plan_.spec.metric))
-                       .first;
-        }
-        finished.push_back(cached->second);
+      if (options_.index) {
+        say(fmt::format("trial {} (#{}) failed before (exit code {}: {}); rerun it with --retry-failed", tp.trial.name,
+                        i, state.exit_code, state.error));
       }
+      continue;
     }
-    for (auto& r : running_) {
-      const TrialPlan& tp = plan_.trials[r.trial];
-      const TrialMetrics m = read_trial_metrics(tp.dir / "metrics.jsonl");
-      if (!m.train.empty()) r.step = std::max(r.step, m.train.rbegin()->first);
-      if (!ms.enabled || stopping_ || r.prune) continue;
-      const auto series = metric_series(m, plan_.spec.metric);
-      if (series.empty()) continue;
-      const int64_t step = series.back().first;
-      if (step <= r.checked_step || step < ms.warmup_steps) continue;
-      r.checked_step = step;
-      const auto mine = best_of(series, plan_.spec.mode);
-      std::vector<double> others;
-      for (const auto& f : finished) {
-        std::vector<std::pair<int64_t, double>> upto;
-        for (const auto& p : f) {
-          if (p.first <= step) upto.push_back(p);
-        }
-        if (auto v = best_of(upto, plan_.spec.mode)) others.push_back(*v);
+    if (locked_elsewhere(tp.dir)) {
+      ++elsewhere_;
+      say(fmt::format("trial {} (#{}) is running in another process (pid {} on {}); skipped", tp.trial.name, i,
+                      state.pid, state.host));
+      continue;
+    }
+    queue_.push_back(i);
+  }
+}
+
+// A finished trial whose config the base config or overrides have changed since keeps its result.
+void Supervisor::check_config_unchanged(const TrialPlan& tp) {
+  std::ifstream in(tp.dir / "config.yaml");
+  if (!in) return;
+  std::stringstream text;  // not istreambuf_iterator: GCC 12 flags it as a null dereference at -O2
+  text << in.rdbuf();
+  std::string old = text.str();
+  while (old.rfind('#', 0) == 0) {  // the header comment
+    const size_t nl = old.find('\n');
+    old.erase(0, nl == std::string::npos ? old.size() : nl + 1);
+  }
+  if (old != config::to_yaml(tp.loaded.config)) {
+    say(
+        fmt::format("warning: trial {} finished with a config that differs from today's; its result is kept "
+                    "(delete {} to rerun it)",
+                    tp.trial.name, tp.dir.string()));
+  }
+}
+
+void Supervisor::setup_slots() {
+  const int64_t per_trial = plan_.spec.devices_per_trial;
+  const int64_t max_parallel = plan_.spec.max_parallel;
+  if (options_.index) {
+    slots_.assign(1, {});  // the scheduler chose this task's devices
+    return;
+  }
+  gpus_ = visible_gpus(plan_);
+  if (gpus_.empty()) {
+    slots_.assign(static_cast<size_t>(max_parallel > 0 ? max_parallel : 1), {});
+    return;
+  }
+  slots_ = device_slots(gpus_, per_trial, max_parallel);
+}
+
+std::string Supervisor::slots_text() const {
+  if (options_.index) return "this task's devices";
+  if (gpus_.empty())
+    return slots_.size() == 1 ? "one at a time on the CPU" : fmt::format("{} at a time on the CPU", slots_.size());
+  std::vector<std::string> sets;
+  for (const auto& s : slots_) sets.push_back(join(s, ","));
+  return fmt::format("{} at a time on GPUs {}", slots_.size(), join(sets, " | "));
+}
+
+void Supervisor::loop() {
+  signals::Catcher catcher;
+  std::vector<bool> busy(slots_.size(), false);
+  auto last_tick = Clock::now() - std::chrono::seconds(10);
+  while ((!queue_.empty() && !stopping_) || !running_.empty()) {
+    for (size_t s = 0; s < slots_.size() && !queue_.empty() && !stopping_; ++s) {
+      if (busy[s]) continue;
+      const size_t trial = queue_.front();
+      queue_.pop_front();
+      if (start(trial, s)) busy[s] = true;
+    }
+    for (auto it = running_.begin(); it != running_.end();) {
+      int status = 0;
+      if (::waitpid(it->pid, &status, WNOHANG) != it->pid) {
+        ++it;
+        continue;
       }
-      if (static_cast<int64_t>(others.size()) < ms.min_trials) continue;
-      const double med = *median(others);
-      if (!better(med, *mine, plan_.spec.mode)) continue;
-      r.prune = true;
-      r.prune_reason = fmt::format("at step {}, {} {:.4g} was worse than the median {:.4g} of {} finished trials", step,
-                                   plan_.spec.metric, *mine, med, others.size());
-      ::kill(r.pid, SIGTERM);
-      event(fmt::format("median stopping trial {} (#{}): {}", tp.trial.name, r.trial, r.prune_reason));
+      busy[it->slot] = false;
+      Running ended = std::move(*it);
+      it = running_.erase(it);
+      end(ended, status);  // after the erase: the progress line no longer counts it as running
+    }
+    if (const int sig = catcher.take(); sig != 0) {
+      // Two signals between two looks are two signals: the second kills.
+      while (signals_ < catcher.count()) on_signal(sig);
+    }
+    if (Clock::now() - last_tick >= std::chrono::seconds(1)) {
+      last_tick = Clock::now();
+      watch();
+      if (tty_) draw_progress();
+    }
+    ::poll(nullptr, 0, 100);
+  }
+}
+
+// Reads the running trials' metrics: their step for the progress line, and median stopping.
+void Supervisor::watch() {
+  const auto& ms = plan_.spec.median_stop;
+  std::vector<std::vector<std::pair<int64_t, double>>> finished;
+  if (ms.enabled && !stopping_) {
+    for (size_t i = 0; i < plan_.trials.size(); ++i) {
+      const TrialPlan& tp = plan_.trials[i];
+      auto cached = finished_series_.find(i);
+      if (cached == finished_series_.end()) {
+        if (read_state(tp.dir).status != Status::kFinished) continue;
+        cached =
+            finished_series_.emplace(i, metric_series(read_trial_metrics(tp.dir / "metrics.jsonl"), plan_.spec.metric))
+                .first;
+      }
+      finished.push_back(cached->second);
     }
   }
+  for (auto& r : running_) {
+    const TrialPlan& tp = plan_.trials[r.trial];
+    const TrialMetrics m = read_trial_metrics(tp.dir / "metrics.jsonl");
+    if (!m.train.empty()) r.step = std::max(r.step, m.train.rbegin()->first);
+    if (!ms.enabled || stopping_ || r.prune) continue;
+    const auto series = metric_series(m, plan_.spec.metric);
+    if (series.empty()) continue;
+    const int64_t step = series.back().first;
+    if (step <= r.checked_step || step < ms.warmup_steps) continue;
+    r.checked_step = step;
+    const auto mine = best_of(series, plan_.spec.mode);
+    std::vector<double> others;
+    for (const auto& f : finished) {
+      std::vector<std::pair<int64_t, double>> upto;
+      for (const auto& p : f) {
+        if (p.first <= step) upto.push_back(p);
+      }
+      if (auto v = best_of(upto, plan_.spec.mode)) others.push_back(*v);
+    }
+    if (static_cast<int64_t>(others.size()) < ms.min_trials) continue;
+    const double med = *median(others);
+    if (!better(med, *mine, plan_.spec.mode)) continue;
+    r.prune = true;
+    r.prune_reason = fmt::format("at step {}, {} {:.4g} was worse than the median {:.4g} of {} finished trials", step,
+                                 plan_.spec.metric, *mine, med, others.size());
+    ::kill(r.pid, SIGTERM);
+    event(fmt::format("median stopping trial {} (#{}): {}", tp.trial.name, r.trial, r.prune_reason));
+  }
+}
 
-  std::string progress_text() const {
-    const size_t pending = queue_.size();
-    std::string s = fmt::format("sweep: {}/{} done, {} running, {} failed", done_, selected_, running_.size(), failed_);
-    if (pending > 0) s += fmt::format(", {} pending", pending);
-    std::vector<std::string> steps;
+std::string Supervisor::progress_text() const {
+  const size_t pending = queue_.size();
+  std::string s = fmt::format("sweep: {}/{} done, {} running, {} failed", done_, selected_, running_.size(), failed_);
+  if (pending > 0) s += fmt::format(", {} pending", pending);
+  std::vector<std::string> steps;
+  for (const auto& r : running_) {
+    const int64_t total = plan_.trials[r.trial].loaded.config.train.max_steps;
+    steps.push_back(fmt::format("{} step {}{}", plan_.trials[r.trial].trial.name, r.step,
+                                total > 0 ? fmt::format("/{}", total) : ""));
+  }
+  if (!steps.empty()) s += " | " + join(steps, ", ");
+  if (const auto eta = eta_s()) s += " | ETA " + metrics::format_duration(*eta);
+  return s;
+}
+
+// Remaining time: trials' durations from those finished in this run, else extrapolated from the running ones'
+// steps, spread over the slots.
+std::optional<double> Supervisor::eta_s() const {
+  const auto now = Clock::now();
+  double per_trial = 0.0;
+  if (!walls_.empty()) {
+    for (const double w : walls_) per_trial += w;
+    per_trial /= static_cast<double>(walls_.size());
+  } else {
+    int n = 0;
     for (const auto& r : running_) {
       const int64_t total = plan_.trials[r.trial].loaded.config.train.max_steps;
-      steps.push_back(fmt::format("{} step {}{}", plan_.trials[r.trial].trial.name, r.step,
-                                  total > 0 ? fmt::format("/{}", total) : ""));
+      if (total <= 0 || r.step <= 0) continue;
+      per_trial += seconds_between(r.started, now) * static_cast<double>(total) / static_cast<double>(r.step);
+      ++n;
     }
-    if (!steps.empty()) s += " | " + join(steps, ", ");
-    if (const auto eta = eta_s()) s += " | ETA " + metrics::format_duration(*eta);
-    return s;
+    if (n == 0) return std::nullopt;
+    per_trial /= n;
   }
+  double work = per_trial * static_cast<double>(queue_.size());
+  for (const auto& r : running_) work += std::max(0.0, per_trial - seconds_between(r.started, now));
+  return work / static_cast<double>(std::max<size_t>(1, std::min(slots_.size(), queue_.size() + running_.size())));
+}
 
-  // Remaining time: trials' durations from those finished in this run, else extrapolated from the running ones'
-  // steps, spread over the slots.
-  std::optional<double> eta_s() const {
-    const auto now = Clock::now();
-    double per_trial = 0.0;
-    if (!walls_.empty()) {
-      for (const double w : walls_) per_trial += w;
-      per_trial /= static_cast<double>(walls_.size());
-    } else {
-      int n = 0;
-      for (const auto& r : running_) {
-        const int64_t total = plan_.trials[r.trial].loaded.config.train.max_steps;
-        if (total <= 0 || r.step <= 0) continue;
-        per_trial += seconds_between(r.started, now) * static_cast<double>(total) / static_cast<double>(r.step);
-        ++n;
-      }
-      if (n == 0) return std::nullopt;
-      per_trial /= n;
+void Supervisor::say(const std::string& line) {
+  std::string text = (tty_ && drawn_ ? "\r\033[K" : "") + std::string("finetune sweep: ") + line + "\n";
+  process::write_all(STDERR_FILENO, text);
+  drawn_ = false;
+}
+
+// A trial started or ended: a line, then the progress (redrawn on a terminal, one more line otherwise).
+void Supervisor::event(const std::string& line) {
+  say(line);
+  if (tty_) {
+    draw_progress();
+  } else {
+    process::write_all(STDERR_FILENO, "finetune " + progress_text() + "\n");
+  }
+}
+
+void Supervisor::draw_progress() {
+  if (running_.empty() && queue_.empty()) return;
+  process::write_all(STDERR_FILENO, "\r\033[K" + progress_text());
+  drawn_ = true;
+}
+
+void Supervisor::finish_line() {
+  if (tty_ && drawn_) process::write_all(STDERR_FILENO, "\r\033[K");
+  drawn_ = false;
+}
+
+int Supervisor::conclude() {
+  if (!options_.index) {
+    const SummaryFiles files = write_summary(plan_.dir, record_of(plan_));
+    const auto rows = collect_rows(plan_.dir, record_of(plan_));
+    say(fmt::format("{}; summary in {}{}", counts_text(rows), files.markdown.string(),
+                    files.png.empty() ? "" : " and " + files.png.filename().string()));
+    const auto best = std::find_if(rows.begin(), rows.end(), [](const Row& r) { return r.best; });
+    if (best != rows.end()) {
+      say(fmt::format("best: {} ({}): {} {:.6g}", best->trial.name, values_text(best->trial), plan_.spec.metric,
+                      *best->metric));
     }
-    double work = per_trial * static_cast<double>(queue_.size());
-    for (const auto& r : running_) work += std::max(0.0, per_trial - seconds_between(r.started, now));
-    return work / static_cast<double>(std::max<size_t>(1, std::min(slots_.size(), queue_.size() + running_.size())));
   }
+  if (signals_ > 0) return static_cast<int>(ExitCode::kInterrupted);
+  if (failed_ > 0 || elsewhere_ > 0 || interrupted_ > 0 || done_ < selected_) return 1;
+  return 0;
+}
 
-  void say(const std::string& line) {
-    std::string text = (tty_ && drawn_ ? "\r\033[K" : "") + std::string("finetune sweep: ") + line + "\n";
-    process::write_all(STDERR_FILENO, text);
-    drawn_ = false;
-  }
-
-  // A trial started or ended: a line, then the progress (redrawn on a terminal, one more line otherwise).
-  void event(const std::string& line) {
-    say(line);
-    if (tty_) {
-      draw_progress();
-    } else {
-      process::write_all(STDERR_FILENO, "finetune " + progress_text() + "\n");
-    }
-  }
-
-  void draw_progress() {
-    if (running_.empty() && queue_.empty()) return;
-    process::write_all(STDERR_FILENO, "\r\033[K" + progress_text());
-    drawn_ = true;
-  }
-
-  void finish_line() {
-    if (tty_ && drawn_) process::write_all(STDERR_FILENO, "\r\033[K");
-    drawn_ = false;
-  }
-
-  int conclude() {
-    if (!options_.index) {
-      const SummaryFiles files = write_summary(plan_.dir, record_of(plan_));
-      const auto rows = collect_rows(plan_.dir, record_of(plan_));
-      say(fmt::format("{}; summary in {}{}", counts_text(rows), files.markdown.string(),
-                      files.png.empty() ? "" : " and " + files.png.filename().string()));
-      const auto best = std::find_if(rows.begin(), rows.end(), [](const Row& r) { return r.best; });
-      if (best != rows.end()) {
-        say(fmt::format("best: {} ({}): {} {:.6g}", best->trial.name, values_text(best->trial), plan_.spec.metric,
-                        *best->metric));
-      }
-    }
-    if (signals_ > 0) return static_cast<int>(ExitCode::kInterrupted);
-    if (failed_ > 0 || elsewhere_ > 0 || interrupted_ > 0 || done_ < selected_) return 1;
-    return 0;
-  }
-
-  const Plan& plan_;
-  const RunOptions& options_;
-  bool tty_ = false;
-  bool drawn_ = false;  // a progress line is on the terminal's last line
-  std::vector<std::string> gpus_;
-  std::vector<std::vector<std::string>> slots_;  // each slot's GPU set (empty on the CPU)
-  std::deque<size_t> queue_;
-  std::vector<Running> running_;
-  std::map<size_t, std::vector<std::pair<int64_t, double>>> finished_series_;  // median stopping's references
-  std::vector<double> walls_;  // wall times of the trials finished in this run
-  size_t selected_ = 0;
-  size_t done_ = 0;
-  size_t failed_ = 0;
-  size_t elsewhere_ = 0;
-  size_t interrupted_ = 0;
-  int signals_ = 0;
-  bool stopping_ = false;
-};
-
-}  // namespace
+}  // namespace detail
 
 std::vector<std::vector<std::string>> device_slots(const std::vector<std::string>& gpus, int64_t per_trial,
                                                    int64_t max_parallel) {

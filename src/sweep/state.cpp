@@ -91,29 +91,13 @@ void write_state(const fs::path& trial_dir, const TrialState& s) {
   write_file_atomic(trial_dir / "trial.json", j.dump(2) + "\n");
 }
 
-std::unique_ptr<TrialLock> TrialLock::try_acquire(const fs::path& trial_dir) {
+std::optional<FileLock> try_lock_trial(const fs::path& trial_dir) {
   fs::create_directories(trial_dir);
-  const int fd = ::open((trial_dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io_error("cannot open the trial lock", trial_dir / ".lock", errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return nullptr;
-  }
-  return std::unique_ptr<TrialLock>(new TrialLock(fd));
-}
-
-TrialLock::~TrialLock() {
-  ::flock(fd_, LOCK_UN);
-  ::close(fd_);
+  return FileLock::try_lock(trial_dir / ".lock");
 }
 
 bool locked_elsewhere(const fs::path& trial_dir) {
-  const int fd = ::open((trial_dir / ".lock").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
-  if (!held) ::flock(fd, LOCK_UN);
-  ::close(fd);
-  return held;
+  return locked_by_another(trial_dir / ".lock");
 }
 
 Status observed_status(const fs::path& trial_dir, const TrialState& state) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "util/file_writer.h"
+
 namespace ft::sweep {
 
 enum class Status {
@@ -41,19 +43,9 @@ TrialState read_state(const std::filesystem::path& trial_dir);
 // Writes <trial dir>/trial.json atomically.
 void write_state(const std::filesystem::path& trial_dir, const TrialState& state);
 
-// The lock of a trial directory while a process runs the trial (released when the process dies, however).
-class TrialLock {
- public:
-  // nullptr when another process holds it. Creates the directory.
-  static std::unique_ptr<TrialLock> try_acquire(const std::filesystem::path& trial_dir);
-  ~TrialLock();
-  TrialLock(const TrialLock&) = delete;
-  TrialLock& operator=(const TrialLock&) = delete;
-
- private:
-  explicit TrialLock(int fd) : fd_(fd) {}
-  int fd_;
-};
+// The trial directory's lock (trial_dir/.lock), held by the process running the trial; nullopt when another process
+// holds it. Creates the directory.
+std::optional<FileLock> try_lock_trial(const std::filesystem::path& trial_dir);
 
 // True when some process holds the trial's lock now.
 bool locked_elsewhere(const std::filesystem::path& trial_dir);

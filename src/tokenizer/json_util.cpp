@@ -28,12 +28,25 @@ void JsonCtx::fail(const std::string& what) const {
   throw ft::ConfigError(where() + ": " + what, hint);
 }
 
+void check_tokenizer_file_size(const std::filesystem::path& file) {
+  // The largest real tokenizer files are tens of MB; parsed JSON takes several times the file's size in memory.
+  constexpr std::uintmax_t kMaxBytes = 256ull << 20;
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  if (!ec && size > kMaxBytes) {
+    throw ft::ConfigError(file.string() + ": " + std::to_string(size) + " bytes, more than the " +
+                              std::to_string(kMaxBytes >> 20) + " MiB a tokenizer file may have",
+                          "this is not a tokenizer file, or a damaged one; download it again");
+  }
+}
+
 std::string read_file_bytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw ft::ConfigError(file.string() + ": cannot open tokenizer file",
                           "check the path and that the file is readable");
   }
+  check_tokenizer_file_size(file);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -27,7 +27,10 @@ struct JsonCtx {
 
 // Reads and parses a JSON file; a syntax error names the file, line/byte position and the parser's message.
 json read_json_file(const std::filesystem::path& file, const std::string& hint);
+// The whole file, after check_tokenizer_file_size.
 std::string read_file_bytes(const std::filesystem::path& file);
+// Throws ft::ConfigError naming the file when it is larger than any tokenizer file (256 MiB).
+void check_tokenizer_file_size(const std::filesystem::path& file);
 
 const json& require(const json& obj, const char* key, const JsonCtx& ctx);
 std::string get_string(const json& obj, const char* key, const JsonCtx& ctx);

@@ -66,6 +66,7 @@ bool looks_like_tiktoken_line(const std::string& line) {
 }  // namespace
 
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::filesystem::path& file) {
+  check_tokenizer_file_size(file);  // before sniffing: a huge file without newlines would be one huge line
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw ft::ConfigError(file.string() + ": cannot open tokenizer file", "check the path and that it is readable");

@@ -47,6 +47,12 @@ std::unique_ptr<BpeModel> parse_bpe(const json& m, const JsonCtx& ctx) {
     }
     max_id = std::max(max_id, it.value().get<int64_t>());
   }
+  // Ids index a table: a few holes are tolerated, an id far past the entry count would allocate gigabytes.
+  const auto entries = static_cast<int64_t>(vocab.size());
+  if (max_id >= 2 * entries + 65536) {
+    vc.fail("the largest id " + std::to_string(max_id) + " is far beyond the " + std::to_string(entries) +
+            " entries (ids must be nearly dense, 0 to N-1)");
+  }
   std::vector<std::string> tokens(static_cast<size_t>(max_id + 1));
   std::vector<bool> present(tokens.size(), false);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {

@@ -3,8 +3,9 @@
 // checkpoints/step-000123/
 //   model/ or adapter/       HF model (config.json + safetensors + tokenizer files) or PEFT adapter
 //   optimizer.safetensors    optim::AdamW moments and step counters, by parameter name
-//   rng.safetensors          every rank's CPU (and CUDA) generator state
-//   trainer_state.json       step, epoch, tokens, scaler, every rank's data position, fingerprint, versions
+//   rng.safetensors          every rank's CPU (and CUDA) generator state          (ckpt::CheckpointManager)
+//   trainer_state.json       format 2: the parts progress (TrainState) and scaler, every rank's data position
+//                            (ranks[r].loader), fingerprint, world_size, versions  (ckpt::CheckpointManager)
 //   config.yaml              the resolved config of the run that wrote it
 //   manifest.json            sizes and checksums (ckpt::CheckpointStore)
 #include <torch/version.h>
@@ -15,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
-#include "ckpt/rng_state.h"
 #include "config/loader.h"
 #include "data/loader.h"
 #include "data/templates.h"
@@ -193,24 +194,13 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
 void Trainer::save_checkpoint() {
   check_non_finite();  // a run past its max_nan_skips stops here, before writing
   // Every rank contributes its data position and RNG state; rank 0 writes.
-  nlohmann::json rank_state;
-  rank_state["loader"] = train_loader_->state();
-  const auto loader_states = dist::all_gather_strings(*comm_, rank_state.dump());
-  const auto rng = ckpt::capture_rng_states();  // U8 tensors by generator name
-  io::TensorMap rng_all;
-  for (const auto& [name, state] : rng) {
-    const std::string blob(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
-                           static_cast<size_t>(state.numel()));
-    const auto blobs = dist::all_gather_strings(*comm_, blob);
-    for (size_t r = 0; r < blobs.size(); ++r) {
-      auto t = at::empty({static_cast<int64_t>(blobs[r].size())}, at::kByte);
-      std::memcpy(t.data_ptr<uint8_t>(), blobs[r].data(), blobs[r].size());
-      rng_all[name + ".rank" + std::to_string(r)] = t;
-    }
-  }
+  const ckpt::StateSnapshot snapshot =
+      state_parts_->snapshot({{"fingerprint", fingerprint()},
+                              {"world_size", world_size_},
+                              {"versions", {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}}}});
   const bool sharded = !zero_owners_.empty();
   std::filesystem::path tmp;
-  if (rank_ == 0) tmp = checkpoints_->begin(step_);
+  if (rank_ == 0) tmp = checkpoints_->begin(progress_.step);
   if (sharded) {
     // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
     tmp = dist::all_gather_strings(*comm_, tmp.string()).at(0);
@@ -226,8 +216,8 @@ void Trainer::save_checkpoint() {
     for (size_t r = 0; r < failures.size(); ++r) {
       if (failures[r].empty()) continue;
       if (rank_ == 0) checkpoints_->abort();
-      throw Error(fmt::format("checkpoint of step {} not saved: rank {} could not write its optimizer state: {}", step_,
-                              r, failures[r]),
+      throw Error(fmt::format("checkpoint of step {} not saved: rank {} could not write its optimizer state: {}",
+                              progress_.step, r, failures[r]),
                   "with distributed.zero=1 every rank writes into the run directory: it must be one shared "
                   "filesystem with free space");
     }
@@ -236,36 +226,23 @@ void Trainer::save_checkpoint() {
     try {
       write_model_dir(tmp / (cfg_.lora.enabled ? "adapter" : "model"));
       io::write_safetensors(tmp / optimizer_file(sharded, 0), optimizer_->state_dict());
-      io::write_safetensors(tmp / "rng.safetensors", rng_all);
-      nlohmann::json state;
-      state["step"] = step_;
-      state["epoch"] = epoch_;
-      state["tokens_seen"] = tokens_seen_;
-      state["nan_skips"] = nan_skips_;
-      state["world_size"] = world_size_;
-      state["scaler"] = scaler_->state();
-      state["ranks"] = nlohmann::json::array();
-      for (const auto& s : loader_states) state["ranks"].push_back(nlohmann::json::parse(s));
-      state["fingerprint"] = fingerprint();
-      if (best_eval_loss_) state["best_eval_loss"] = *best_eval_loss_;
-      state["versions"] = {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}};
-      ft::write_file(tmp / "trainer_state.json", state.dump(2));
+      ckpt::CheckpointManager::write(snapshot, tmp);
       ft::write_file(tmp / "config.yaml", resolved_yaml_);
       // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
-      const auto dir = checkpoints_->commit(last_eval_step_ == step_ ? last_eval_loss_ : std::nullopt);
+      const auto dir = checkpoints_->commit(last_eval_step_ == progress_.step ? last_eval_loss_ : std::nullopt);
       FT_LOG_INFO("checkpoint saved: {}", dir.string());
     } catch (const Error& e) {
       checkpoints_->abort();
       // The temporary directory is gone by now: name the checkpoint that was being written instead.
       std::string message = e.what();
-      const std::string target = (tmp.parent_path() / fmt::format("step-{:06d}", step_)).string();
+      const std::string target = (tmp.parent_path() / fmt::format("step-{:06d}", progress_.step)).string();
       for (size_t at = message.find(tmp.string()); at != std::string::npos; at = message.find(tmp.string(), at)) {
         message.replace(at, tmp.string().size(), target);
         at += target.size();
       }
       const auto previous = ckpt::CheckpointStore::find_latest_valid(run_dir_);
       throw Error(
-          fmt::format("checkpoint of step {} not saved: {}", step_, message),
+          fmt::format("checkpoint of step {} not saved: {}", progress_.step, message),
           e.hint() + (previous ? "; " + previous->path.string() + " is intact and resume: auto continues from it"
                                : std::string()),
           e.code());
@@ -300,7 +277,7 @@ bool Trainer::try_resume() {
   }
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
-  const auto state = nlohmann::json::parse(read_text_file(dir / "trainer_state.json"));
+  const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
   if (state.at("fingerprint").get<std::string>() != fingerprint()) {
     throw ConfigError("cannot resume from " + dir.string() + ": " + fingerprint_differences(dir),
                       "restore the original settings (see " + (dir / "config.yaml").string() +
@@ -318,23 +295,9 @@ bool Trainer::try_resume() {
     model::load_weights(*model_, dir / "model");
   }
   optimizer_->load_state_dict(saved_optimizer_state(dir, *optimizer_));
-  scaler_->load_state(state.at("scaler"));
-  step_ = state.at("step").get<int64_t>();
-  epoch_ = state.at("epoch").get<int64_t>();
-  tokens_seen_ = state.at("tokens_seen").get<int64_t>();
-  nan_skips_ = state.at("nan_skips").get<int64_t>();
-  if (state.contains("best_eval_loss")) best_eval_loss_ = state.at("best_eval_loss").get<double>();
-  train_loader_->restore(state.at("ranks").at(static_cast<size_t>(rank_)).at("loader"));
-  const auto rng_all = io::read_safetensors(dir / "rng.safetensors");
-  io::TensorMap mine;
-  const std::string suffix = ".rank" + std::to_string(rank_);
-  for (const auto& [name, t] : rng_all) {
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      mine[name.substr(0, name.size() - suffix.size())] = t;
-    }
-  }
-  ckpt::restore_rng_states(mine);
-  FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir.string(), step_, epoch_, tokens_seen_);
+  state_parts_->restore(state, dir);
+  FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir.string(), progress_.step, progress_.epoch,
+              progress_.tokens_seen);
   return true;
 }
 
@@ -358,14 +321,9 @@ void Trainer::save_final_model() {
   if (rank_ == 0) {
     // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
     const auto final_dir = final_model_dir();
-    const auto tmp = run_dir_ / (final_dir.filename().string() + ".tmp");
-    remove_tree(tmp);
-    write_model_dir(tmp);
-    const auto old = run_dir_ / (final_dir.filename().string() + ".old");
-    remove_tree(old);
-    if (std::filesystem::exists(final_dir)) std::filesystem::rename(final_dir, old);
-    std::filesystem::rename(tmp, final_dir);
-    remove_tree(old);
+    StagedDir staged(final_dir, run_dir_ / (final_dir.filename().string() + ".tmp"));
+    write_model_dir(staged.path());
+    staged.commit();
     FT_LOG_INFO("final {} written to {}", cfg_.lora.enabled ? "adapter" : "model", final_dir.string());
   }
   comm_->barrier();

@@ -21,23 +21,13 @@
 namespace ft::train {
 namespace {
 
-// Greedy generation settings of evaluation: stops at any EOS id of config.json or the tokenizer, as
-// `finetune generate` does (a chat model ends its turn with its own end-of-turn id).
+// Greedy generation settings of evaluation: stops where `finetune generate` does.
 model::GenerateOptions eval_generation(const model::Transformer& model, const data::Tokenizer& tokenizer,
                                        int64_t max_new_tokens) {
   model::GenerateOptions gen;
   gen.max_new_tokens = max_new_tokens;
-  gen.stop_ids = model.args().eos_token_ids;
-  if (tokenizer.eos_id() >= 0) gen.stop_ids.push_back(tokenizer.eos_id());
+  gen.stop_ids = model::stop_ids_for(model, tokenizer.eos_id());
   return gen;
-}
-
-// The generated ids without the stop id that ended them.
-std::vector<int64_t> without_stop(std::vector<int64_t> ids, const model::GenerateOptions& gen) {
-  if (!ids.empty() && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), ids.back()) != gen.stop_ids.end()) {
-    ids.pop_back();
-  }
-  return ids;
 }
 
 std::string one_line(std::string text) {
@@ -79,7 +69,7 @@ EvalResult Trainer::evaluate() {
         model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
         generated = model::generate(*model_, prompt_ids, gen);
       }
-      if (data::exact_match(tokenizer_->decode(without_stop(generated, gen)), sample.completion)) ++correct;
+      if (data::exact_match(tokenizer_->decode(model::without_stop(generated, gen)), sample.completion)) ++correct;
     }
     if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
   }
@@ -94,8 +84,9 @@ EvalResult Trainer::evaluate() {
       samples.push_back({{"prompt", prompt}, {"completion", completion}});
     }
     if (!samples.empty()) m["samples"] = samples;
-    metrics_->log("eval", step_, m);
-    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", step_, result.loss, m["perplexity"].get<double>(),
+    metrics_->log("eval", progress_.step, m);
+    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", progress_.step, result.loss,
+                m["perplexity"].get<double>(),
                 result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "");
     for (const auto& sample : samples) {  // one line each: newlines shown as \n
       FT_LOG_INFO("  {} -> {}", one_line(sample["prompt"].get<std::string>()),
@@ -103,8 +94,8 @@ EvalResult Trainer::evaluate() {
     }
   }
   last_eval_loss_ = result.loss;
-  last_eval_step_ = step_;
-  if (!best_eval_loss_ || result.loss < *best_eval_loss_) best_eval_loss_ = result.loss;
+  last_eval_step_ = progress_.step;
+  if (!progress_.best_eval_loss || result.loss < *progress_.best_eval_loss) progress_.best_eval_loss = result.loss;
   comm_->barrier();
   return result;
 }
@@ -135,7 +126,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
     }
     // A prompt given as turns is shown by its last (user) turn.
     const std::string shown = prompt.messages.empty() ? prompt.text : prompt.messages.back().content;
-    out.emplace_back(shown, tokenizer_->decode(without_stop(generated, gen)));
+    out.emplace_back(shown, tokenizer_->decode(model::without_stop(generated, gen)));
   }
   return out;
 }

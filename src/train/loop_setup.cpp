@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -306,6 +307,11 @@ void Trainer::setup_optimizer() {
   scaler.init_scale = cfg_.train.loss_scale_init;
   scaler.growth_interval = cfg_.train.loss_scale_interval;
   scaler_ = std::make_unique<optim::GradScaler>(scaler, device_);
+  // What a checkpoint saves besides weights and optimizer state (trainer_state.json, rng.safetensors).
+  state_parts_ = std::make_unique<ckpt::CheckpointManager>(comm_, rank_);
+  state_parts_->add_shared("progress", progress_);
+  state_parts_->add_shared("scaler", *scaler_);
+  state_parts_->add_per_rank("loader", *train_loader_);
 
   if (world_size_ > 1) {
     std::vector<at::Tensor> params;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
 #include "data/batch.h"
 #include "data/loader.h"
@@ -95,7 +96,7 @@ data::Batch Trainer::next_batch(double& wait_s) {
   const auto start = Clock::now();
   auto batch = train_loader_->next();
   if (!batch) {  // end of an epoch: the loader starts the next one on the following call
-    ++epoch_;
+    ++progress_.epoch;
     batch = train_loader_->next();
     FT_CHECK(batch.has_value(), "the training data yields no batch; is data.train empty after filtering?");
   }
@@ -187,7 +188,7 @@ Trainer::StepOutput Trainer::train_step() {
   }
   if (scaler_->enabled()) scaler_->update();
   for (auto& [name, param] : trainable_) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
-  pending_skips_.emplace_back(step_ + 1, bad_norm);
+  pending_skips_.emplace_back(progress_.step + 1, bad_norm);
   return out;
 }
 
@@ -203,9 +204,9 @@ ExitCode Trainer::run() {
   if (rank_ == 0 && accepted_) accepted_();
   if (!resumed) {
     FT_LOG_INFO("starting a new run in {}", run_dir_.string());
-  } else if (step_ >= total_steps_ && final_model_is_current()) {
+  } else if (progress_.step >= total_steps_ && final_model_is_current()) {
     FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
-                step_, total_steps_, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
+                progress_.step, total_steps_, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
     return ExitCode::kOk;
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
@@ -221,12 +222,12 @@ ExitCode Trainer::run() {
   at::Tensor loss_since_log = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
   bool interrupted = false;
 
-  while (step_ < total_steps_) {
+  while (progress_.step < total_steps_) {
     const auto step_start = Clock::now();
-    const double lr = schedule_->lr_at(step_);
+    const double lr = schedule_->lr_at(progress_.step);
     optimizer_->set_lr(lr);
     StepOutput out;
-    profiler_->before_step(step_ + 1);
+    profiler_->before_step(progress_.step + 1);
     try {
       out = train_step();
     } catch (const c10::OutOfMemoryError& e) {
@@ -235,18 +236,18 @@ ExitCode Trainer::run() {
       if (is_cpu_allocation_failure(e)) rethrow_oom(cfg_, device_, e.what_without_backtrace());
       throw;
     }
-    ++step_;
-    profiler_->after_step(step_);
+    ++progress_.step;
+    profiler_->after_step(progress_.step);
     ++steps_since_log;
-    tokens_seen_ += out.global_tokens;
+    progress_.tokens_seen += out.global_tokens;
     tokens_since_log += out.global_tokens;
     positions_since_log += out.global_positions;
     loss_since_log += out.loss_sum;
     wait_since_log += out.data_wait_s;
     time_since_log += seconds_since(step_start);
 
-    const bool last = step_ == total_steps_;
-    if (step_ % cfg_.logging.every_steps == 0 || last) {
+    const bool last = progress_.step == total_steps_;
+    if (progress_.step % cfg_.logging.every_steps == 0 || last) {
       check_non_finite();  // host sync: once per log interval
       const double loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
       // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
@@ -261,15 +262,15 @@ ExitCode Trainer::run() {
       m["target_tokens_per_s"] = target_tokens_per_s;
       m["step_time_s"] = time_since_log / static_cast<double>(std::max<int64_t>(1, steps_since_log));
       m["data_wait_s"] = wait_since_log;
-      m["tokens_seen"] = tokens_seen_;
-      m["epoch"] = epoch_;
-      m["skipped_steps"] = nan_skips_ + scaler_->skipped_steps();
+      m["tokens_seen"] = progress_.tokens_seen;
+      m["epoch"] = progress_.epoch;
+      m["skipped_steps"] = progress_.nan_skips + scaler_->skipped_steps();
       m["peak_memory_gib"] = peak_memory_gib(device_);
       if (device_.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(device_, /*reserved=*/true);
       if (peak_tflops_ > 0) m["mfu"] = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
       if (rank_ == 0) {
-        metrics_->log("train", step_, m);
-        metrics_->progress(step_, m);
+        metrics_->log("train", progress_.step, m);
+        metrics_->progress(progress_.step, m);
       }
       steps_since_log = 0;
       positions_since_log = 0;
@@ -278,15 +279,16 @@ ExitCode Trainer::run() {
       wait_since_log = 0.0;
       loss_since_log.zero_();
     }
-    if (rank_ == 0) metrics_->tick(step_);
-    if (cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0 && !last) {
+    if (rank_ == 0) metrics_->tick(progress_.step);
+    if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0 && !last) {
       evaluate();
     }
-    if (cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0 && !last) {
+    if (cfg_.checkpoint.every_steps > 0 && progress_.step % cfg_.checkpoint.every_steps == 0 && !last) {
       save_checkpoint();
     }
     if (any_rank(signals::stop_requested())) {
-      FT_LOG_WARN("stop requested by signal {}: saving a checkpoint at step {}", signals::stop_signal(), step_);
+      FT_LOG_WARN("stop requested by signal {}: saving a checkpoint at step {}", signals::stop_signal(),
+                  progress_.step);
       interrupted = true;
       break;
     }
@@ -296,14 +298,15 @@ ExitCode Trainer::run() {
     FT_LOG_WARN(
         "stopped at step {} of {}; run the same command again to resume from the checkpoint (or: finetune "
         "train --config {})",
-        step_, total_steps_, (run_dir_ / "config.yaml").string());
+        progress_.step, total_steps_, (run_dir_ / "config.yaml").string());
     return ExitCode::kInterrupted;
   }
   check_non_finite();
   evaluate();
   save_checkpoint();
   save_final_model();
-  FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", step_, tokens_seen_, seconds_since(run_start));
+  FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", progress_.step, progress_.tokens_seen,
+              seconds_since(run_start));
   return ExitCode::kOk;
 }
 
@@ -316,15 +319,15 @@ void Trainer::check_non_finite() {
   std::optional<int64_t> first_bad;
   for (const auto& [step, flag] : pending_skips_) {
     if (flag.item<float>() == 0.0f) continue;
-    ++nan_skips_;
+    ++progress_.nan_skips;
     if (!first_bad) first_bad = step;
     FT_LOG_WARN("step {}: non-finite loss or gradient norm; the update was skipped", step);
   }
   pending_skips_.clear();
-  if (first_bad && nan_skips_ > cfg_.train.max_nan_skips) {
+  if (first_bad && progress_.nan_skips > cfg_.train.max_nan_skips) {
     throw Error(fmt::format("non-finite loss at step {} ({} step(s) skipped so far, train.max_nan_skips={}); the "
                             "weights were not updated by those steps and no checkpoint was written after them",
-                            *first_bad, nan_skips_, cfg_.train.max_nan_skips),
+                            *first_bad, progress_.nan_skips, cfg_.train.max_nan_skips),
                 "lower optimizer.lr, keep train.grad_clip on, check the data, or raise train.max_nan_skips to "
                 "tolerate rare spikes");
   }

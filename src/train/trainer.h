@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/train_state.h"
 #include "util/error.h"
 
 namespace ft::dist {
@@ -37,6 +38,7 @@ class GradScaler;
 class LrSchedule;
 }  // namespace ft::optim
 namespace ft::ckpt {
+class CheckpointManager;
 class CheckpointStore;
 }  // namespace ft::ckpt
 namespace ft::metrics {
@@ -143,6 +145,7 @@ class Trainer {
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<metrics::MetricsLogger> metrics_;
   std::unique_ptr<ckpt::CheckpointStore> checkpoints_;
+  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
   std::unique_ptr<metrics::StepProfiler> profiler_;
 
   // Precision.
@@ -152,15 +155,11 @@ class Trainer {
   bool fused_loss_ = false;                    // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
 
   // Progress.
-  int64_t step_ = 0;                                           // optimizer steps done
+  TrainState progress_;                                        // step, epoch, tokens seen, skips, best eval loss
   int64_t total_steps_ = 0;                                    // optimizer steps of the whole run
-  int64_t epoch_ = 0;                                          // epochs started
-  int64_t tokens_seen_ = 0;                                    // global target tokens trained on
-  int64_t nan_skips_ = 0;                                      // steps skipped for a non-finite loss or gradient norm
   std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
   double flops_per_token_ = 0;                                 // training FLOPs per token (6N + attention), for MFU
-  double peak_tflops_ = 0;  // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
-  std::optional<double> best_eval_loss_;
+  double peak_tflops_ = 0;                // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
   int64_t last_eval_step_ = -1;           // the step of that evaluation
 };

@@ -1,8 +1,10 @@
 #include "util/file_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,14 +14,52 @@
 
 namespace ft {
 
-UniqueFd::~UniqueFd() {
+void UniqueFd::reset(int fd) noexcept {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
 }
 
 int UniqueFd::close() {
   const int rc = ::close(fd_);
   fd_ = -1;
   return rc;
+}
+
+namespace {
+
+UniqueFd open_lock_file(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw_io_error("cannot open the lock file", path, errno);
+  return fd;
+}
+
+}  // namespace
+
+FileLock::FileLock(const std::filesystem::path& path) : fd_(open_lock_file(path)) {
+  while (::flock(fd_.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) throw_io_error("cannot lock", path, errno);
+  }
+}
+
+std::optional<FileLock> FileLock::try_lock(const std::filesystem::path& path) {
+  UniqueFd fd = open_lock_file(path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return std::nullopt;
+    throw_io_error("cannot lock", path, errno);
+  }
+  return FileLock(std::move(fd));
+}
+
+FileLock::~FileLock() {
+  if (fd_.get() >= 0) ::flock(fd_.get(), LOCK_UN);
+}
+
+bool locked_by_another(const std::filesystem::path& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return false;
+  const bool held = ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0;
+  if (!held) ::flock(fd.get(), LOCK_UN);
+  return held;
 }
 
 std::string write_error_hint(int err) {
@@ -78,7 +118,12 @@ void write_file(const std::filesystem::path& path, std::string_view bytes, bool 
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // Unique per host, process and thread: writers on a shared file system never share a temporary file.
+  static std::atomic<uint64_t> counter{0};
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::filesystem::path tmp =
+      path.string() + ".tmp." + host + "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   write_file(tmp, bytes);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

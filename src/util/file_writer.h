@@ -4,25 +4,58 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace ft {
 
-// An owned file descriptor, closed on destruction.
+// An owned file descriptor (-1: none), closed on destruction.
 class UniqueFd {
  public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd();
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
   UniqueFd(const UniqueFd&) = delete;
   UniqueFd& operator=(const UniqueFd&) = delete;
   int get() const { return fd_; }
+  // Closes the descriptor held (if any) and holds `fd` instead.
+  void reset(int fd = -1) noexcept;
+  // Gives up ownership without closing.
+  int release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   // Closes now and returns close()'s result (NFS and some filesystems report write errors only here).
   int close();
 
  private:
   int fd_;
 };
+
+// An exclusive advisory lock (flock) on a lock file, created if missing, released when destroyed. Separate objects
+// lock independently, also within one process (each opens its own descriptor).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path);  // waits until the lock is free
+  // The lock if no other process holds it now, else nullopt.
+  static std::optional<FileLock> try_lock(const std::filesystem::path& path);
+  ~FileLock();
+  FileLock(FileLock&&) = default;
+  FileLock& operator=(FileLock&&) = default;
+
+ private:
+  explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// True when some process holds an exclusive lock on `path` now (false when the file does not exist).
+bool locked_by_another(const std::filesystem::path& path);
 
 // What to do about a failed write with this errno (disk full and file size limits get their own advice).
 std::string write_error_hint(int err);
@@ -52,7 +85,8 @@ class FileWriter {
 
 // The whole file in one call: FileWriter(path).write(bytes), finish(sync).
 void write_file(const std::filesystem::path& path, std::string_view bytes, bool sync = false);
-// The whole file through a temporary name beside it and a rename, so readers never see a partial file.
+// The whole file through a temporary name beside it (unique to this host, process and call) and a rename, so
+// readers never see a partial file.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 }  // namespace ft

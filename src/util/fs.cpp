@@ -1,6 +1,8 @@
 #include "util/fs.h"
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -9,6 +11,8 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/file_writer.h"
+#include "util/fmt.h"
 
 namespace ft {
 namespace {
@@ -35,6 +39,55 @@ std::string read_text_file(const std::filesystem::path& path, const std::string&
   std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
   if (size > 0 && !in.read(text.data(), size)) throw Error("cannot read " + path.string(), hint);
   return text;
+}
+
+void fsync_path(const std::filesystem::path& path, bool directory) {
+  UniqueFd fd(::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC));
+  if (fd.get() < 0) throw_io_error("cannot open for fsync", path, errno);
+  if (::fsync(fd.get()) != 0) throw_io_error("fsync failed for", path, errno);
+}
+
+void remove_tree_via(const std::filesystem::path& path, const std::filesystem::path& trash) {
+  remove_tree(trash);
+  std::filesystem::rename(path, trash);
+  remove_tree(trash);
+}
+
+void replace_dir(const std::filesystem::path& staged, const std::filesystem::path& target, bool sync) {
+  const auto parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const auto old = parent / (".old-" + target.filename().string() + "-" + std::to_string(::getpid()));
+  remove_tree(old);
+  std::error_code ec;
+  const bool had_target = std::filesystem::exists(std::filesystem::symlink_status(target, ec));
+  if (had_target) std::filesystem::rename(target, old);
+  try {
+    std::filesystem::rename(staged, target);
+  } catch (...) {
+    if (had_target) std::filesystem::rename(old, target, ec);  // put the old one back; the rename's error is the news
+    throw;
+  }
+  if (sync) fsync_path(parent, /*directory=*/true);
+  if (had_target) remove_tree(old);
+}
+
+StagedDir::StagedDir(std::filesystem::path target, std::filesystem::path staging)
+    : target_(std::move(target)), staging_(std::move(staging)) {
+  remove_tree(staging_);
+  std::filesystem::create_directories(staging_);
+}
+
+StagedDir::~StagedDir() {
+  if (committed_) return;
+  try {
+    remove_tree(staging_);
+  } catch (const Error& e) {
+    FT_LOG_WARN("could not remove the temporary directory {}: {}", staging_.string(), e.what());
+  }
+}
+
+void StagedDir::commit(bool sync) {
+  replace_dir(staging_, target_, sync);
+  committed_ = true;
 }
 
 }  // namespace ft

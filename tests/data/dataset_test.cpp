@@ -2,6 +2,7 @@
 // concurrent builders, and every kind of bad input.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -30,6 +31,18 @@ struct Fixture {
 };
 
 std::vector<int64_t> ids(const std::vector<int32_t>& v) { return {v.begin(), v.end()}; }
+
+// `f` throws ft::Error whose message and hint contain every one of `parts`.
+template <class F>
+void expect_error_contains(F f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string text = std::string(e.what()) + " " + e.hint();
+    for (const auto& part : parts) EXPECT_NE(text.find(part), std::string::npos) << part << " not in: " << text;
+  }
+}
 
 TEST(Dataset, PromptCompletionMasksThePromptAndTrainsEos) {
   Fixture f;
@@ -193,6 +206,29 @@ TEST(Dataset, ConcurrentBuildersProduceOneCacheEntry) {
   int entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(f.dir / "cache")) entries += e.is_directory() ? 1 : 0;
   EXPECT_EQ(entries, 1);
+}
+
+// A cache entry is trusted only after checks: token ids past the vocabulary (they would index past the embedding)
+// and an unreadable meta.json are refused with the entry named and how to rebuild it.
+TEST(Dataset, DamagedCacheEntriesAreRefusedAndNameTheEntry) {
+  Fixture f;
+  const auto o = f.options("d.jsonl", "text", R"({"text": "one two three"})" "\n");
+  TokenizedDataset::build(o, *f.tok);
+  std::filesystem::path entry;
+  for (const auto& e : std::filesystem::directory_iterator(f.dir / "cache")) {
+    if (e.is_directory()) entry = e.path();
+  }
+  ASSERT_FALSE(entry.empty());
+  const std::string tokens = read_file(entry / "tokens.bin");
+  std::string bad = tokens;
+  const int32_t huge = 1 << 30;
+  std::memcpy(bad.data() + 4, &huge, sizeof huge);
+  write_file(entry / "tokens.bin", bad);
+  expect_error_contains([&] { TokenizedDataset::build(o, *f.tok); },
+                        {entry.string(), "outside the tokenizer's vocabulary", "delete"});
+  write_file(entry / "tokens.bin", tokens);
+  write_file(entry / "meta.json", "{\"path\": 1");
+  expect_error_contains([&] { TokenizedDataset::build(o, *f.tok); }, {entry.string(), "meta.json"});
 }
 
 // Each bad input: the error names file:line and the field; skip mode counts it and keeps the good lines.

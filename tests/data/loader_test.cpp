@@ -145,9 +145,9 @@ TEST(Loader, RestoredStateContinuesWithTheSameBatches) {
     const int64_t k = full.batches_per_epoch() + 2;  // mid second epoch
     const auto head = drain(first, k);
     EXPECT_EQ(head, std::vector<std::vector<int64_t>>(reference.begin(), reference.begin() + k));
-    const auto state = first.state();
+    const auto state = first.state_dict();
     data::DataLoader resumed(s.ds, o);
-    resumed.restore(state);
+    resumed.load_state_dict(state);
     const auto tail = drain(resumed, static_cast<int64_t>(reference.size()) - k);
     EXPECT_EQ(tail, std::vector<std::vector<int64_t>>(reference.begin() + k, reference.end())) << packing;
     // Epochs differ (reshuffled) and ranks shard: rank 0 sees other rows than rank 1.

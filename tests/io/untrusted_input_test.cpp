@@ -248,6 +248,18 @@ TEST(UntrustedModelDir, HubCacheSnapshotWhoseFilesLinkIntoBlobsIsAccepted) {
   EXPECT_THROW(io::CheckpointReader(repo / "snapshots" / "def456"), ConfigError);
 }
 
+TEST(UntrustedIndex, TensorListedTwiceInTheWeightMapIsRefused) {
+  HostileIndex d("model-00001-of-00001.safetensors");
+  write_file(d.index, R"({"metadata": {"a": 1, "a": 2}, "weight_map": {"a": "model-00001-of-00001.safetensors",
+                          "a": "other.safetensors"}})");
+  expect_refused([&] { io::CheckpointReader r(d.model); },
+                 d.index.string() + ": weight_map lists tensor 'a' twice");
+  // A repeated key elsewhere in the index (metadata) is not about tensors: accepted as JSON reads it.
+  write_file(d.index, R"({"metadata": {"a": 1, "a": 2}, "weight_map": {"a": "model-00001-of-00001.safetensors"}})");
+  io::CheckpointReader r(d.model);
+  EXPECT_TRUE(at::equal(r.tensor("a"), at::ones({2})));
+}
+
 TEST(UntrustedIndex, EveryShardNameIsCheckedBeforeAnyShardIsOpened) {
   // "b" names a hostile path and sorts after "a": the valid shard of "a" must not be opened first and then
   // half-used; the error is about the path, not about a shard's contents.

@@ -313,5 +313,29 @@ TEST(ModelUnit, TokenizerFilesThatLinkOutOfTheModelDirectoryAreNotCopied) {
   EXPECT_EQ(model::copy_tokenizer_files(dir / "m", dir / "out"), std::vector<std::string>{"tokenizer_config.json"});
 }
 
+// An adapter directory whose weights are a symlink out of it (adapter_model.safetensors -> elsewhere) is refused
+// before anything is read, as bad input naming the file.
+TEST(ModelUnit, AdapterWeightsThatLinkOutOfTheAdapterDirectoryAreRefused) {
+  TempDir dir("ft-adapterlink");
+  auto m = tiny_model();
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "v_proj"};
+  model::apply_lora(*m, lora, 1);
+  model::save_adapter(*m, lora, dir / "real", "");
+  std::filesystem::create_directories(dir / "adapter");
+  std::filesystem::copy_file(dir / "real" / "adapter_config.json", dir / "adapter" / "adapter_config.json");
+  std::filesystem::create_symlink(dir / "real" / "adapter_model.safetensors",
+                                  dir / "adapter" / "adapter_model.safetensors");
+  try {
+    model::load_adapter(*tiny_model(), dir / "adapter");
+    ADD_FAILURE() << "a linked-out adapter was loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("adapter_model.safetensors resolves outside"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(model::load_adapter(*tiny_model(), dir / "real"));
+}
+
 }  // namespace
 }  // namespace ft::test

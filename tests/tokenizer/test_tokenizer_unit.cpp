@@ -1,6 +1,7 @@
 // Unit tests without Python: malformed and unsupported files, invalid UTF-8, threading, small hand-made models.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 
 #include "tokenizer/text_tokenizer.h"
@@ -173,6 +174,20 @@ TEST(TokenizerJsonUnit, DuplicateIdsAreErrors) {
         j["added_tokens"][1]["content"] = "</s>";
       },
       {"added_tokens[1].id", "duplicate id 5"});
+}
+
+// Bounded memory for hostile files: an id far past the vocabulary's size (it would size a table of ~2^31 entries)
+// and a file far larger than any real tokenizer are refused before anything large is allocated.
+TEST(TokenizerJsonUnit, SparseHugeIdsAndOversizedFilesAreRefused) {
+  expect_json_error([](json& j) { j["model"]["vocab"]["c"] = 2147483000; },
+                    {"model.vocab", "the largest id 2147483000 is far beyond the 6 entries"});
+  const fs::path big = test::temp_dir("big") / "tokenizer.json";
+  {
+    std::ofstream out(big, std::ios::binary);
+    out.seekp((257ll << 20) - 1);
+    out.put(' ');  // a sparse file: 257 MiB long, nothing written before the last byte
+  }
+  expect_config_error([&] { load_text_tokenizer(big); }, big, {"bytes, more than the 256 MiB"});
 }
 
 TEST(TokenizerJsonUnit, DropoutAndBadRegexAreRejected) {

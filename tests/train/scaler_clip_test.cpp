@@ -73,7 +73,7 @@ TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
   }
   EXPECT_EQ(scaler.get_scale(), ref["scale_after"][kSteps - 1].get<double>());
   EXPECT_EQ(scaler.skipped_steps(), 3);
-  EXPECT_EQ(scaler.state()["growth_tracker"].get<int64_t>(), ref["growth_tracker"].get<int64_t>());
+  EXPECT_EQ(scaler.state_dict()["growth_tracker"].get<int64_t>(), ref["growth_tracker"].get<int64_t>());
   // Closed form: 1024 -> 512 (step 2) -> grows after 3, 4, 5 -> 1024 -> 512 (6) -> 256 (7) -> 512 after 8-10
   // -> 1024 after 11-13.
   EXPECT_EQ(scaler.get_scale(), 1024.0);
@@ -96,10 +96,10 @@ TEST(GradScaler, DisabledIsIdentityAndStateRoundTrips) {
   on.update();
   EXPECT_THROW(on.update(), Error);       // update without unscale_
   optim::GradScaler restored({true, 8.0, 2.0, 0.5, 2000}, at::kCPU);
-  restored.load_state(on.state());
+  restored.load_state_dict(on.state_dict());
   EXPECT_EQ(restored.get_scale(), 65536.0);
-  EXPECT_EQ(restored.state()["growth_tracker"], 1);
-  EXPECT_THROW(restored.load_state(nlohmann::json{{"scale", "x"}}), Error);
+  EXPECT_EQ(restored.state_dict()["growth_tracker"], 1);
+  EXPECT_THROW(restored.load_state_dict(nlohmann::json{{"scale", "x"}}), Error);
 }
 
 TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
