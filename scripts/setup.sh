@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the build and tests need and is missing: Debian packages (third_party/apt-packages.txt) and a
-# project-local virtual environment .venv with the pinned pip packages (third_party/requirements.txt).
+# Installs what the build and tests need and is missing: Debian packages (third_party/apt-packages.txt, or the lists
+# in FT_APT_LISTS) and a project-local virtual environment .venv with the pinned pip packages
+# (third_party/requirements.txt).
 # Idempotent: returns in seconds when everything is present.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-mapfile -t wanted < <(grep -v -e '^#' -e '^$' third_party/apt-packages.txt)
+# FT_APT_LISTS: the package lists to install from (scripts/fuzz.sh adds third_party/apt-packages-fuzz.txt).
+read -r -a lists <<<"${FT_APT_LISTS:-third_party/apt-packages.txt}"
+mapfile -t wanted < <(cat "${lists[@]}" | grep -v -e '^#' -e '^$')
 missing=()
 for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

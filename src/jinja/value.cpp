@@ -80,9 +80,9 @@ bool py_eq(const Val& a, const Val& b) {
     }
     case Kind::Map: {
       if (a.dict->size() != b.dict->size()) return false;
-      for (const auto& [k, v] : *a.dict) {
-        auto it = std::find_if(b.dict->begin(), b.dict->end(), [&](const auto& p) { return p.first == k; });
-        if (it == b.dict->end() || !py_eq(v, it->second)) return false;
+      for (const auto& entry : *a.dict) {
+        auto it = std::find_if(b.dict->begin(), b.dict->end(), [&](const auto& p) { return p.first == entry.first; });
+        if (it == b.dict->end() || !py_eq(entry.second, it->second)) return false;
       }
       return true;
     }
