@@ -56,8 +56,10 @@ void restore_rng_states(const std::map<std::string, at::Tensor>& states) {
   const int n = cuda_devices();
   for (const auto& [key, state] : states) {
     if (key == "cpu") continue;
-    if (key.rfind("cuda:", 0) != 0) throw Error("unknown RNG state '" + key + "'", "expected cpu or cuda:N");
-    const int index = std::stoi(key.substr(5));
+    const std::string digits = key.rfind("cuda:", 0) == 0 ? key.substr(5) : "";
+    if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("unknown RNG state '" + key + "'", "expected cpu or cuda:N");
+    const int index = std::stoi(digits);
     if (index >= n) {
       FT_LOG_WARN("RNG state '{}' not restored: only {} CUDA device(s) visible", key, n);
       continue;

@@ -190,33 +190,57 @@ bool equal(const Config& a, const Config& b) {
 
 namespace {
 
-// Leaf values of a printed config by dotted key; a list is one value, printed in flow style.
-void flatten_yaml(const YAML::Node& n, const std::string& path, std::map<std::string, std::string>& out) {
+void count_nodes(const YAML::Node& n, size_t& budget) {
+  for (const auto& item : n) {
+    if (budget == 0) throw ConfigError("too many values (aliases that repeat each other?)");
+    --budget;
+    if (n.IsMap()) {
+      count_nodes(item.second, budget);
+    } else {
+      count_nodes(item, budget);
+    }
+  }
+}
+
+// Leaf values of a printed config by dotted key; a list is one value, printed in flow style. `budget` counts the
+// nodes visited, so a file of aliases that repeat each other (an anchor bomb) is refused instead of expanded.
+void flatten_yaml(const YAML::Node& n, const std::string& path, std::map<std::string, std::string>& out,
+                  size_t& budget) {
+  if (budget == 0) throw ConfigError("too many values (aliases that repeat each other?)");
+  --budget;
   if (n.IsMap()) {
     for (const auto& kv : n)
-      flatten_yaml(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out);
+      flatten_yaml(kv.second, path.empty() ? kv.first.Scalar() : path + "." + kv.first.Scalar(), out, budget);
     return;
   }
   if (n.IsScalar()) {
     out[path] = n.Scalar();
     return;
   }
+  count_nodes(n, budget);
   YAML::Emitter e;
   e << YAML::Flow << n;
   out[path] = e.c_str();
 }
 
-std::map<std::string, std::string> yaml_leaves(const std::string& text) {
+std::map<std::string, std::string> yaml_leaves(const std::string& text, const char* which) {
   std::map<std::string, std::string> out;
-  flatten_yaml(YAML::Load(text), "", out);
+  size_t budget = 100'000;
+  try {
+    flatten_yaml(YAML::Load(text), "", out, budget);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(std::string(which) + " is not valid YAML: " + e.what());
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(which) + ": " + e.what());
+  }
   return out;
 }
 
 }  // namespace
 
 std::vector<std::string> yaml_differences(const std::string& old_yaml, const std::string& new_yaml) {
-  const auto before = yaml_leaves(old_yaml);
-  const auto after = yaml_leaves(new_yaml);
+  const auto before = yaml_leaves(old_yaml, "the earlier config");
+  const auto after = yaml_leaves(new_yaml, "the new config");
   std::set<std::string> keys;
   for (const auto& [k, v] : before) keys.insert(k);
   for (const auto& [k, v] : after) keys.insert(k);

@@ -67,8 +67,9 @@ namespace {
 
 using detail::Errors;
 
-constexpr size_t kMaxCompositionDepth = 32;  // bases of bases of ...
-constexpr size_t kMaxComposedFiles = 256;    // files read for one config, repeats counted
+constexpr size_t kMaxCompositionDepth = 32;                // bases of bases of ...
+constexpr size_t kMaxComposedFiles = 256;                  // files read for one config, repeats counted
+constexpr size_t kMaxInterpolatedBytes = size_t{1} << 20;  // one value after ${...} interpolation
 
 // A file being composed: its canonical path (to detect cycles) and its path as written (to show them).
 struct Link {
@@ -271,6 +272,12 @@ class Interpolator {
       auto value = lookup(*ref, origin, path);
       if (!value) return std::nullopt;
       out += *value;
+      if (out.size() > kMaxInterpolatedBytes) {
+        errors_.add(origin, path,
+                    "interpolation makes a value longer than " + std::to_string(kMaxInterpolatedBytes) +
+                        " bytes (references that repeat each other grow exponentially)");
+        return std::nullopt;
+      }
       i = end + 1;
     }
     return out;
@@ -298,7 +305,7 @@ class Interpolator {
       Node* next = nullptr;
       if (n->kind == Node::Kind::kMap) {
         next = n->get(part);
-      } else if (n->kind == Node::Kind::kSeq && !part.empty() &&
+      } else if (n->kind == Node::Kind::kSeq && !part.empty() && part.size() <= 9 &&
                  part.find_first_not_of("0123456789") == std::string::npos) {
         const size_t idx = std::stoul(part);
         if (idx < n->seq.size()) next = &n->seq[idx];

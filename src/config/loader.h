@@ -38,7 +38,8 @@ std::string to_yaml(const Config& config);
 void write_resolved_config(const LoadedConfig& loaded, const std::filesystem::path& run_dir);
 
 // The keys whose values differ between two configs printed by to_yaml (e.g. a checkpoint's config.yaml and this
-// run's), as "key: OLD -> NEW" in key order; lists compare as a whole ("data.train: [...] -> [...]").
+// run's), as "key: OLD -> NEW" in key order; lists compare as a whole ("data.train: [...] -> [...]"). Throws
+// ft::ConfigError when either is not YAML or expands (through aliases) to over 100,000 values.
 std::vector<std::string> yaml_differences(const std::string& old_yaml, const std::string& new_yaml);
 
 // Field-by-field equality (the structs declare no operator==).

@@ -188,8 +188,10 @@ CachedSource open_entry(const std::filesystem::path& dir, int64_t vocab_size) {
   c.loss = io::MappedFile::open(dir / "loss.bin");
   c.offsets = io::MappedFile::open(dir / "offsets.bin");
   const size_t n_tokens = c.tokens->size() / sizeof(int32_t);
+  const size_t n_offsets = c.offsets->size() / sizeof(int64_t);  // compared by division: samples may be huge
   if (c.stats.samples < 0 || c.tokens->size() % sizeof(int32_t) != 0 || c.loss->size() != n_tokens ||
-      c.offsets->size() != (static_cast<size_t>(c.stats.samples) + 1) * 8) {
+      c.offsets->size() % sizeof(int64_t) != 0 || n_offsets == 0 ||
+      static_cast<uint64_t>(c.stats.samples) != n_offsets - 1) {
     throw Error(corrupt + ": the sizes of tokens.bin, loss.bin and offsets.bin do not match meta.json", rebuild);
   }
   // Samples are read as tokens[offsets[s], offsets[s + 1]): the offsets must rise from 0 to the token count, or a

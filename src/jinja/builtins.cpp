@@ -96,7 +96,7 @@ Val py_in(const Val& item, const Val& c) {
   throw TypeErr(std::string("argument of type '") + type_name(c) + "' is not iterable");
 }
 
-Val percent_format(const std::string& fmt, const Val& argsv) {
+Val percent_format(const std::string& fmt, const Val& argsv, size_t max_bytes) {
   std::vector<Val> args;
   bool mapping = argsv.kind == Kind::Map;
   if (argsv.kind == Kind::Seq && (argsv.flags & kTuple))
@@ -152,6 +152,7 @@ Val percent_format(const std::string& fmt, const Val& argsv) {
                          ? static_cast<size_t>(std::atoll(spec.c_str() + wstart))
                          : 0;
       std::string body = utf8_encode(s);
+      check_result_size(width, 1, max_bytes);
       std::string pad(width > s.size() ? width - s.size() : 0, ' ');
       out += spec.find('-') != std::string::npos ? body + pad : pad + body;
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {

@@ -158,7 +158,8 @@ Val f_round(Renderer&, const Val& v, CallArgs& a, int) {
   return Val::real((method == "ceil" ? std::ceil(x) : std::floor(x)) / p);
 }
 
-Val f_tojson(Renderer&, const Val& v, CallArgs& a, int) {
+Val f_tojson(Renderer& r, const Val& v, CallArgs& a, int) {
+  const size_t limit = r.options().max_output_bytes;
   // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
   bool ensure_ascii = arg_bool(a, 0, "ensure_ascii", false);
   const Val* ind = arg(a, 1, "indent");
@@ -167,6 +168,7 @@ Val f_tojson(Renderer&, const Val& v, CallArgs& a, int) {
   std::string indent;
   bool has_indent = ind && ind->kind != Kind::None;
   if (has_indent) {
+    if (ind->is_intlike() && ind->as_int() > 0) check_result_size(static_cast<uint64_t>(ind->as_int()), 1, limit);
     if (ind->is_intlike())
       indent = std::string(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())), ' ');
     else if (ind->is_str())
@@ -181,17 +183,20 @@ Val f_tojson(Renderer&, const Val& v, CallArgs& a, int) {
     item_sep = (*seps->list)[0].s;
     key_sep = (*seps->list)[1].s;
   }
-  return Val::str(json_dumps(v, ensure_ascii, has_indent ? &indent : nullptr, item_sep, key_sep, sort_keys));
+  return Val::str(json_dumps(v, ensure_ascii, has_indent ? &indent : nullptr, item_sep, key_sep, sort_keys, limit));
 }
 
-Val f_indent(Renderer&, const Val& v, CallArgs& a, int) {
+Val f_indent(Renderer& r, const Val& v, CallArgs& a, int) {
   const Val* w = arg(a, 0, "width");
+  const size_t limit = r.options().max_output_bytes;
+  if (w && !w->is_str()) check_result_size(static_cast<uint64_t>(std::max<int64_t>(0, w->as_int())), 1, limit);
   bool first = arg_bool(a, 1, "first", false);
   bool blank = arg_bool(a, 2, "blank", false);
   std::string ind = w ? (w->is_str() ? w->s : std::string(static_cast<size_t>(std::max<int64_t>(0, w->as_int())), ' '))
                       : std::string(4, ' ');
   std::string s = to_str(v) + "\n";
   std::vector<std::string> lines = splitlines(s, false);
+  check_result_size(lines.size() + 1, ind.size(), limit);
   std::string rv;
   if (blank) {
     for (size_t k = 0; k < lines.size(); ++k) rv += (k ? "\n" + ind : "") + lines[k];
@@ -214,17 +219,18 @@ Val f_wordcount(Renderer&, const Val& v, CallArgs&, int) {
   return Val::integer(n);
 }
 
-Val f_format(Renderer&, const Val& v, CallArgs& a, int) {
+Val f_format(Renderer& r, const Val& v, CallArgs& a, int) {
   if (!a.kw.empty() && !a.pos.empty()) throw TypeErr("can't handle positional and keyword arguments at the same time");
   if (!a.kw.empty()) {
     Dict d(a.kw.begin(), a.kw.end());
-    return percent_format(to_str(v), Val::make_dict(std::move(d)));
+    return percent_format(to_str(v), Val::make_dict(std::move(d)), r.options().max_output_bytes);
   }
-  return percent_format(to_str(v), Val::make_list(a.pos, kTuple));
+  return percent_format(to_str(v), Val::make_list(a.pos, kTuple), r.options().max_output_bytes);
 }
 
-Val f_center(Renderer&, const Val& v, CallArgs& a, int) {
+Val f_center(Renderer& r, const Val& v, CallArgs& a, int) {
   int64_t width = arg_int(a, 0, "width", 80);
+  if (width > 0) check_result_size(static_cast<uint64_t>(width), 1, r.options().max_output_bytes);
   std::u32string u = U(to_str(v));
   if (width <= static_cast<int64_t>(u.size())) return Val::str(S(u));
   size_t marg = static_cast<size_t>(width) - u.size();

@@ -125,6 +125,10 @@ struct TypeErr : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A padded, indented or repeated string of `count` pieces of `unit` bytes each: refused (TypeErr) when it would
+// exceed `max_bytes` (the render's output limit), before anything is allocated.
+void check_result_size(uint64_t count, uint64_t unit, size_t max_bytes);
+
 const char* type_name(const Val& v);  // Python's type name: 'str', 'int', 'dict', ...
 bool truthy(const Val& v);
 bool py_eq(const Val& a, const Val& b);
@@ -136,8 +140,9 @@ std::string py_str_repr(std::string_view s);
 Val from_json(const Value& j);
 Value to_json(const Val& v);  // throws TypeErr for values JSON cannot hold
 // json.dumps(v, ensure_ascii, indent (nullptr: None), separators, sort_keys) as transformers' tojson calls it.
+// Output past `max_bytes` throws TypeErr.
 std::string json_dumps(const Val& v, bool ensure_ascii, const std::string* indent, const std::string& item_sep,
-                       const std::string& key_sep, bool sort_keys);
+                       const std::string& key_sep, bool sort_keys, size_t max_bytes = SIZE_MAX);
 
 // UTF-8 helpers: strings are indexed by code point as Python does.
 std::u32string utf8_decode(std::string_view s);

@@ -131,7 +131,9 @@ static void json_escape(std::string& out, std::string_view s, bool ensure_ascii)
 }
 
 static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const std::string* indent,
-                       const std::string& item_sep, const std::string& key_sep, bool sort_keys, int level) {
+                       const std::string& item_sep, const std::string& key_sep, bool sort_keys, int level,
+                       size_t max_bytes) {
+  check_result_size(out.size(), 1, max_bytes);
   switch (v.kind) {
     case Kind::None:
       out += "null";
@@ -165,6 +167,7 @@ static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const 
       out += is_list ? '[' : '{';
       std::string newline_indent;
       if (indent) {
+        check_result_size(static_cast<uint64_t>(level) + 1, indent->size(), max_bytes);
         newline_indent = "\n";
         for (int k = 0; k <= level; ++k) newline_indent += *indent;
         out += newline_indent;
@@ -181,11 +184,11 @@ static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const 
           out += newline_indent;
         }
         if (is_list) {
-          dumps_impl(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1);
+          dumps_impl(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
         } else {
           json_escape(out, items[k]->first, ensure_ascii);
           out += key_sep;
-          dumps_impl(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1);
+          dumps_impl(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
         }
       }
       if (indent) {
@@ -202,9 +205,10 @@ static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const 
 }
 
 std::string json_dumps(const Val& v, bool ensure_ascii, const std::string* indent, const std::string& item_sep,
-                       const std::string& key_sep, bool sort_keys) {
+                       const std::string& key_sep, bool sort_keys, size_t max_bytes) {
   std::string out;
-  dumps_impl(out, v, ensure_ascii, indent, item_sep, key_sep, sort_keys, 0);
+  dumps_impl(out, v, ensure_ascii, indent, item_sep, key_sep, sort_keys, 0, max_bytes);
+  check_result_size(out.size(), 1, max_bytes);
   return out;
 }
 

@@ -38,7 +38,7 @@ bool matches_affix(const std::string& s, const Val& affix, bool prefix) {
   return one(need_str(affix, "startswith/endswith first arg"));
 }
 
-Val str_method(const std::string& s, const std::string& name, CallArgs& a) {
+Val str_method(const std::string& s, const std::string& name, CallArgs& a, size_t max_bytes) {
   if (name == "strip" || name == "lstrip" || name == "rstrip")
     return Val::str(strip(s, arg(a, 0, "chars"), name != "rstrip", name != "lstrip"));
   if (name == "split" || name == "rsplit")
@@ -144,6 +144,7 @@ Val str_method(const std::string& s, const std::string& name, CallArgs& a) {
     size_t len = utf8_length(s);
     if (width <= static_cast<int64_t>(len)) return Val::str(s);
     size_t pad = static_cast<size_t>(width) - len;
+    check_result_size(pad, std::max<size_t>(fill.size(), 1), max_bytes);
     auto rep = [&](size_t n) {
       std::string r;
       for (size_t k = 0; k < n; ++k) r += fill;
@@ -191,7 +192,7 @@ bool is_unsafe_method(const Val& obj, const std::string& name) {
 Val call_method(Renderer& r, const Val& obj, const std::string& name, CallArgs& a, int line) {
   (void)r;
   (void)line;
-  if (obj.kind == Kind::String) return str_method(obj.s, name, a);
+  if (obj.kind == Kind::String) return str_method(obj.s, name, a, r.options().max_output_bytes);
   if (obj.kind == Kind::Map) {
     if (name == "items") {
       List out;

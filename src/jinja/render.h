@@ -70,7 +70,7 @@ bool has_method(const Val& obj, const std::string& name);
 bool is_unsafe_method(const Val& obj, const std::string& name);
 std::vector<Val> iterate(const Val& v);  // Python iteration (throws TypeErr when not iterable)
 Val py_in(const Val& item, const Val& container);
-Val percent_format(const std::string& fmt, const Val& args);
+Val percent_format(const std::string& fmt, const Val& args, size_t max_bytes);
 std::unordered_map<std::string, Val> make_globals(const RenderOptions& opts);
 
 }  // namespace ft::jinja::detail

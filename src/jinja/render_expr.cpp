@@ -64,7 +64,8 @@ Val Renderer::eval_binary(const std::string& op, const Val& a, const Val& b) {
     if (cnt->is_intlike() && (seq->is_str() || (seq->kind == Kind::Seq && !(seq->flags & kGen)))) {
       int64_t n = cnt->as_int();
       size_t unit = seq->is_str() ? seq->s.size() : seq->list->size();
-      if (n > 0 && unit * static_cast<size_t>(n) > opts_.max_output_bytes) throw TypeErr("repetition result too large");
+      if (n > 0) check_result_size(static_cast<uint64_t>(n), unit, opts_.max_output_bytes);
+      if (unit == 0) n = 0;  // '' * n and [] * n are empty whatever n is
       if (seq->is_str()) {
         std::string r;
         for (int64_t k = 0; k < n; ++k) r += seq->s;
@@ -95,7 +96,7 @@ Val Renderer::eval_binary(const std::string& op, const Val& a, const Val& b) {
     return Val::real(std::floor(x / y));
   }
   if (op == "%") {
-    if (a.is_str()) return percent_format(a.s, b);
+    if (a.is_str()) return percent_format(a.s, b, opts_.max_output_bytes);
     if (!nums) throw unsupported();
     if (ints) {
       if (b.as_int() == 0) throw TypeErr("integer division or modulo by zero (ZeroDivisionError)");

@@ -5,6 +5,12 @@
 
 namespace ft::jinja::detail {
 
+void check_result_size(uint64_t count, uint64_t unit, size_t max_bytes) {
+  if (unit != 0 && count > max_bytes / unit)
+    throw TypeErr("result of " + std::to_string(count) + " x " + std::to_string(unit) +
+                  " bytes exceeds the template output limit of " + std::to_string(max_bytes) + " bytes");
+}
+
 std::u32string U(const std::string& s) {
   return utf8_decode(s);
 }

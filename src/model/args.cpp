@@ -124,7 +124,9 @@ std::string families_text() {
   return s;
 }
 
-ModelArgs parse_hf_config(const std::string& json_text, const std::string& source) {
+namespace {
+
+ModelArgs parse_fields(const std::string& json_text, const std::string& source) {
   json j;
   try {
     j = json::parse(json_text);
@@ -160,6 +162,9 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
   a.num_layers = r.req_int("num_hidden_layers");
   a.num_heads = r.req_int("num_attention_heads");
   a.num_kv_heads = r.opt_int("num_key_value_heads").value_or(a.num_heads);
+  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
+    throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
+  }
   a.head_dim = r.opt_int("head_dim").value_or(a.hidden_size / a.num_heads);
   a.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(2048);
   a.rms_norm_eps = r.num(j, "rms_norm_eps", 1e-6);
@@ -198,10 +203,18 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
       break;
     }
   }
-  if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
-    throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
-  }
   return a;
+}
+
+}  // namespace
+
+ModelArgs parse_hf_config(const std::string& json_text, const std::string& source) {
+  try {
+    return parse_fields(json_text, source);
+  } catch (const json::exception& e) {  // a field of the wrong JSON type, read without a check of its own
+    throw ConfigError(source + ": a field has an unexpected type (" + e.what() + ")",
+                      "compare it with the config.json that transformers writes for this model family");
+  }
 }
 
 ModelArgs load_hf_config(const std::filesystem::path& model_dir) {

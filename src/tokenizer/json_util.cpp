@@ -59,6 +59,9 @@ json read_json_file(const std::filesystem::path& file, const std::string& hint) 
   } catch (const json::parse_error& e) {
     throw ft::ConfigError(file.string() + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what(),
                           hint.empty() ? "the file is truncated or corrupt; download it again" : hint);
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (out_of_range 406)
+    throw ft::ConfigError(file.string() + ": not valid JSON: " + e.what(),
+                          hint.empty() ? "the file is truncated or corrupt; download it again" : hint);
   }
 }
 

@@ -12,6 +12,9 @@ namespace ft::tok {
 
 namespace {
 
+// Mistral's tekken files reserve 1,000 special tokens; the cap bounds the <SPECIAL_i> names made for unnamed ones.
+constexpr int64_t kMaxSpecialTokens = int64_t{1} << 20;
+
 // mistral-common's Tekkenizer.DEPRECATED_SPECIAL_TOKENS: the control tokens of files without "special_tokens".
 const char* const kDeprecatedSpecials[] = {"<unk>",
                                            "<s>",
@@ -51,8 +54,9 @@ std::unique_ptr<TextTokenizer> load_tekken(const std::filesystem::path& file) {
   setup.pattern = get_string(config, "pattern", cc);
   const int64_t vocab_size = get_int(config, "default_vocab_size", cc);
   const int64_t num_special = get_int(config, "default_num_special_tokens", cc);
-  if (num_special < 3 || num_special > vocab_size) {
-    cc.at("default_num_special_tokens").fail("must be at least 3 and at most default_vocab_size");
+  if (num_special < 3 || num_special > vocab_size || num_special > kMaxSpecialTokens) {
+    cc.at("default_num_special_tokens")
+        .fail("must be at least 3 and at most default_vocab_size and " + std::to_string(kMaxSpecialTokens));
   }
   const std::string version = get_opt_string(config, "version", cc).value_or("");
   const int64_t inner = vocab_size - num_special;

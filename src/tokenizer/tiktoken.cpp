@@ -1,5 +1,6 @@
 #include "tokenizer/tiktoken.h"
 
+#include <algorithm>
 #include <fstream>
 #include <unordered_set>
 
@@ -242,6 +243,8 @@ std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, 
   setup.file = file;
   setup.pattern = spec.pattern;
   size_t pos = 0, line_no = 0;
+  // Ranks index a table: one far beyond the file's token count (e.g. 999999999) would size it at gigabytes.
+  const int64_t max_rank = 2 * static_cast<int64_t>(std::count(text.begin(), text.end(), '\n') + 1) + 65536;
   std::unordered_set<std::string> seen;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -264,6 +267,9 @@ std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, 
     for (char c : rank_text) {
       if (c < '0' || c > '9') throw ft::ConfigError(where + ": invalid rank \"" + std::string(rank_text) + "\"", hint);
       rank = rank * 10 + (c - '0');
+    }
+    if (rank >= max_rank) {
+      throw ft::ConfigError(where + ": rank " + std::to_string(rank) + " is far beyond the file's token count", hint);
     }
     const auto r = static_cast<size_t>(rank);
     if (r >= setup.ranks.size()) {

@@ -104,6 +104,9 @@ class JsonTokenizer final : public TextTokenizer {
     } catch (const json::parse_error& e) {
       throw ft::ConfigError(file.string() + ": not valid JSON (byte " + std::to_string(e.byte) + "): " + e.what(),
                             "the file is truncated or corrupt; download it again");
+    } catch (const json::exception& e) {  // e.g. a number too large for a double (out_of_range 406)
+      throw ft::ConfigError(file.string() + ": not valid JSON: " + e.what(),
+                            "the file is truncated or corrupt; download it again");
     }
     JsonCtx root{file.string(), "", kHint};
     if (!j.is_object()) root.fail("expected a JSON object at the top level, found " + json_type_name(j));

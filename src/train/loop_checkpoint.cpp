@@ -151,14 +151,20 @@ bool in_fingerprint(const std::string& difference) {
 
 std::string Trainer::fingerprint_differences(const std::filesystem::path& checkpoint) const {
   std::vector<std::string> named;
+  std::string unreadable;
   if (std::filesystem::exists(checkpoint / "config.yaml")) {
-    for (const auto& d : config::yaml_differences(read_text_file(checkpoint / "config.yaml"), resolved_yaml_)) {
-      if (in_fingerprint(d)) named.push_back(d);
+    try {
+      for (const auto& d : config::yaml_differences(read_text_file(checkpoint / "config.yaml"), resolved_yaml_)) {
+        if (in_fingerprint(d)) named.push_back(d);
+      }
+    } catch (const ConfigError& e) {  // a damaged config.yaml: the refusal still stands, without the key list
+      unreadable = " (its config.yaml could not be compared: " + std::string(e.what()) + ")";
     }
   }
   if (named.empty()) {
     return "the model or data shape differs from the run that wrote it (the model directory's config.json, "
-           "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources)";
+           "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources)" +
+           unreadable;
   }
   std::string s = "settings that shape the model or the data differ from the run that wrote it:";
   for (const auto& d : named) s += "\n    " + d;

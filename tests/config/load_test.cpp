@@ -213,6 +213,41 @@ TEST_F(ConfigLoad, ReferenceCycleIsError) {
   EXPECT_THAT(msg, HasSubstr("(1 error)"));  // the cycle is reported once, not echoed by later checks
 }
 
+// Found when writing tests/fuzz/fuzz_config: a list index too large for an integer escaped as std::out_of_range, and values
+// that repeat each other doubled without bound (2^k bytes after k steps).
+TEST_F(ConfigLoad, HugeListIndexInAReferenceIsAnUnknownReference) {
+  const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: ${data.train[99999999999999999999].path}\n");
+  EXPECT_THAT(msg, HasSubstr("unknown reference ${data.train[99999999999999999999].path}"));
+}
+
+TEST_F(ConfigLoad, InterpolationThatKeepsDoublingIsRefused) {
+  std::string prompts = "eval:\n  prompts:\n    - xxxxxxxx\n";
+  for (int i = 1; i <= 24; ++i) {
+    prompts += "    - ${eval.prompts[" + std::to_string(i - 1) + "]}${eval.prompts[" + std::to_string(i - 1) + "]}\n";
+  }
+  const auto msg = error_of(std::string(kMinimalConfig) + prompts);
+  EXPECT_THAT(msg, HasSubstr("interpolation makes a value longer than 1048576 bytes"));
+}
+
+TEST_F(ConfigLoad, YamlDifferencesRefuseDamagedYamlAndAliasBombs) {
+  EXPECT_THROW(config::yaml_differences("run: [", "run: {name: x}"), ConfigError);
+  std::string bomb = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n";
+  for (char c = 'b'; c <= 'g'; ++c) {
+    const char prev = static_cast<char>(c - 1);
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", " : "") + "*" + prev;
+    bomb += "]\n";
+  }
+  try {
+    config::yaml_differences(bomb, "a: 1");
+    ADD_FAILURE() << "an alias bomb was expanded";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the earlier config: too many values"));
+  }
+  EXPECT_EQ(config::yaml_differences("run: {name: a}\n", "run: {name: b}\n"),
+            std::vector<std::string>{"run.name: a -> b"});
+}
+
 TEST_F(ConfigLoad, ReferenceToASectionIsError) {
   const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: ${optimizer}\n");
   EXPECT_THAT(msg, HasSubstr(at(8, 9) + "run.name: ${optimizer} is a map; only single values can be interpolated"));

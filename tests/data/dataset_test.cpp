@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "data/dataset.h"
@@ -227,8 +228,16 @@ TEST(Dataset, DamagedCacheEntriesAreRefusedAndNameTheEntry) {
   expect_error_contains([&] { TokenizedDataset::build(o, *f.tok); },
                         {entry.string(), "outside the tokenizer's vocabulary", "delete"});
   write_file(entry / "tokens.bin", tokens);
+  const std::string meta = read_file(entry / "meta.json");
   write_file(entry / "meta.json", "{\"path\": 1");
   expect_error_contains([&] { TokenizedDataset::build(o, *f.tok); }, {entry.string(), "meta.json"});
+  // Found when writing tests/fuzz/fuzz_dataset: a sample count whose (samples + 1) * 8 wraps around matched the size
+  // of an empty offsets.bin, and the first offset was read from an empty mapping.
+  auto overflowing = nlohmann::json::parse(meta);
+  overflowing["samples"] = std::numeric_limits<int64_t>::max();
+  write_file(entry / "meta.json", overflowing.dump());
+  for (const char* name : {"tokens.bin", "loss.bin", "offsets.bin"}) write_file(entry / name, "");
+  expect_error_contains([&] { TokenizedDataset::build(o, *f.tok); }, {entry.string(), "sizes of tokens.bin"});
 }
 
 // Each bad input: the error names file:line and the field; skip mode counts it and keeps the good lines.

@@ -102,6 +102,23 @@ TEST(JinjaTemplate, OutputSizeIsBounded) {
   EXPECT_NE(err.find("output exceeded 1048576 bytes"), std::string::npos) << err;
 }
 
+// Found by tests/fuzz/fuzz_jinja: padding, indentation and repetition sized by the template allocated (or looped)
+// before the output limit was checked; now each is refused first, naming the limit.
+TEST(JinjaTemplate, HugePaddingIndentAndRepetitionAreRefusedBeforeAllocating) {
+  RenderOptions opts;
+  opts.max_output_bytes = 1 << 20;
+  for (const char* source : {"{{ '%9999999999s' % 'x' }}", "{{ 'a' | center(9999999999) }}",
+                             "{{ 'x' | indent(9999999999) }}", "{{ [1] | tojson(indent=999999999) }}",
+                             "{{ 'x'.zfill(9999999999) }}", "{{ 'x'.ljust(4611686018427387904, 'ab') }}",
+                             "{{ 'ab' * 4611686018427387904 }}", "{{ [1, 2] * 9223372036854775807 }}",
+                             "{{ ('x\n' * 1000) | indent(2000) }}"}) {
+    const std::string err = render_error_of(source, Value::object(), opts);
+    EXPECT_NE(err.find("exceeds the template output limit of 1048576 bytes"), std::string::npos) << source << ": " << err;
+  }
+  EXPECT_EQ(Template("{{ '' * 9223372036854775807 }}|{{ [] * 9223372036854775807 }}").render(Value::object()).text,
+            "|[]");
+}
+
 TEST(JinjaTemplate, StepsAreBoundedForRunawayLoops) {
   RenderOptions opts;
   opts.max_steps = 100000;

@@ -81,6 +81,23 @@ TEST(ModelConfig, UnsupportedTypeArchitectureAndRopeAreNamed) {
             std::string::npos);
 }
 
+// Found when writing tests/fuzz/fuzz_model_config: zero heads divided by zero (SIGFPE) before the heads were checked, and a
+// field of the wrong JSON type escaped as nlohmann::type_error.
+TEST(ModelConfig, ZeroHeadsAndWrongFieldTypesAreConfigErrors) {
+  const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1)";
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(R"({"model_type": "llama", "num_attention_heads": 0, )" + sizes + "}", "c.json");
+            }).find("num_attention_heads must be a positive multiple"),
+            std::string::npos);
+  for (const std::string& bad : {R"({"model_type": 5, "num_attention_heads": 2, )" + sizes + "}",
+                                 R"({"model_type": "llama", "architectures": [5], "num_attention_heads": 2, )" +
+                                     sizes + "}"}) {
+    const auto msg = error_of([&] { model::parse_hf_config(bad, "c.json"); });
+    EXPECT_NE(msg.find("c.json"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("<no error>"), std::string::npos) << bad;
+  }
+}
+
 TEST(ModelConfig, SavedConfigParsesBackToTheSameArgs) {
   TempDir dir;
   auto a = tiny_args("mistral");

@@ -271,6 +271,17 @@ TEST(TiktokenUnit, MalformedLinesNameFileAndLine) {
   expect_config_error([&] { load_tiktoken(p, spec); }, p, {"line 6"});
   test::write_file(p, lines_replaced(7, "YWJjZA== 6"));
   expect_config_error([&] { load_tiktoken(p, spec); }, p, {"single byte 6"});
+  // Found when writing tests/fuzz/fuzz_tokenizer: one line's rank sized the table (999999999 ranks: ~32 GB).
+  test::write_file(p, good + "YWJjZGVm 999999999\n");
+  expect_config_error([&] { load_tiktoken(p, spec); }, p, {"rank 999999999 is far beyond the file's token count"});
+}
+
+// Found when writing tests/fuzz/fuzz_tokenizer: nlohmann's out_of_range for a number beyond a double escaped the parse.
+TEST(TokenizerJsonUnit, NumbersBeyondADoubleAreInvalidJson) {
+  const fs::path p = test::temp_dir("huge-number") / "tokenizer.json";
+  test::write_file(p, R"({"model": 1e999})");
+  expect_config_error([&] { load_tokenizer_json(p); }, p, {"not valid JSON"});
+  expect_config_error([&] { load_text_tokenizer(p); }, p, {"not valid JSON"});
 }
 
 TEST(LoadTextTokenizerUnit, UnrecognisedFilesAreConfigErrors) {
@@ -323,6 +334,12 @@ TEST(TekkenUnit, MalformedTekkenNamesJsonPath) {
   bad["config"]["default_vocab_size"] = 400;
   test::write_file(p, bad.dump());
   expect_config_error([&] { load_tekken(p); }, p, {"vocab", "needs 370"});
+  // Found when writing tests/fuzz/fuzz_tokenizer: a trillion special tokens made that many "<SPECIAL_i>" names.
+  bad = tekken(256);
+  bad["config"]["default_num_special_tokens"] = 1000000000000;
+  bad["config"]["default_vocab_size"] = 1000000000256;
+  test::write_file(p, bad.dump());
+  expect_config_error([&] { load_tekken(p); }, p, {"default_num_special_tokens", "at most"});
 }
 
 TEST(UnicodeUnit, LossyDecodingReplacesMaximalSubparts) {

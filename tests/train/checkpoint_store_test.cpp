@@ -290,6 +290,12 @@ TEST(RngState, CaptureRestoreReplaysTheSameDraws) {
   ckpt::restore_rng_states(saved);
   EXPECT_TRUE(at::equal(at::randn({16}), first));
   EXPECT_THROW(ckpt::restore_rng_states({}), Error);
+  // Found when writing tests/fuzz/fuzz_checkpoint: a generator named "cuda:x" escaped std::stoi's invalid_argument.
+  for (const char* name : {"cuda:x", "cuda:", "cuda:99999999999", "gpu:0"}) {
+    auto states = saved;
+    states[name] = saved.at("cpu");
+    EXPECT_THROW(ckpt::restore_rng_states(states), Error) << name;
+  }
 }
 
 }  // namespace
