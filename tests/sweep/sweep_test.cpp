@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "loop/loop_support.h"
 #include "metrics/plot.h"
 #include "sweep/sweep_support.h"
+#include "train/train_support.h"
 #include "util/error.h"
 
 namespace ft::test {

@@ -3,10 +3,10 @@
 
 #include <fstream>
 
-#include "scratch_dir.h"
-#include "support/test_support.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
+#include "support/scratch_dir.h"
+#include "support/test_support.h"
 #include "util/error.h"
 
 namespace ft::test {

@@ -1,4 +1,5 @@
-// Runs tests/train/ref/train_ref.py (PyTorch / transformers references) and converts tensors to and from JSON.
+// Runs tests/support/ref/torch_ref.py (PyTorch / transformers references of optimizers, schedules, loss scaling,
+// clipping and TensorBoard files) and converts tensors to and from JSON.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,7 +10,7 @@
 
 namespace ft::test {
 
-// Runs `train_ref.py mode` on `input`; fails the test (ADD_FAILURE) and returns null when Python fails.
+// Runs `torch_ref.py mode` on `input`; fails the test (ADD_FAILURE) and returns null when Python fails.
 nlohmann::json run_reference(const std::string& mode, const nlohmann::json& input);
 
 // F32 tensor -> nested lists of doubles (exact); and back.

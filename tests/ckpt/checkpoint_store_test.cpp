@@ -10,11 +10,11 @@
 #include <fstream>
 #include <thread>
 
-#include "scratch_dir.h"
-#include "support/test_support.h"
 #include "ckpt/checkpoint_store.h"
-#include "util/checksum.h"
 #include "ckpt/rng_state.h"
+#include "support/scratch_dir.h"
+#include "support/test_support.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 

@@ -1,4 +1,4 @@
-#include "loop/loop_support.h"
+#include "train/train_support.h"
 
 #include <signal.h>
 #include <sys/wait.h>

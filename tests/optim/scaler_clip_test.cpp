@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "reference.h"
 #include "optim/clip.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
+#include "support/torch_reference.h"
 #include "util/error.h"
 
 namespace ft::test {

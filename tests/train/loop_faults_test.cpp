@@ -10,8 +10,8 @@
 #include <sstream>
 #include <vector>
 
-#include "loop/loop_support.h"
 #include "ckpt/checkpoint_store.h"
+#include "train/train_support.h"
 #include "util/error.h"
 
 namespace ft::test {

@@ -1,10 +1,10 @@
-#include "reference.h"
+#include "support/torch_reference.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "scratch_dir.h"
+#include "support/scratch_dir.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -31,12 +31,8 @@ nlohmann::json nest(const float* data, at::IntArrayRef sizes, size_t dim, int64_
 nlohmann::json run_reference(const std::string& mode, const nlohmann::json& input) {
   ScratchDir dir("ft-train-ref");
   write_file(dir / "in.json", input.dump());
-  // The environment from ctest wins; the configure-time paths cover runs without it (and the current
-  // gtest_discover_tests ENVIRONMENT list, which passes only its first entry).
-  const std::string script = std::getenv("FT_SOURCE_DIR")
-                                 ? (source_dir() / "tests" / "train" / "ref" / "train_ref.py").string()
-                                 : std::string(FT_TRAIN_REF_SCRIPT);
-  const std::string py = std::getenv("FT_PYTHON") ? python() : std::string(FT_TRAIN_PYTHON);
+  const std::string script = (source_dir() / "tests" / "support" / "ref" / "torch_ref.py").string();
+  const std::string py = python();
   const auto result = run(shell_quote(py) + " " + shell_quote(script) + " " + mode + " " +
                           shell_quote((dir / "in.json").string()) + " " + shell_quote((dir / "out.json").string()));
   if (result.exit_code != 0) {

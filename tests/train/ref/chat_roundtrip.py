@@ -1,4 +1,4 @@
-"""Round trip of a chat fine-tune through transformers (tests/loop/chat_roundtrip_test.cpp).
+"""Round trip of a chat fine-tune through transformers (tests/train/chat_roundtrip_test.cpp).
 
 make STYLE OUT: writes OUT/model (a tiny random Llama with a byte-level BPE tokenizer.json in the STYLE of Llama 3 or
 Qwen2.5, trained here, plus that family's real chat template from a pinned package) and OUT/chat.jsonl.

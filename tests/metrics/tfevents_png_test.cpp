@@ -4,9 +4,9 @@
 
 #include "metrics/metrics.h"
 #include "metrics/plot.h"
-#include "reference.h"
-#include "scratch_dir.h"
+#include "support/scratch_dir.h"
 #include "support/test_support.h"
+#include "support/torch_reference.h"
 
 namespace ft::test {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "reference.h"
 #include "optim/scheduler.h"
+#include "support/torch_reference.h"
 #include "util/error.h"
 
 namespace ft::test {

@@ -1,6 +1,6 @@
 // A chat fine-tune through transformers and back (tokenizers, chat templates, LoRA export): a tiny random Llama
 // with a byte-level tokenizer.json in the style of Llama 3 or Qwen2.5 and that family's real chat template
-// (tests/loop/ref/chat_roundtrip.py) is LoRA-trained on chat data with data.template auto; transformers'
+// (tests/train/ref/chat_roundtrip.py) is LoRA-trained on chat data with data.template auto; transformers'
 // AutoTokenizer (from the exported adapter directory) prompts it with apply_chat_template as `finetune generate
 // --chat` does, and AutoModelForCausalLM + PEFT generate greedily the same ids; eval.prompts are prompted the
 // same way during training.
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "loop_support.h"
+#include "train/train_support.h"
 
 namespace ft::test {
 namespace {
@@ -20,7 +20,7 @@ class ChatRoundTrip : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(ChatRoundTrip, LoraChatFineTuneGeneratesAsTransformersWithPeft) {
-  const auto script = shell_quote((source_dir() / "tests/loop/ref/chat_roundtrip.py").string());
+  const auto script = shell_quote((source_dir() / "tests/train/ref/chat_roundtrip.py").string());
   const auto made = run(python() + " " + script + " make " + GetParam() + " " + shell_quote(dir_.path().string()));
   if (made.exit_code != 0) GTEST_SKIP() << "reference packages missing: " << made.output.substr(0, 300);
   const auto d = dir_.path();

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "metrics/plot.h"
-#include "scratch_dir.h"
+#include "support/scratch_dir.h"
 #include "support/test_support.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-"""References for the tokenizer.add_tokens round trip (tests/loop/add_tokens_test.cpp).
+"""References for the tokenizer.add_tokens round trip (tests/train/add_tokens_test.cpp).
 
 make OUT: writes OUT/model and OUT/model_tied (tiny random Llamas, untied and tied embeddings) sharing a byte-level
   BPE tokenizer.json trained here that has no chat markers (only <|endoftext|>), and OUT/chat.jsonl (a reverse-the-

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "scratch_dir.h"
+#include "support/scratch_dir.h"
 #include "support/test_support.h"
 #include "util/checksum.h"
 #include "util/error.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "loop/loop_support.h"
+#include "train/train_support.h"
 #include "util/fmt.h"
 
 namespace ft::test {
@@ -123,9 +123,10 @@ TEST_F(TrainLoop, ZeroOneShardsOptimizerStateAndTrainsBitIdenticallyToDdp) {
 TEST_F(TrainLoop, ExportedTokenizerLoadsInTransformersWithTheSameIds) {
   const auto config = write_config("export", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   ASSERT_EQ(run(train_cmd(config, "train.max_steps=3 scheduler.warmup_steps=1")).exit_code, 0);
-  const auto checked = run(python() + " " + shell_quote((source_dir() / "tests/loop/ref/check_tokenizer.py").string()) +
-                           " " + shell_quote((dir_ / "export" / "model").string()) +
-                           " 'reverse: 3 1 4 1 5 ->' '9 8 7' 'Hello, world: tabs\there, digits 0123' 'ünïcödé'");
+  const auto checked =
+      run(python() + " " + shell_quote((source_dir() / "tests/train/ref/check_tokenizer.py").string()) + " " +
+          shell_quote((dir_ / "export" / "model").string()) +
+          " 'reverse: 3 1 4 1 5 ->' '9 8 7' 'Hello, world: tabs\there, digits 0123' 'ünïcödé'");
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
   EXPECT_NE(checked.output.find("bos 1 eos 2"), std::string::npos) << checked.output;
 }
@@ -265,11 +266,11 @@ TEST_F(TrainLoop, BadConfigExitsWithUsageCodeBeforeTraining) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "bad" / "metrics.jsonl"));
 }
 
-// The same HF checkpoint and token rows trained by PyTorch + transformers (tests/loop/ref/train_reference.py):
+// The same HF checkpoint and token rows trained by PyTorch + transformers (tests/train/ref/train_reference.py):
 // AdamW, warmup + cosine, clipping and accumulation 2 give the same loss at every one of 20 steps.
 TEST(TrainLoopReference, LossesMatchPyTorchOverTwentySteps) {
   TempDir dir("ft-loop-ref");
-  const auto script = (source_dir() / "tests/loop/ref/train_reference.py").string();
+  const auto script = (source_dir() / "tests/train/ref/train_reference.py").string();
   const auto model = dir / "model";
   const auto data = dir / "tokens.bin";
   const auto made = run(shell_quote(python()) + " " + shell_quote(script) + " --make --model-dir " +

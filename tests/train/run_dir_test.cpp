@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "loop_support.h"
+#include "train/train_support.h"
 #include "util/error.h"
 
 namespace ft::test {

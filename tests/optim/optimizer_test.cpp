@@ -1,8 +1,8 @@
 // Fused AdamW against torch.optim.AdamW(fused=True), parameter grouping, the found_inf skip and state round trips.
 #include <gtest/gtest.h>
 
-#include "reference.h"
 #include "optim/optimizer.h"
+#include "support/torch_reference.h"
 #include "util/error.h"
 
 namespace ft::test {

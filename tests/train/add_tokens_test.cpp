@@ -1,5 +1,5 @@
 // tokenizer.add_tokens end to end: a tiny random Llama whose byte-level tokenizer.json has no chat markers
-// (tests/loop/ref/add_tokens_roundtrip.py) is fine-tuned on chat data with data.template chatml and
+// (tests/train/ref/add_tokens_roundtrip.py) is fine-tuned on chat data with data.template chatml and
 // tokenizer.add_tokens: [<|im_start|>, <|im_end|>], with LoRA (untied and tied embeddings) and as a full fine-tune.
 // transformers (+ PEFT) loads what the run wrote: its tokenizer encodes the training data and the chat prompt to our
 // ids, and greedy generation gives `finetune generate`'s ids (also after `finetune export` merges the adapter).
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
-#include "loop_support.h"
+#include "train/train_support.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -22,7 +22,7 @@ const char* const kPrompt = "Reverse: red cat sun";
 const char* const kChatPrompt = "<|im_start|>user\nReverse: red cat sun<|im_end|>\n<|im_start|>assistant\n";
 
 std::string script() {
-  return shell_quote((source_dir() / "tests/loop/ref/add_tokens_roundtrip.py").string());
+  return shell_quote((source_dir() / "tests/train/ref/add_tokens_roundtrip.py").string());
 }
 
 // The JSON object a command printed last (logs go before it).

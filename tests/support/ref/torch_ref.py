@@ -1,6 +1,8 @@
-"""Reference values from PyTorch and transformers for tests/train (run by the C++ tests with $FT_PYTHON).
+"""Reference values from PyTorch and transformers for tests/optim and tests/metrics.
 
-Usage: train_ref.py MODE IN.json OUT.json, MODE in adamw | scaler | clip | schedule | tfevents | xml.
+Run by the C++ tests (tests/support/torch_reference.cpp) with $FT_PYTHON.
+
+Usage: torch_ref.py MODE IN.json OUT.json, MODE in adamw | scaler | clip | schedule | tfevents | xml.
 Tensors travel as nested lists of float32 values written as doubles (exact both ways)."""
 import json
 import math
