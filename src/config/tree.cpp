@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 
 namespace ft::config {
@@ -59,6 +60,14 @@ namespace {
 
 constexpr int64_t kMaxValues = 1000000;
 
+// YAML is Unicode text: a scalar or key with bytes that are not UTF-8 would not print back as the same value.
+void require_utf8(const std::string& text, const Origin& where) {
+  if (const auto bad = tok::unicode::find_invalid_utf8(text)) {
+    throw ConfigError(where.where() + ": not valid UTF-8 (byte " + std::to_string(*bad) + " of the value)",
+                      "save the file as UTF-8");
+  }
+}
+
 // The tree of `yaml`, spending one of `budget` per value: aliases are references in yaml-cpp, so nested anchors (a
 // "billion laughs" file) would otherwise expand exponentially here.
 Node convert(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir,
@@ -78,6 +87,7 @@ Node convert(const YAML::Node& yaml, const std::string& source, const std::files
     case YAML::NodeType::Scalar:
       n.kind = Node::Kind::kScalar;
       n.scalar = yaml.Scalar();
+      require_utf8(n.scalar, n.origin);
       // yaml-cpp tags a quoted (or literal/folded) scalar "!" and a plain one "?".
       n.quoted = yaml.Tag() == "!";
       break;
@@ -91,6 +101,7 @@ Node convert(const YAML::Node& yaml, const std::string& source, const std::files
         Entry e;
         e.key = kv.first.Scalar();
         e.key_origin = origin_of(kv.first.Mark(), source, base_dir);
+        require_utf8(e.key, e.key_origin);
         e.value = convert(kv.second, source, base_dir, budget);
         // A key with nothing after it has no mark of its own: point at the key.
         if (e.value.kind == Node::Kind::kNull && e.value.origin.line == 0) e.value.origin = e.key_origin;

@@ -96,6 +96,18 @@ Val py_in(const Val& item, const Val& c) {
   throw TypeErr(std::string("argument of type '") + type_name(c) + "' is not iterable");
 }
 
+// Whether a number formatted with `spec` ("%" flags width .precision) fits percent_format's 512-byte buffer:
+// width <= 400 and precision <= 100 (a double's integer part has at most 309 digits).
+static bool number_fits(const std::string& spec) {
+  const size_t dot = spec.find('.');
+  const size_t w = spec.find_first_of("123456789");
+  const std::string width = w != std::string::npos && w < dot ? spec.substr(w, dot == std::string::npos ? dot : dot - w)
+                                                              : "";
+  const std::string precision = dot != std::string::npos ? spec.substr(dot + 1) : "";
+  return (width.empty() || (width.size() <= 3 && std::stoi(width) <= 400)) &&
+         (precision.empty() || (precision.size() <= 3 && std::stoi(precision) <= 100));
+}
+
 Val percent_format(const std::string& fmt, const Val& argsv, size_t max_bytes) {
   std::vector<Val> args;
   bool mapping = argsv.kind == Kind::Map;
@@ -122,7 +134,8 @@ Val percent_format(const std::string& fmt, const Val& argsv, size_t max_bytes) {
       k = e + 1;
     }
     std::string spec = "%";
-    while (k < fmt.size() && std::strchr("-+ 0#", fmt[k]) != nullptr) spec += fmt[k++];
+    // (strchr also finds the terminating NUL: a NUL byte in the template must not reach snprintf's format.)
+    while (k < fmt.size() && fmt[k] != '\0' && std::strchr("-+ 0#", fmt[k]) != nullptr) spec += fmt[k++];
     while (k < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[k]))) spec += fmt[k++];
     if (k < fmt.size() && fmt[k] == '.') {
       spec += fmt[k++];
@@ -155,6 +168,8 @@ Val percent_format(const std::string& fmt, const Val& argsv, size_t max_bytes) {
       check_result_size(width, 1, max_bytes);
       std::string pad(width > s.size() ? width - s.size() : 0, ' ');
       out += spec.find('-') != std::string::npos ? body + pad : pad + body;
+    } else if (!number_fits(spec)) {
+      throw TypeErr("format width over 400 or precision over 100 is not supported for numbers: " + spec + conv);
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!v->is_num())
         throw TypeErr(std::string("%") + conv + " format: a real number is required, not " + type_name(*v));
@@ -163,7 +178,7 @@ Val percent_format(const std::string& fmt, const Val& argsv, size_t max_bytes) {
       spec += conv == 'i' ? 'd' : conv;
       std::snprintf(buf, sizeof buf, spec.c_str(), x);
       out += buf;
-    } else if (std::strchr("fFeEgG", conv) != nullptr) {
+    } else if (conv != '\0' && std::strchr("fFeEgG", conv) != nullptr) {
       if (!v->is_num()) throw TypeErr(std::string("must be real number, not ") + type_name(*v));
       spec += conv;
       std::snprintf(buf, sizeof buf, spec.c_str(), v->as_double());
@@ -236,7 +251,7 @@ std::unordered_map<std::string, Val> make_globals(const RenderOptions& opts) {
   add("namespace", [dict_from](Renderer& r, CallArgs& a, int line) -> Val {
     Val v;
     v.kind = Kind::Namespace;
-    v.ns = std::make_shared<Namespace>();
+    v.ns = r.new_namespace();
     v.ns->attrs = dict_from(a, true, r, line);
     return v;
   });

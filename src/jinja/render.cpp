@@ -37,6 +37,15 @@ std::string Renderer::capture(const Body& body, const FrameP& f) {
   return buf;
 }
 
+Renderer::~Renderer() {
+  for (const auto& ns : namespaces_) ns->attrs.clear();  // breaks cycles through namespace attributes
+}
+
+std::shared_ptr<Namespace> Renderer::new_namespace() {
+  namespaces_.push_back(std::make_shared<Namespace>());
+  return namespaces_.back();
+}
+
 RenderResult Renderer::run(const Value& context) {
   if (!context.is_object()) throw ft::ConfigError(prog_.name + ": the render context must be a JSON object");
   globals_ = make_globals(opts_);

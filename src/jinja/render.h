@@ -19,6 +19,9 @@ enum class Flow : uint8_t { Normal, Break, Continue };
 class Renderer {
  public:
   Renderer(const Program& prog, const RenderOptions& opts) : prog_(prog), opts_(opts) {}
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
   RenderResult run(const Value& context);
 
   // Used by builtins.
@@ -28,6 +31,9 @@ class Renderer {
   Val getitem(const Val& obj, const Val& key, int line);
   void step(int line);
   const RenderOptions& options() const { return opts_; }
+  // A new namespace() object. Every one is emptied when the render ends, so a namespace that holds itself
+  // (`{% set ns.x = ns %}`, harmless in Python's garbage-collected Jinja) is not leaked.
+  std::shared_ptr<Namespace> new_namespace();
 
  private:
   Flow exec(const Body& body, const FrameP& f);
@@ -53,7 +59,8 @@ class Renderer {
   size_t total_written_ = 0;
   uint64_t steps_ = 0;
   int depth_ = 0;
-  const Val* filter_input_ = nullptr;  // the captured body of a {% filter %} block
+  const Val* filter_input_ = nullptr;                   // the captured body of a {% filter %} block
+  std::vector<std::shared_ptr<Namespace>> namespaces_;  // created by this render (see new_namespace)
 };
 
 // Builtins: the filter and test entries (filters*.cpp, predicates.cpp), methods (methods.cpp), the rest (builtins.cpp).

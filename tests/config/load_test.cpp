@@ -80,6 +80,14 @@ TEST_F(ConfigLoad, SectionThatIsNotAMapIsWrongType) {
   EXPECT_THAT(msg, HasSubstr(at(7, 12) + "optimizer: wrong type (expected a map of keys, got '3')"));
 }
 
+// Found by tests/fuzz/fuzz_config: a value with a byte that is not UTF-8 loaded, but printed (to_yaml) as another
+// value, so a run directory's config.yaml would not repeat the run.
+TEST_F(ConfigLoad, ValuesThatAreNotUtf8AreRefusedWithTheirPosition) {
+  const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: \"caf\xe9\"\n");
+  EXPECT_THAT(msg, HasSubstr(at(8, 9) + "not valid UTF-8 (byte 3 of the value)"));
+  EXPECT_EQ(load(std::string(kMinimalConfig) + "run:\n  name: \"caf\xc3\xa9\"\n").config.run.name, "caf\xc3\xa9");
+}
+
 TEST_F(ConfigLoad, YamlSyntaxErrorPointsAtTheLine) {
   const auto msg = error_of("run:\n  name: [unclosed\n");
   EXPECT_THAT(msg, HasSubstr((dir_ / "config.yaml").string() + ":"));

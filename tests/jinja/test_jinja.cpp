@@ -119,6 +119,24 @@ TEST(JinjaTemplate, HugePaddingIndentAndRepetitionAreRefusedBeforeAllocating) {
             "|[]");
 }
 
+// Found by tests/fuzz/fuzz_jinja (LeakSanitizer): a namespace holding itself was a shared_ptr cycle that outlived the
+// render. It renders as in Python; the fuzz seeds carry this template, so the fuzz smoke checks it for leaks.
+TEST(JinjaTemplate, NamespaceThatHoldsItselfRendersAsInPython) {
+  EXPECT_EQ(Template("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}").render(Value::object()).text,
+            "1");
+}
+
+// Found by tests/fuzz/fuzz_jinja (ASan): a NUL byte after '%' reached snprintf's format string; number widths and
+// precisions beyond the formatting buffer are refused instead of cut.
+TEST(JinjaTemplate, PercentFormatRefusesNulBytesAndHugeNumberWidths) {
+  const Value ctx = {{"f", std::string("%\0.2f", 5)}};
+  EXPECT_NE(render_error_of("{{ f % 1.5 }}", ctx).find("unsupported format character"), std::string::npos);
+  EXPECT_NE(render_error_of("{{ '%.999999f' % 1.5 }}").find("precision over 100"), std::string::npos);
+  EXPECT_NE(render_error_of("{{ '%9999d' % 1 }}").find("width over 400"), std::string::npos);
+  EXPECT_EQ(Template("{{ '%8.3f|%-5d|%x|%05.1f' % (3.14159, 42, 255, 2.25) }}").render(Value::object()).text,
+            "   3.142|42   |ff|002.2");
+}
+
 TEST(JinjaTemplate, StepsAreBoundedForRunawayLoops) {
   RenderOptions opts;
   opts.max_steps = 100000;
