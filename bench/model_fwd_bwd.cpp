@@ -58,7 +58,11 @@ ft::model::ModelArgs llama3_8b(int64_t layers) {
   a.head_dim = 128;
   a.max_position_embeddings = 131072;
   a.rope_theta = 500000.0;
-  a.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 8192};
+  a.rope_scaling.type = "llama3";
+  a.rope_scaling.factor = 8.0;
+  a.rope_scaling.low_freq_factor = 1.0;
+  a.rope_scaling.high_freq_factor = 4.0;
+  a.rope_scaling.original_max_position_embeddings = 8192;
   a.rms_norm_eps = 1e-5;
   a.torch_dtype = "bfloat16";
   return a;

@@ -116,14 +116,16 @@ void check_lora(const Config& c, Checker& k) {
   k.at_least<int64_t>("lora.rank", l.rank, 1);
   k.positive("lora.alpha", l.alpha);
   k.within("lora.dropout", l.dropout, 0.0, 1.0, true);
-  static const std::set<std::string> allowed = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                "gate_proj", "up_proj", "down_proj"};
+  // Every family's projection names; whether the model has them is checked once it is built (model::apply_lora).
+  static const std::set<std::string> allowed = {"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
+                                                "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
   std::set<std::string> seen;
   for (const auto& t : l.targets) {
     if (allowed.count(t) == 0) {
       k.fail("lora.targets",
              "invalid target '" + t +
-                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; "
+                 "phi3: qkv_proj, o_proj, gate_up_proj, down_proj)");
     } else if (!seen.insert(t).second) {
       k.fail("lora.targets", "'" + t + "' is listed twice");
     }

@@ -39,10 +39,21 @@ void check_adapter_base(const std::filesystem::path& adapter_dir, const std::fil
   const auto theirs = read_json(trained_on / "config.json");
   const auto ours = read_json(base_dir / "config.json");
   // rope_theta sits at the top level in transformers 4 configs and in rope_parameters in transformers 5.
-  static const char* const kFields[] = {
-      "model_type",          "vocab_size",          "hidden_size",        "intermediate_size", "num_hidden_layers",
-      "num_attention_heads", "num_key_value_heads", "head_dim",           "rope_theta",        "rope_parameters",
-      "rope_scaling",        "rms_norm_eps",        "tie_word_embeddings"};
+  static const char* const kFields[] = {"model_type",
+                                        "vocab_size",
+                                        "hidden_size",
+                                        "intermediate_size",
+                                        "num_hidden_layers",
+                                        "num_attention_heads",
+                                        "num_key_value_heads",
+                                        "head_dim",
+                                        "rope_theta",
+                                        "rope_parameters",
+                                        "rope_scaling",
+                                        "rms_norm_eps",
+                                        "tie_word_embeddings",
+                                        "partial_rotary_factor",
+                                        "original_max_position_embeddings"};
   std::vector<std::string> differ;
   for (const char* field : kFields) {
     const auto a = theirs.contains(field) ? theirs.at(field) : nlohmann::json();

@@ -47,6 +47,47 @@ struct Reader {
   }
 };
 
+void parse_rope(const Reader& r, ModelArgs& a);
+
+// Phi-3 / Phi-3.5 / Phi-4-mini: fused projections, no biases (transformers ignores the bias flags), partial
+// rotary, the original context of longrope (the top-level key wins over a nested one, as in transformers).
+void parse_phi3(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  a.fused_projections = true;
+  a.sliding_window = r.opt_int("sliding_window");
+  const json* rp = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : nullptr;
+  a.partial_rotary_factor = r.num(j, "partial_rotary_factor",
+                                  rp != nullptr ? r.num(*rp, "partial_rotary_factor", 1.0, "rope_parameters.") : 1.0);
+  if (!(a.partial_rotary_factor > 0.0 && a.partial_rotary_factor <= 1.0) || a.rotary_dim() % 2 != 0) {
+    throw ConfigError(r.source + ": partial_rotary_factor " + std::to_string(a.partial_rotary_factor) +
+                      " must be in (0, 1] and rotate an even number of the " + std::to_string(a.head_dim) +
+                      " dims of a head");
+  }
+  if (const auto omp = r.opt_int("original_max_position_embeddings")) {
+    a.rope_scaling.original_max_position_embeddings = *omp;
+  } else if (a.rope_scaling.type != "longrope") {
+    a.rope_scaling.original_max_position_embeddings = 4096;
+  }
+  if (a.rope_scaling.type == "longrope") {
+    const size_t pairs = static_cast<size_t>(a.rotary_dim() / 2);
+    if (a.rope_scaling.short_factor.size() != pairs || a.rope_scaling.long_factor.size() != pairs) {
+      throw ConfigError(r.source + ": longrope short_factor and long_factor need " + std::to_string(pairs) +
+                        " entries (half the rotated dims), found " +
+                        std::to_string(a.rope_scaling.short_factor.size()) + " and " +
+                        std::to_string(a.rope_scaling.long_factor.size()));
+    }
+    if (a.rope_scaling.original_max_position_embeddings <= 1) {
+      throw ConfigError(r.source + ": original_max_position_embeddings must be above 1 for longrope");
+    }
+  }
+  for (const char* key : {"resid_pdrop", "attention_dropout"}) {
+    if (r.num(j, key, 0.0) != 0.0) {
+      throw ConfigError(r.source + ": " + key + " > 0 is not supported",
+                        "set it to 0.0, as the released Phi-3 configs do");
+    }
+  }
+}
+
 void parse_rope(const Reader& r, ModelArgs& a) {
   const json& j = r.j;
   // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
@@ -63,11 +104,34 @@ void parse_rope(const Reader& r, ModelArgs& a) {
     type = rp["rope_type"].get<std::string>();
   else if (rp.contains("type"))
     type = rp["type"].get<std::string>();
-  if (type != "default" && type != "llama3") {
+  const bool phi3 = a.model_type == "phi3";
+  if (phi3 && (type == "su" || type == "yarn")) type = "longrope";  // transformers' Phi3Config renames them
+  if (type != "default" && type != "llama3" && !(phi3 && type == "longrope")) {
     throw ConfigError(r.source + ": unsupported " + prefix + "rope_type \"" + type + "\"",
-                      "supported rope types: default, llama3");
+                      "supported rope types: default, llama3, and longrope for phi3");
   }
   a.rope_scaling.type = type;
+  if (type == "longrope") {
+    auto factors = [&](const char* f) {
+      if (!rp.contains(f) || !rp[f].is_array())
+        throw ConfigError(r.source + ": longrope needs a list \"" + prefix + f + "\"");
+      std::vector<double> v;
+      for (const auto& x : rp[f]) {
+        if (!x.is_number()) throw ConfigError(r.source + ": \"" + prefix + f + "\" must hold numbers");
+        v.push_back(x.get<double>());
+      }
+      return v;
+    };
+    a.rope_scaling.original_max_position_embeddings = 4096;  // Phi3Config's default
+    a.rope_scaling.short_factor = factors("short_factor");
+    a.rope_scaling.long_factor = factors("long_factor");
+    if (rp.contains("factor") && !rp["factor"].is_null())
+      a.rope_scaling.longrope_factor = r.num(rp, "factor", 1.0, prefix);
+    if (rp.contains("attention_factor") && !rp["attention_factor"].is_null())
+      a.rope_scaling.attention_factor = r.num(rp, "attention_factor", 1.0, prefix);
+    if (rp.contains("original_max_position_embeddings") && rp["original_max_position_embeddings"].is_number_integer())
+      a.rope_scaling.original_max_position_embeddings = rp["original_max_position_embeddings"].get<int64_t>();
+  }
   if (type == "llama3") {
     for (const char* f : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       if (!rp.contains(f)) throw ConfigError(r.source + ": llama3 rope scaling lacks \"" + prefix + f + "\"");
@@ -107,6 +171,7 @@ const std::vector<Family>& families() {
       {"mistral", "MistralForCausalLM", "Mistral 7B, Mistral Nemo"},
       {"qwen2", "Qwen2ForCausalLM", "Qwen2/2.5"},
       {"qwen3", "Qwen3ForCausalLM", "Qwen3 dense"},
+      {"phi3", "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"},
   };
   return table;
 }
@@ -166,8 +231,9 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
     throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
   }
   a.head_dim = r.opt_int("head_dim").value_or(a.hidden_size / a.num_heads);
-  a.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(2048);
-  a.rms_norm_eps = r.num(j, "rms_norm_eps", 1e-6);
+  const bool phi3 = a.model_type == "phi3";  // Phi3Config's defaults differ from Llama's
+  a.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(phi3 ? 4096 : 2048);
+  a.rms_norm_eps = r.num(j, "rms_norm_eps", phi3 ? 1e-5 : 1e-6);
   a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
   parse_rope(r, a);
   if (a.model_type == "qwen2" || a.model_type == "qwen3") {
@@ -186,6 +252,8 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
     a.attention_bias = r.flag("attention_bias", false);
     a.o_proj_bias = a.attention_bias;
     a.mlp_bias = r.flag("mlp_bias", false);
+  } else if (phi3) {
+    parse_phi3(r, a);
   } else {
     a.sliding_window = r.opt_int("sliding_window");
   }
@@ -248,12 +316,25 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
     rope["high_freq_factor"] = a.rope_scaling.high_freq_factor;
     rope["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
   }
+  json rope_scaling = rope;
+  if (a.rope_scaling.type == "longrope") {
+    const auto& s = a.rope_scaling;
+    rope["type"] = "longrope";
+    rope["short_factor"] = s.short_factor;
+    rope["long_factor"] = s.long_factor;
+    if (s.longrope_factor) rope["factor"] = *s.longrope_factor;
+    if (s.attention_factor) rope["attention_factor"] = *s.attention_factor;
+    rope["original_max_position_embeddings"] = s.original_max_position_embeddings;
+    // transformers 4.x's Phi3Config accepts exactly these three keys.
+    rope_scaling = {{"type", "longrope"}, {"short_factor", s.short_factor}, {"long_factor", s.long_factor}};
+  }
+  if (a.model_type == "phi3") rope["partial_rotary_factor"] = a.partial_rotary_factor;
   // Both layouts, so transformers 4.x and 5.x read the same rope.
   j["rope_parameters"] = rope;
   if (a.rope_scaling.type == "default") {
     j["rope_scaling"] = nullptr;
   } else {
-    j["rope_scaling"] = rope;
+    j["rope_scaling"] = rope_scaling;
   }
   if (a.model_type == "llama") {
     j["attention_bias"] = a.attention_bias;
@@ -261,7 +342,12 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   }
   if (a.model_type == "qwen2" || a.model_type == "qwen3") j["use_sliding_window"] = false;
   if (a.model_type == "qwen3") j["attention_bias"] = a.attention_bias;
-  if (a.model_type == "mistral") j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
+  if (a.model_type == "mistral" || a.model_type == "phi3")
+    j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
+  if (a.model_type == "phi3") {
+    j["partial_rotary_factor"] = a.partial_rotary_factor;
+    j["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
+  }
   j["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
   if (a.eos_token_ids.size() > 1) {
     j["eos_token_id"] = a.eos_token_ids;

@@ -14,15 +14,19 @@
 namespace ft::model {
 
 struct RopeScaling {
-  std::string type = "default";                     // default | llama3 (others are rejected at load)
+  std::string type = "default";                     // default | llama3 | longrope (others are rejected at load)
   double factor = 1.0;                              // llama3: context extension factor
   double low_freq_factor = 1.0;                     // llama3
   double high_freq_factor = 4.0;                    // llama3
-  int64_t original_max_position_embeddings = 8192;  // llama3: the pre-extension context
+  int64_t original_max_position_embeddings = 8192;  // llama3, longrope: the pre-extension context
+  std::vector<double> short_factor;                 // longrope: per rotated pair, positions < the original context
+  std::vector<double> long_factor;                  // longrope: per rotated pair, sequences beyond it
+  std::optional<double> longrope_factor;            // longrope: "factor" as config.json gave it (else max/original)
+  std::optional<double> attention_factor;           // longrope: cos/sin scale as config.json gave it (else derived)
 };
 
 struct ModelArgs {
-  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3
+  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3 | phi3
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -39,6 +43,10 @@ struct ModelArgs {
   bool o_proj_bias = false;     // llama attention_bias also adds an o_proj bias
   bool mlp_bias = false;        // llama mlp_bias: gate/up/down biases
   bool qk_norm = false;         // qwen3: RMSNorm over each head of q and k (q_norm, k_norm) before RoPE
+  // phi3: one qkv_proj [(H + 2 Hkv) D, hidden] (q, k, v rows in that order) and one gate_up_proj [2 I, hidden]
+  // (gate rows first) instead of q/k/v_proj and gate/up_proj, as the checkpoint stores them.
+  bool fused_projections = false;
+  double partial_rotary_factor = 1.0;     // phi3 (Phi-4-mini: 0.75): RoPE turns the first head_dim * factor dims
   std::optional<int64_t> sliding_window;  // mistral: keys further back than this are masked out
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;  // the first id when config.json lists several
@@ -46,6 +54,9 @@ struct ModelArgs {
   std::optional<int64_t> pad_token_id;
   std::string torch_dtype = "float32";  // float32 | bfloat16 | float16: dtype of the stored weights
   std::string raw_config_json;          // config.json as loaded ("" when built from scratch); unknown keys survive
+
+  // The dims of each head that RoPE rotates (transformers: int(head_dim * partial_rotary_factor)).
+  int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor); }
 };
 
 // A model family this build implements: config.json's model_type, transformers' class, the releases it covers.

@@ -55,11 +55,22 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   KVCache cache;
   std::vector<int64_t> out;
+  std::vector<int64_t> all = prompt_ids;
+  // longrope (phi3): the cached keys were rotated with the short factors; once the sequence outgrows the original
+  // context, every position is recomputed with the long ones (transformers' Phi3 prepare_inputs_for_generation).
+  const auto& rope = model.args().rope_scaling;
+  const int64_t switch_at = rope.type == "longrope" ? rope.original_max_position_embeddings : 0;
   at::Tensor input = at::tensor(prompt_ids, at::kLong).unsqueeze(0).to(device);  // I64 [1, T]
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
+    if (switch_at > 0 && cache.length > 0 && cache.length <= switch_at &&
+        static_cast<int64_t>(all.size()) >= switch_at + 1) {
+      cache = KVCache();
+      input = at::tensor(all, at::kLong).unsqueeze(0).to(device);
+    }
     at::Tensor logits = model.forward(input, {}, {}, &cache);  // [1, T, V]
     const int64_t next = sample_next(logits[0][-1], o, gen);
     out.push_back(next);
+    all.push_back(next);
     if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) break;
     input = at::full({1, 1}, next, at::TensorOptions().dtype(at::kLong).device(device));
   }

@@ -223,9 +223,19 @@ std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& res
 }
 
 Rotary::Rotary(const ModelArgs& a) {
-  const int64_t dim = a.head_dim;
+  const int64_t dim = a.rotary_dim();
   at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
   at::Tensor inv = 1.0 / at::pow(a.rope_theta, exponent);
+  if (a.rope_scaling.type == "longrope") {  // transformers' _compute_longrope_parameters
+    const auto& s = a.rope_scaling;
+    const at::Tensor base = at::pow(a.rope_theta, exponent);
+    inv = 1.0 / (at::tensor(s.short_factor, at::kDouble).to(at::kFloat) * base);
+    long_inv_freq_ = 1.0 / (at::tensor(s.long_factor, at::kDouble).to(at::kFloat) * base);
+    original_context_ = s.original_max_position_embeddings;
+    const double context = static_cast<double>(original_context_);
+    const double factor = s.longrope_factor.value_or(static_cast<double>(a.max_position_embeddings) / context);
+    scale_ = s.attention_factor.value_or(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(context)));
+  }
   if (a.rope_scaling.type == "llama3") {
     const auto& s = a.rope_scaling;
     const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
@@ -242,9 +252,16 @@ Rotary::Rotary(const ModelArgs& a) {
 }
 
 std::pair<at::Tensor, at::Tensor> Rotary::cos_sin(const at::Tensor& position_ids) const {
-  at::Tensor pos = position_ids.to(at::kFloat);                       // [B, T]
-  at::Tensor freqs = pos.unsqueeze(-1) * inv_freq_.to(pos.device());  // [B, T, D/2]
-  at::Tensor emb = at::cat({freqs, freqs}, -1);                       // [B, T, D]
+  at::Tensor pos = position_ids.to(at::kFloat);  // [B, T]
+  at::Tensor inv = inv_freq_.to(pos.device());   // [R/2]
+  if (long_inv_freq_.defined()) {
+    // As transformers' longrope update: the long factors for the whole call once a position reaches the original
+    // context (a tensor condition, so no host sync).
+    inv = at::where(position_ids.max() + 1 > original_context_, long_inv_freq_.to(pos.device()), inv);
+  }
+  at::Tensor freqs = pos.unsqueeze(-1) * inv;    // [B, T, R/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);  // [B, T, R]
+  if (scale_ != 1.0) return {emb.cos() * scale_, emb.sin() * scale_};
   return {emb.cos(), emb.sin()};
 }
 
@@ -258,9 +275,14 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
 
 AttentionImpl::AttentionImpl(const ModelArgs& a)
     : num_heads(a.num_heads), num_kv_heads(a.num_kv_heads), head_dim(a.head_dim) {
-  q_proj = register_module("q_proj", Linear(a.hidden_size, a.num_heads * a.head_dim, a.attention_bias));
-  k_proj = register_module("k_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
-  v_proj = register_module("v_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
+  if (a.fused_projections) {
+    qkv_proj = register_module(
+        "qkv_proj", Linear(a.hidden_size, (a.num_heads + 2 * a.num_kv_heads) * a.head_dim, a.attention_bias));
+  } else {
+    q_proj = register_module("q_proj", Linear(a.hidden_size, a.num_heads * a.head_dim, a.attention_bias));
+    k_proj = register_module("k_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
+    v_proj = register_module("v_proj", Linear(a.hidden_size, a.num_kv_heads * a.head_dim, a.attention_bias));
+  }
   o_proj = register_module("o_proj", Linear(a.num_heads * a.head_dim, a.hidden_size, a.o_proj_bias));
   if (a.qk_norm) {
     q_norm = register_module("q_norm", RMSNorm(a.head_dim, a.rms_norm_eps));
@@ -271,10 +293,23 @@ AttentionImpl::AttentionImpl(const ModelArgs& a)
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                   const AttentionMask& mask, KVCache* cache, int64_t layer_index) {
   const int64_t b = x.size(0), t = x.size(1);
-  auto rotary = [&](const at::Tensor& h) {
+  auto rotate = [&](const at::Tensor& h) {
     return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
   };
-  const auto qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda()).outputs;
+  // Partial rotary (phi3's partial_rotary_factor): the first cos.size(-1) dims of each head turn, the rest pass.
+  auto rotary = [&](const at::Tensor& h) {
+    const int64_t r = cos.size(-1);
+    if (r == head_dim) return rotate(h);
+    return at::cat({rotate(h.narrow(-1, 0, r)), h.narrow(-1, r, head_dim - r)}, -1);
+  };
+  std::vector<at::Tensor> qkv;  // [B, T, H * D], [B, T, Hkv * D], [B, T, Hkv * D]
+  if (qkv_proj) {
+    const at::Tensor y = qkv_proj->forward(x);  // [B, T, (H + 2 Hkv) D]
+    const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
+    qkv = {y.narrow(-1, 0, nq), y.narrow(-1, nq, nkv), y.narrow(-1, nq + nkv, nkv)};
+  } else {
+    qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda()).outputs;
+  }
   // Per-head norm (qwen3): in F32 with an F32 weight, back to the projection's dtype so q, k and v agree.
   auto head_norm = [](RMSNorm& norm, const at::Tensor& h) {
     return norm ? norm->forward(h).to(h.scalar_type()) : h;
@@ -312,14 +347,26 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   return o_proj->forward(out);
 }
 
-MLPImpl::MLPImpl(const ModelArgs& a) {
-  gate_proj = register_module("gate_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
-  up_proj = register_module("up_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
+MLPImpl::MLPImpl(const ModelArgs& a) : intermediate_size(a.intermediate_size) {
+  if (a.fused_projections) {
+    gate_up_proj = register_module("gate_up_proj", Linear(a.hidden_size, 2 * a.intermediate_size, a.mlp_bias));
+  } else {
+    gate_proj = register_module("gate_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
+    up_proj = register_module("up_proj", Linear(a.hidden_size, a.intermediate_size, a.mlp_bias));
+  }
   down_proj = register_module("down_proj", Linear(a.intermediate_size, a.hidden_size, a.mlp_bias));
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
   const bool fused = fused_linears && x.is_cuda();
+  if (gate_up_proj) {
+    const at::Tensor gu = gate_up_proj->forward(x);  // [B, T, 2 I], gate first
+    const at::Tensor gate = gu.narrow(-1, 0, intermediate_size), up = gu.narrow(-1, intermediate_size, intermediate_size);
+    if (fused && fused_swiglu_available(gate, up)) {
+      return down_proj->forward(fused_swiglu_joint(gu.reshape({-1, 2 * intermediate_size})).view(gate.sizes()));
+    }
+    return down_proj->forward(at::silu(gate) * up);
+  }
   const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
   const at::Tensor& gate = gu.outputs[0];  // [B, T, I]
   const at::Tensor& up = gu.outputs[1];    // [B, T, I]

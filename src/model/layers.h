@@ -81,11 +81,15 @@ TORCH_MODULE(RMSNorm);
 class Rotary {
  public:
   explicit Rotary(const ModelArgs& args);
-  // F32 [B, T, D] cos and sin for position_ids I64 [B, T]; computed in F32 as transformers does.
+  // F32 [B, T, R] cos and sin for position_ids I64 [B, T] (R = the rotated dims of a head, ModelArgs::rotary_dim);
+  // computed in F32 as transformers does.
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& position_ids) const;
 
  private:
-  at::Tensor inv_freq_;  // F32 [D/2], CPU; moved to the positions' device on use
+  at::Tensor inv_freq_;       // F32 [R/2], CPU; moved to the positions' device on use
+  at::Tensor long_inv_freq_;  // longrope: F32 [R/2] for calls whose positions reach original_context_; else undefined
+  int64_t original_context_ = 0;  // longrope: original_max_position_embeddings
+  double scale_ = 1.0;            // longrope: cos and sin are multiplied by the attention factor
 };
 
 // q/k [B, T, H, D] rotated with cos/sin [B, T, D] (cast to q's dtype first).
@@ -110,6 +114,7 @@ class AttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
                      KVCache* cache, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Linear qkv_proj{nullptr};  // phi3 (ModelArgs::fused_projections): q, k, v in one weight; q/k/v_proj are null then
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3: over each head's [D] before RoPE; else null
   int64_t num_heads, num_kv_heads, head_dim;
   bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
@@ -122,6 +127,8 @@ class MLPImpl : public torch::nn::Module {
   explicit MLPImpl(const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x);  // [B, T, hidden]
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_up_proj{nullptr};  // phi3: gate and up in one weight (gate rows first); gate/up_proj are null then
+  int64_t intermediate_size;
   bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU in one kernel
 };
 TORCH_MODULE(MLP);

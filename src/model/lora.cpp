@@ -24,7 +24,7 @@ constexpr const char* kTokenBase = ".token_adapter.base_layer.weight";
 const std::string kEmbedPath = "model.embed_tokens";
 const std::string kLmHeadPath = "lm_head";
 
-// Every LoRA-capable projection, keyed by its HF module path (model.layers.N.self_attn.q_proj).
+// Every LoRA-capable projection the model has, keyed by its HF module path (model.layers.N.self_attn.q_proj).
 std::vector<std::pair<std::string, Linear>> projections(const Transformer& model) {
   std::vector<std::pair<std::string, Linear>> out;
   for (int64_t i = 0; i < model.args().num_layers; ++i) {
@@ -32,13 +32,17 @@ std::vector<std::pair<std::string, Linear>> projections(const Transformer& model
     const std::string base = "model.layers." + std::to_string(i) + ".";
     auto& attn = *layer->self_attn;
     auto& mlp = *layer->mlp;
-    out.emplace_back(base + "self_attn.q_proj", attn.q_proj);
-    out.emplace_back(base + "self_attn.k_proj", attn.k_proj);
-    out.emplace_back(base + "self_attn.v_proj", attn.v_proj);
-    out.emplace_back(base + "self_attn.o_proj", attn.o_proj);
-    out.emplace_back(base + "mlp.gate_proj", mlp.gate_proj);
-    out.emplace_back(base + "mlp.up_proj", mlp.up_proj);
-    out.emplace_back(base + "mlp.down_proj", mlp.down_proj);
+    for (const auto& [name, lin] : {std::pair<const char*, Linear>{"self_attn.q_proj", attn.q_proj},
+                                    {"self_attn.k_proj", attn.k_proj},
+                                    {"self_attn.v_proj", attn.v_proj},
+                                    {"self_attn.qkv_proj", attn.qkv_proj},
+                                    {"self_attn.o_proj", attn.o_proj},
+                                    {"mlp.gate_proj", mlp.gate_proj},
+                                    {"mlp.up_proj", mlp.up_proj},
+                                    {"mlp.gate_up_proj", mlp.gate_up_proj},
+                                    {"mlp.down_proj", mlp.down_proj}}) {
+      if (lin) out.emplace_back(base + name, lin);
+    }
   }
   return out;
 }
@@ -55,13 +59,17 @@ std::string leaf(const std::string& path) {
   return path.substr(path.rfind('.') + 1);
 }
 
-void check_targets(const std::vector<std::string>& targets, const std::string& where) {
-  if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of q_proj, k_proj, v_proj, ...");
+// Every target must name a projection this model's family has (phi3 fuses q/k/v and gate/up).
+void check_targets(const std::vector<std::string>& targets, const ModelArgs& args, const std::string& where) {
+  const auto ok = lora_target_names(args);
+  std::string list;
+  for (const auto& n : ok) list += (list.empty() ? "" : ", ") + n;
+  if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list);
   for (const auto& t : targets) {
-    const auto& ok = lora_target_names();
     if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
-      throw ConfigError(where + ": unknown LoRA target '" + t + "'",
-                        "supported: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+      throw ConfigError(where + ": " + args.model_type + " has no projection '" + t + "' to adapt",
+                        "its projections: " + list +
+                            (args.fused_projections ? " (q/k/v are one qkv_proj and gate/up one gate_up_proj)" : ""));
     }
   }
 }
@@ -111,13 +119,18 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const std::v
 }  // namespace
 
 const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                 "gate_proj", "up_proj", "down_proj"};
+  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
+                                                 "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
   return names;
 }
 
+std::vector<std::string> lora_target_names(const ModelArgs& args) {
+  if (args.fused_projections) return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
+  return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+}
+
 void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
-  check_targets(cfg.targets, "lora.targets");
+  check_targets(cfg.targets, model.args(), "lora.targets");
   if (cfg.rank < 1) throw ConfigError("lora.rank must be >= 1 (got " + std::to_string(cfg.rank) + ")");
   if (cfg.dropout < 0.0 || cfg.dropout >= 1.0) throw ConfigError("lora.dropout must be in [0, 1)");
   for (auto& p : model.parameters()) p.set_requires_grad(false);
@@ -225,16 +238,25 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   }
   ft::LoraConfig cfg;
   cfg.enabled = true;
-  cfg.rank = need("r").get<int64_t>();
-  cfg.alpha = need("lora_alpha").get<double>();
-  cfg.dropout = opt_number(j, "lora_dropout", 0.0);
-  const auto& targets = need("target_modules");
-  if (!targets.is_array()) {
-    throw ConfigError(src + ": target_modules must be a list of names (regex strings are not supported)");
+  try {
+    cfg.rank = need("r").get<int64_t>();
+    cfg.alpha = need("lora_alpha").get<double>();
+    const auto& targets = need("target_modules");
+    if (!targets.is_array()) {
+      throw ConfigError(src + ": target_modules must be a list of names (regex strings are not supported)");
+    }
+    cfg.targets = targets.get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {  // r, lora_alpha or a target of the wrong JSON type
+    throw ConfigError(src + ": a field has an unexpected type (" + e.what() + ")",
+                      "compare it with the adapter_config.json PEFT writes");
   }
-  cfg.targets = targets.get<std::vector<std::string>>();
-  check_targets(cfg.targets, src + " target_modules");
-  if (cfg.rank < 1) throw ConfigError(src + ": r must be >= 1");
+  cfg.dropout = opt_number(j, "lora_dropout", 0.0);
+  check_targets(cfg.targets, model.args(), src + " target_modules");
+  // A rank beyond the projection's own dims adds nothing; the bound keeps a damaged file from sizing huge matrices.
+  if (cfg.rank < 1 || cfg.rank > model.args().hidden_size) {
+    throw ConfigError(src + ": r " + std::to_string(cfg.rank) + " must be in [1, hidden_size " +
+                      std::to_string(model.args().hidden_size) + "]");
+  }
   // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
   const double alpha =
       opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
@@ -277,10 +299,18 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
     }
     lm_ids.clear();  // the tied LM head is the embedding
   }
-  // The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present.
+  // The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present. New ids
+  // extend the vocabulary: one far past it (the rows in between would be allocated) is refused.
   int64_t vocab = model.args().vocab_size;
+  const int64_t max_id = model.args().vocab_size + static_cast<int64_t>(embed_ids.size() + lm_ids.size()) + 1024;
   for (const auto* ids : {&embed_ids, &lm_ids}) {
-    for (int64_t id : *ids) vocab = std::max(vocab, id + 1);
+    for (int64_t id : *ids) {
+      if (id >= max_id) {
+        throw ConfigError(src + ": trainable_token_indices lists id " + std::to_string(id) + ", far beyond the " +
+                          std::to_string(model.args().vocab_size) + " tokens of the base model");
+      }
+      vocab = std::max(vocab, id + 1);
+    }
   }
   const std::string embed_base = kPeftPrefix + kEmbedPath + kTokenBase;
   const std::string lm_base = kPeftPrefix + kLmHeadPath + kTokenBase;

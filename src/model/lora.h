@@ -12,8 +12,11 @@
 
 namespace ft::model {
 
-// The projections LoRA can target (config lora.targets).
+// Every projection name any family has (what lora.targets may list).
 const std::vector<std::string>& lora_target_names();
+// The projections of this model's family: q/k/v/o_proj, gate/up/down_proj, or for phi3 qkv_proj, o_proj,
+// gate_up_proj, down_proj.
+std::vector<std::string> lora_target_names(const ModelArgs& args);
 
 // Freezes every base parameter and adds lora_A (F32 [r, in], kaiming-uniform from `seed`) and lora_B (F32 [out, r],
 // zeros) to each targeted projection of every layer. Throws ft::ConfigError for an unknown target or rank < 1.

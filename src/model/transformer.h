@@ -1,6 +1,6 @@
-// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3), parameter names exactly as transformers'
-// *ForCausalLM: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ..., model.norm.weight,
-// lm_head.weight (absent when the embeddings are tied).
+// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3, phi3), parameter names exactly as
+// transformers' *ForCausalLM: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight (phi3: qkv_proj,
+// mlp.gate_up_proj), ..., model.norm.weight, lm_head.weight (absent when the embeddings are tied).
 #pragma once
 
 #include <ATen/ATen.h>

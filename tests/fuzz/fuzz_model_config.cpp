@@ -40,7 +40,7 @@ void target_setup() {
   LoraConfig lora;
   lora.enabled = true;
   lora.rank = 2;
-  lora.targets = model::lora_target_names();
+  lora.targets = model::lora_target_names(m->args());
   model::apply_lora(*m, lora, 0);
   model::save_adapter(*m, lora, adapter_dir(), base_dir().string());
   valid_adapter_config = read_bytes(adapter_dir() / "adapter_config.json");

@@ -87,7 +87,8 @@ TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {
             j["generated"].get<std::vector<int64_t>>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GpuParity, ::testing::Values("llama", "mistral", "qwen2"),
+INSTANTIATE_TEST_SUITE_P(Families, GpuParity,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

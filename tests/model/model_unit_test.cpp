@@ -200,7 +200,7 @@ TEST(ModelLora, MergedWeightsComputeTheAdapterOutput) {
   LoraConfig cfg;
   cfg.rank = 2;
   cfg.alpha = 6;
-  cfg.targets = model::lora_target_names();
+  cfg.targets = model::lora_target_names(m->args());
   model::apply_lora(*m, cfg, 1);
   at::NoGradGuard g;
   for (auto& [name, t] : model::adapter_tensors(*m)) t.normal_(0, 0.3);
@@ -213,6 +213,34 @@ TEST(ModelLora, MergedWeightsComputeTheAdapterOutput) {
   // Merging changes the rounding order (x(W + sBA)^T vs xW^T + s(xA^T)B^T), and SIMD widths differ by CPU.
   EXPECT_LT(scaled_max_diff(m->forward(sample_ids()), with_adapter), 2e-5);
   EXPECT_TRUE(model::adapter_tensors(*m).empty());
+}
+
+// Phi-3 keeps q/k/v and gate/up fused as its checkpoints store them: another family's LoRA target is refused with
+// phi3's own list, and a misshapen fused weight is named with both shapes (exit 2).
+TEST(ModelPhi3, FusedProjectionsNameTheirTargetsAndShapes) {
+  TempDir dir;
+  auto a = tiny_args();
+  a.model_type = "phi3";
+  a.fused_projections = true;
+  auto m = std::make_shared<model::Transformer>(a);
+  model::init_weights(*m, 0.2, 1);
+  LoraConfig cfg;
+  cfg.targets = {"q_proj"};
+  const auto msg = error_of([&] { model::apply_lora(*m, cfg, 1); });
+  EXPECT_NE(msg.find("phi3 has no projection 'q_proj'"), std::string::npos) << msg;
+  EXPECT_EQ(model::lora_target_names(a), (std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
+  model::save_pretrained(*m, dir / "m", 0);
+  auto tensors = io::read_safetensors(dir / "m" / "model.safetensors");
+  for (auto& [k, v] : tensors) v = v.clone();  // detach from the mapping before rewriting the file
+  EXPECT_EQ(tensors.at("model.layers.0.self_attn.qkv_proj.weight").sizes().vec(),
+            (std::vector<int64_t>{64, 32}));  // (4 + 2 * 2) heads of 8
+  EXPECT_EQ(tensors.at("model.layers.0.mlp.gate_up_proj.weight").sizes().vec(), (std::vector<int64_t>{96, 32}));
+  EXPECT_EQ(tensors.count("model.layers.0.self_attn.q_proj.weight"), 0u);
+  tensors["model.layers.0.self_attn.qkv_proj.weight"] = at::zeros({48, 32});
+  io::write_safetensors(dir / "m" / "model.safetensors", tensors);
+  const auto shape_msg = error_of([&] { model::load_pretrained(dir / "m", at::kCPU, at::kFloat); });
+  EXPECT_NE(shape_msg.find("'model.layers.0.self_attn.qkv_proj.weight'"), std::string::npos) << shape_msg;
+  EXPECT_NE(shape_msg.find("has shape [48, 32], the model expects [64, 32]"), std::string::npos) << shape_msg;
 }
 
 TEST(ModelLora, UnknownTargetIsAConfigError) {
@@ -352,6 +380,31 @@ TEST(ModelUnit, AdapterWeightsThatLinkOutOfTheAdapterDirectoryAreRefused) {
         << e.what();
   }
   EXPECT_NO_THROW(model::load_adapter(*tiny_model(), dir / "real"));
+}
+
+// Found by tests/fuzz/fuzz_model_config: a field of adapter_config.json of the wrong JSON type escaped as
+// nlohmann::type_error; a huge rank or added-token id would have sized huge matrices.
+TEST(ModelUnit, AdapterConfigOfTheWrongTypesOrHugeSizesIsRefused) {
+  TempDir dir("ft-adaptercfg");
+  auto m = tiny_model();
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj"};
+  model::apply_lora(*m, lora, 1);
+  model::save_adapter(*m, lora, dir / "a", "");
+  const auto good = nlohmann::json::parse(read_file(dir / "a" / "adapter_config.json"));
+  auto expect_refused = [&](const char* key, const nlohmann::json& value, const std::string& part) {
+    auto j = good;
+    j[key] = value;
+    write_file(dir / "a" / "adapter_config.json", j.dump());
+    const auto msg = error_of([&] { model::load_adapter(*tiny_model(), dir / "a"); });
+    EXPECT_NE(msg.find(part), std::string::npos) << key << ": " << msg;
+  };
+  expect_refused("r", "2", "a field has an unexpected type");
+  expect_refused("lora_alpha", nlohmann::json::array(), "a field has an unexpected type");
+  expect_refused("target_modules", {"q_proj", 7}, "a field has an unexpected type");
+  expect_refused("r", int64_t{1} << 40, "must be in [1, hidden_size 32]");
+  expect_refused("trainable_token_indices", {int64_t{1} << 40}, "far beyond the 50 tokens of the base model");
 }
 
 }  // namespace

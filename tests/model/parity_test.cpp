@@ -76,7 +76,7 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   lora.enabled = true;
   lora.rank = 4;
   lora.alpha = 8.0;
-  lora.targets = model::lora_target_names();
+  lora.targets = model::lora_target_names(model->args());
   model::apply_lora(*model, lora, 7);
   {
     at::NoGradGuard no_grad;
@@ -111,7 +111,8 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   EXPECT_LT(max_diff(io::read_safetensors(out / "merged.safetensors").at("logits"), ours_adapter), kTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias"),
+INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias", "phi3",
+                                                           "phi3_longrope"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

@@ -34,6 +34,20 @@ FAMILIES = {
     "qwen3_bias": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
         num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=256, use_sliding_window=False,
         attention_bias=True)),
+    # Phi-3 (mini-4k style): fused qkv_proj and gate_up_proj, a sliding window shorter than the tested sequences.
+    "phi3": dict(cls="Phi3ForCausalLM", cfg="Phi3Config", kw=dict(
+        num_key_value_heads=2, sliding_window=16, max_position_embeddings=256, tie_word_embeddings=False)),
+    # Phi-3.5 / Phi-4-mini style: longrope whose original context (16) lies inside the tested lengths (the 24-token
+    # logits and the generation past 16 tokens use the long factors, the packed pieces the short ones), partial
+    # rotary (half of each 16-dim head), tied embeddings.
+    # Its reference generation decodes without a KV cache: once the sequence outgrows the original context every
+    # position turns with the long factors, and transformers drops the cache there to recompute them (Phi3's
+    # prepare_inputs_for_generation; 5.17 dropped it without recomputing the earlier tokens, 5.24 recomputes them).
+    "phi3_longrope": dict(cls="Phi3ForCausalLM", cfg="Phi3Config", generate_without_cache=True, kw=dict(
+        num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=64,
+        original_max_position_embeddings=16, partial_rotary_factor=0.5,
+        rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7],
+                      "long_factor": [1.5, 2.5, 4.0, 8.0]})),
 }
 
 
@@ -63,7 +77,8 @@ def make(family, out):
         logits_b = model(input_ids=b).logits
         prompt = input_ids[:1, :8]
         gen = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=32,
-                             min_new_tokens=0, eos_token_id=None, pad_token_id=0)
+                             min_new_tokens=0, eos_token_id=None, pad_token_id=0,
+                             use_cache=not spec.get("generate_without_cache", False))
         # transformers' own bf16 logits: the yardstick for our bf16 error (bf16 weights, bf16 compute).
         logits_bf16 = copy.deepcopy(model).to(torch.bfloat16)(input_ids=input_ids).logits.float()
     save_file({"input_ids": input_ids, "logits": logits.contiguous(), "a_ids": a, "b_ids": b,
