@@ -101,8 +101,8 @@ Val py_in(const Val& item, const Val& c) {
 static bool number_fits(const std::string& spec) {
   const size_t dot = spec.find('.');
   const size_t w = spec.find_first_of("123456789");
-  const std::string width = w != std::string::npos && w < dot ? spec.substr(w, dot == std::string::npos ? dot : dot - w)
-                                                              : "";
+  const std::string width =
+      w != std::string::npos && w < dot ? spec.substr(w, dot == std::string::npos ? dot : dot - w) : "";
   const std::string precision = dot != std::string::npos ? spec.substr(dot + 1) : "";
   return (width.empty() || (width.size() <= 3 && std::stoi(width) <= 400)) &&
          (precision.empty() || (precision.size() <= 3 && std::stoi(precision) <= 100));
@@ -253,6 +253,7 @@ std::unordered_map<std::string, Val> make_globals(const RenderOptions& opts) {
     v.kind = Kind::Namespace;
     v.ns = r.new_namespace();
     v.ns->attrs = dict_from(a, true, r, line);
+    v.depth = nesting_depth(v.ns->attrs);
     return v;
   });
   add("dict",

@@ -24,6 +24,14 @@ struct Namespace;
 struct LoopInfo;
 class Renderer;
 
+// Lists, dicts and namespaces nest at most this deep: deeper values (a template doing {% set x = [x] %} in a loop,
+// or deeply nested JSON data) are refused (TypeErr) where they are made, so printing, comparing and freeing them
+// never recurse past the stack.
+constexpr uint16_t kMaxNesting = 256;
+// 1 + the deepest element's depth; throws TypeErr beyond kMaxNesting.
+uint16_t nesting_depth(const List& items);
+uint16_t nesting_depth(const Dict& items);
+
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, Seq, Map, Callable, Namespace, Loop };
 
 enum ValFlags : uint8_t {
@@ -37,6 +45,7 @@ struct Val {
   Kind kind = Kind::Undefined;
   uint8_t flags = 0;
   bool b = false;
+  uint16_t depth = 0;  // lists, dicts and namespaces nested inside this value, itself included (<= kMaxNesting)
   int64_t i = 0;
   double f = 0;
   std::string s;  // String; Undefined: why it is undefined (the UndefinedError message)
@@ -84,12 +93,14 @@ struct Val {
     Val v;
     v.kind = Kind::Seq;
     v.flags = fl;
+    v.depth = nesting_depth(x);
     v.list = std::make_shared<const List>(std::move(x));
     return v;
   }
   static Val make_dict(Dict x) {
     Val v;
     v.kind = Kind::Map;
+    v.depth = nesting_depth(x);
     v.dict = std::make_shared<const Dict>(std::move(x));
     return v;
   }

@@ -7,7 +7,11 @@
 
 namespace ft::jinja::detail {
 
-Val from_json(const Value& j) {
+// `depth`: the arrays and objects around j; deeper than kMaxNesting is refused before the recursion goes on.
+static Val from_json_at(const Value& j, int depth) {
+  if (depth > kMaxNesting) {
+    throw TypeErr("values nested more than " + std::to_string(kMaxNesting) + " levels deep are not supported");
+  }
   switch (j.type()) {
     case Value::value_t::null:
       return Val::none();
@@ -27,18 +31,22 @@ Val from_json(const Value& j) {
     case Value::value_t::array: {
       List l;
       l.reserve(j.size());
-      for (const auto& x : j) l.push_back(from_json(x));
+      for (const auto& x : j) l.push_back(from_json_at(x, depth + 1));
       return Val::make_list(std::move(l));
     }
     case Value::value_t::object: {
       Dict d;
       d.reserve(j.size());
-      for (const auto& [k, x] : j.items()) d.emplace_back(k, from_json(x));
+      for (const auto& [k, x] : j.items()) d.emplace_back(k, from_json_at(x, depth + 1));
       return Val::make_dict(std::move(d));
     }
     default:
       return Val::none();
   }
+}
+
+Val from_json(const Value& j) {
+  return from_json_at(j, 0);
 }
 
 Value to_json(const Val& v) {
@@ -219,7 +227,11 @@ namespace ft::jinja {
 std::string python_json_dumps(const Value& value, int indent, bool sort_keys) {
   using namespace detail;
   std::string ind(indent > 0 ? static_cast<size_t>(indent) : 0, ' ');
-  return json_dumps(from_json(value), false, indent >= 0 ? &ind : nullptr, indent >= 0 ? "," : ", ", ": ", sort_keys);
+  try {
+    return json_dumps(from_json(value), false, indent >= 0 ? &ind : nullptr, indent >= 0 ? "," : ", ", ": ", sort_keys);
+  } catch (const TypeErr& e) {
+    throw ft::Error(std::string("json.dumps: ") + e.what());
+  }
 }
 
 }  // namespace ft::jinja

@@ -50,7 +50,13 @@ RenderResult Renderer::run(const Value& context) {
   if (!context.is_object()) throw ft::ConfigError(prog_.name + ": the render context must be a JSON object");
   globals_ = make_globals(opts_);
   auto root = std::make_shared<Frame>(nullptr);
-  for (const auto& [k, v] : context.items()) root->vars[k] = from_json(v);
+  for (const auto& [k, v] : context.items()) {
+    try {
+      root->vars[k] = from_json(v);
+    } catch (const TypeErr& e) {
+      throw ft::Error(prog_.name + ": the render context's '" + k + "': " + e.what());
+    }
+  }
   exec(prog_.body, root);
   RenderResult r;
   r.text = std::move(root_out_);
@@ -97,6 +103,9 @@ void Renderer::assign(const Expr& target, const Val& v, const FrameP& f, int lin
   if (!target.name.empty() && target.name[0] == '_')
     fail(line, "Chat templates cannot store underscore-prefixed attributes on a namespace, but got " +
                    py_str_repr(target.name) + ". Please rename the attribute. (SecurityError)");
+  if (v.depth >= kMaxNesting) {
+    fail(line, "values nested more than " + std::to_string(kMaxNesting) + " levels deep are not supported");
+  }
   auto& attrs = ns.ns->attrs;
   auto it = std::find_if(attrs.begin(), attrs.end(), [&](const auto& p) { return p.first == target.name; });
   if (it != attrs.end())

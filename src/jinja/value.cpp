@@ -200,6 +200,22 @@ std::string py_str_repr(std::string_view s) {
   return out;
 }
 
+uint16_t nesting_depth(const List& items) {
+  uint16_t deepest = 0;
+  for (const auto& x : items) deepest = std::max(deepest, x.depth);
+  if (deepest >= kMaxNesting)
+    throw TypeErr("values nested more than " + std::to_string(kMaxNesting) + " levels deep are not supported");
+  return static_cast<uint16_t>(deepest + 1);
+}
+
+uint16_t nesting_depth(const Dict& items) {
+  uint16_t deepest = 0;
+  for (const auto& kv : items) deepest = std::max(deepest, kv.second.depth);
+  if (deepest >= kMaxNesting)
+    throw TypeErr("values nested more than " + std::to_string(kMaxNesting) + " levels deep are not supported");
+  return static_cast<uint16_t>(deepest + 1);
+}
+
 static std::string repr_impl(const Val& v, bool top);
 
 std::string to_str(const Val& v) {
@@ -208,6 +224,10 @@ std::string to_str(const Val& v) {
 std::string to_repr(const Val& v) {
   return repr_impl(v, false);
 }
+
+// The namespaces being printed, innermost last: one met again prints as {...}, as Python's recursion-guarded dict
+// repr does for `ns.me = ns`; chains of namespaces (ns2.x = ns1, ...) stop at Python's recursion limit.
+thread_local std::vector<const Namespace*> printing_namespaces;
 
 static std::string repr_impl(const Val& v, bool top) {
   switch (v.kind) {
@@ -248,8 +268,23 @@ static std::string repr_impl(const Val& v, bool top) {
     case Kind::Callable:
       return "<function " + v.fn->name + ">";
     case Kind::Namespace: {
-      Val d = Val::make_dict(v.ns->attrs);
-      return "<Namespace " + repr_impl(d, false) + ">";
+      auto& printing = printing_namespaces;
+      if (std::find(printing.begin(), printing.end(), v.ns.get()) != printing.end()) return "<Namespace {...}>";
+      if (printing.size() >= 1000)
+        throw TypeErr("maximum recursion depth exceeded while getting the repr of an object");
+      printing.push_back(v.ns.get());
+      struct Pop {
+        std::vector<const Namespace*>& stack;
+        ~Pop() { stack.pop_back(); }
+      } pop{printing};
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, x] : v.ns->attrs) {
+        if (!first) out += ", ";
+        first = false;
+        out += py_str_repr(k) + ": " + repr_impl(x, false);
+      }
+      return "<Namespace " + out + "}>";
     }
     case Kind::Loop:
       return "<LoopContext " + std::to_string(v.loop->index0 + 1) + "/" + std::to_string(v.loop->items->size()) + ">";

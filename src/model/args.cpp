@@ -47,8 +47,6 @@ struct Reader {
   }
 };
 
-void parse_rope(const Reader& r, ModelArgs& a);
-
 // Phi-3 / Phi-3.5 / Phi-4-mini: fused projections, no biases (transformers ignores the bias flags), partial
 // rotary, the original context of longrope (the top-level key wins over a nested one, as in transformers).
 void parse_phi3(const Reader& r, ModelArgs& a) {

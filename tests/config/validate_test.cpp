@@ -77,7 +77,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"distributed.zero=2", "distributed.zero: invalid value 2 (expected one of: 0, 1)"},
         BadValue{"lora.targets=[q_proj,lm_head]",
                  "lora.targets: invalid target 'lm_head' (expected a subset of: "
-                 "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"},
+                 "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; "
+                 "phi3: qkv_proj, o_proj, gate_up_proj, down_proj)"},
         BadValue{"lora.targets=[q_proj,q_proj]", "lora.targets: 'q_proj' is listed twice"}));
 
 INSTANTIATE_TEST_SUITE_P(

@@ -137,6 +137,22 @@ TEST(JinjaTemplate, PercentFormatRefusesNulBytesAndHugeNumberWidths) {
             "   3.142|42   |ff|002.2");
 }
 
+// Found by tests/fuzz/fuzz_jinja (ASan stack overflows): printing a namespace that holds itself recursed forever,
+// and a list nested 100,000 deep overflowed the stack when it was freed. A namespace met again prints as {...}, as
+// Python's repr does, and values nest at most 256 deep, also when they come from the context's JSON.
+TEST(JinjaTemplate, SelfHoldingNamespacesPrintAsInPythonAndDeepNestingIsRefused) {
+  EXPECT_EQ(Template("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns }}").render(Value::object()).text,
+            "<Namespace {'n': 1, 'me': <Namespace {...}>}>");
+  EXPECT_NE(render_error_of("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}"
+                            "{% endfor %}")
+                .find("nested more than 256 levels"),
+            std::string::npos);
+  Value deep = 1;
+  for (int i = 0; i < 300; ++i) deep = Value::array({deep});
+  EXPECT_NE(render_error_of("{{ x }}", Value{{"x", deep}}).find("nested more than 256 levels"), std::string::npos);
+  EXPECT_EQ(Template("{{ [[[1]]] }}").render(Value::object()).text, "[[[1]]]");
+}
+
 TEST(JinjaTemplate, StepsAreBoundedForRunawayLoops) {
   RenderOptions opts;
   opts.max_steps = 100000;
