@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       ft::LoraConfig cfg;
       cfg.rank = 16;
       cfg.alpha = 32;
-      cfg.targets = ft::model::lora_target_names();
+      cfg.targets = ft::model::lora_target_names(args);
       ft::model::apply_lora(*model, cfg, 0);
     }
     model->set_activation_checkpointing(o.checkpointing);

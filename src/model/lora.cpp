@@ -118,12 +118,6 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const std::v
 
 }  // namespace
 
-const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
-                                                 "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
-  return names;
-}
-
 std::vector<std::string> lora_target_names(const ModelArgs& args) {
   if (args.fused_projections) return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
   return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};

@@ -12,8 +12,6 @@
 
 namespace ft::model {
 
-// Every projection name any family has (what lora.targets may list).
-const std::vector<std::string>& lora_target_names();
 // The projections of this model's family: q/k/v/o_proj, gate/up/down_proj, or for phi3 qkv_proj, o_proj,
 // gate_up_proj, down_proj.
 std::vector<std::string> lora_target_names(const ModelArgs& args);
