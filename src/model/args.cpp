@@ -1,6 +1,7 @@
 #include "model/args.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -86,16 +87,10 @@ void parse_phi3(const Reader& r, ModelArgs& a) {
   }
 }
 
-void parse_rope(const Reader& r, ModelArgs& a) {
-  const json& j = r.j;
-  // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
-  const char* key =
-      j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters" : "rope_scaling";
-  a.rope_theta = r.num(j, "rope_theta", 10000.0);
-  if (!j.contains(key) || j[key].is_null()) return;
-  const json& rp = j[key];
-  if (!rp.is_object()) throw ConfigError(r.source + ": field \"" + key + "\" must be an object");
-  const std::string prefix = std::string(key) + ".";
+// One rope object (rope_parameters, rope_scaling, or one layer type's entry of gemma3's rope_parameters): its type
+// and that type's fields. `prefix` names the object in errors.
+void parse_rope_object(const Reader& r, const json& rp, const std::string& prefix, ModelArgs& a) {
+  if (!rp.is_object()) throw ConfigError(r.source + ": field \"" + prefix.substr(0, prefix.size() - 1) + "\" must be an object");
   a.rope_theta = r.num(rp, "rope_theta", a.rope_theta, prefix);
   std::string type = "default";
   if (rp.contains("rope_type"))
@@ -104,11 +99,16 @@ void parse_rope(const Reader& r, ModelArgs& a) {
     type = rp["type"].get<std::string>();
   const bool phi3 = a.model_type == "phi3";
   if (phi3 && (type == "su" || type == "yarn")) type = "longrope";  // transformers' Phi3Config renames them
-  if (type != "default" && type != "llama3" && !(phi3 && type == "longrope")) {
+  if (type != "default" && type != "llama3" && type != "linear" && !(phi3 && type == "longrope")) {
     throw ConfigError(r.source + ": unsupported " + prefix + "rope_type \"" + type + "\"",
-                      "supported rope types: default, llama3, and longrope for phi3");
+                      "supported rope types: default, linear, llama3, and longrope for phi3");
   }
   a.rope_scaling.type = type;
+  if (type == "linear") {
+    if (!rp.contains("factor")) throw ConfigError(r.source + ": linear rope scaling lacks \"" + prefix + "factor\"");
+    a.rope_scaling.factor = r.num(rp, "factor", 1.0, prefix);
+    if (!(a.rope_scaling.factor >= 1.0)) throw ConfigError(r.source + ": \"" + prefix + "factor\" must be >= 1");
+  }
   if (type == "longrope") {
     auto factors = [&](const char* f) {
       if (!rp.contains(f) || !rp[f].is_array())
@@ -141,6 +141,110 @@ void parse_rope(const Reader& r, ModelArgs& a) {
   }
 }
 
+// gemma3_text: the global layers' rope (rope_theta, rope_scaling) and the sliding layers' base, in transformers 5's
+// per-layer-type rope_parameters or 4.x's rope_theta / rope_scaling / rope_local_base_freq.
+void parse_gemma3_rope(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  a.rope_theta = r.num(j, "rope_theta", 1000000.0);
+  a.local_rope_theta = r.num(j, "rope_local_base_freq", 10000.0);
+  const json* per_type = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+                                 (j["rope_parameters"].contains("full_attention") ||
+                                  j["rope_parameters"].contains("sliding_attention"))
+                             ? &j["rope_parameters"]
+                             : nullptr;
+  if (per_type == nullptr) {
+    for (const char* key : {"rope_scaling", "rope_parameters"}) {
+      if (j.contains(key) && !j[key].is_null()) return parse_rope_object(r, j[key], std::string(key) + ".", a);
+    }
+    return;
+  }
+  if (per_type->contains("full_attention") && !(*per_type)["full_attention"].is_null()) {
+    parse_rope_object(r, (*per_type)["full_attention"], "rope_parameters.full_attention.", a);
+  }
+  if (per_type->contains("sliding_attention") && !(*per_type)["sliding_attention"].is_null()) {
+    ModelArgs local;
+    local.model_type = a.model_type;
+    local.rope_theta = *a.local_rope_theta;
+    parse_rope_object(r, (*per_type)["sliding_attention"], "rope_parameters.sliding_attention.", local);
+    if (local.rope_scaling.type != "default") {
+      throw ConfigError(r.source + ": rope_parameters.sliding_attention.rope_type \"" + local.rope_scaling.type +
+                            "\" is not supported",
+                        "the sliding layers of Gemma 3 use the default rope");
+    }
+    a.local_rope_theta = local.rope_theta;
+  }
+}
+
+void parse_rope(const Reader& r, ModelArgs& a) {
+  if (a.model_type == "gemma3_text") return parse_gemma3_rope(r, a);
+  const json& j = r.j;
+  // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
+  const char* key =
+      j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters" : "rope_scaling";
+  a.rope_theta = r.num(j, "rope_theta", 10000.0);
+  if (!j.contains(key) || j[key].is_null()) return;
+  parse_rope_object(r, j[key], std::string(key) + ".", a);
+}
+
+// Gemma 2 and Gemma 3 text: the fields LlamaConfig lacks, with Gemma2Config's / Gemma3TextConfig's defaults.
+void parse_gemma(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  const bool gemma2 = a.model_type == "gemma2";
+  a.gemma = true;
+  a.qk_norm = !gemma2;
+  a.attention_bias = r.flag("attention_bias", false);  // q/k/v and o
+  a.o_proj_bias = a.attention_bias;
+  a.hidden_act = "gelu_pytorch_tanh";  // the default of both configs; hidden_activation wins over hidden_act
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    if (j.contains(key) && j[key].is_string()) {
+      a.hidden_act = j[key].get<std::string>();
+      break;
+    }
+  }
+  if (a.hidden_act != "gelu_pytorch_tanh") {
+    throw ConfigError(r.source + ": unsupported hidden_activation \"" + a.hidden_act + "\" for " + a.model_type,
+                      "Gemma 2 and 3 use gelu_pytorch_tanh");
+  }
+  a.query_pre_attn_scalar = r.num(j, "query_pre_attn_scalar", 256.0);
+  if (!(*a.query_pre_attn_scalar > 0.0)) throw ConfigError(r.source + ": query_pre_attn_scalar must be positive");
+  auto cap = [&](const char* key, std::optional<double> fallback) -> std::optional<double> {
+    if (!j.contains(key)) return fallback;
+    if (j[key].is_null()) return std::nullopt;
+    const double v = r.num(j, key, 0.0);
+    if (!(v > 0.0)) throw ConfigError(r.source + ": " + key + " must be positive or null");
+    return v;
+  };
+  // Gemma3TextConfig has attn_logit_softcapping too, but its attention never applies it (as transformers).
+  if (gemma2) a.attn_logit_softcapping = cap("attn_logit_softcapping", 50.0);
+  a.final_logit_softcapping = cap("final_logit_softcapping", gemma2 ? std::optional<double>(30.0) : std::nullopt);
+  a.sliding_window = j.contains("sliding_window") ? r.opt_int("sliding_window") : std::optional<int64_t>(4096);
+  if (a.sliding_window && *a.sliding_window <= 0) throw ConfigError(r.source + ": sliding_window must be positive");
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != a.num_layers) {
+      throw ConfigError(r.source + ": layer_types must list one entry per layer (" + std::to_string(a.num_layers) + ")");
+    }
+    for (const auto& t : types) {
+      if (t != "sliding_attention" && t != "full_attention") {
+        throw ConfigError(r.source + ": unsupported layer type " + t.dump(),
+                          "layer_types holds sliding_attention or full_attention");
+      }
+      a.sliding_layers.push_back(t == "sliding_attention");
+    }
+  } else {
+    // Gemma 2 alternates (the first layer slides); Gemma 3 slides except every sliding_window_pattern-th layer.
+    const int64_t pattern = gemma2 ? 2 : r.opt_int("sliding_window_pattern").value_or(6);
+    if (pattern <= 0) throw ConfigError(r.source + ": sliding_window_pattern must be positive");
+    for (int64_t i = 0; i < a.num_layers; ++i) a.sliding_layers.push_back((i + 1) % pattern != 0);
+  }
+  if (r.num(j, "attention_dropout", 0.0) != 0.0) {
+    throw ConfigError(r.source + ": attention_dropout > 0 is not supported", "set it to 0.0, as the released configs do");
+  }
+  if (r.flag("use_bidirectional_attention", false)) {
+    throw ConfigError(r.source + ": use_bidirectional_attention is not supported", "fine-tune the causal model");
+  }
+}
+
 }  // namespace
 
 at::ScalarType dtype_from_name(const std::string& name) {
@@ -170,6 +274,8 @@ const std::vector<Family>& families() {
       {"qwen2", "Qwen2ForCausalLM", "Qwen2/2.5"},
       {"qwen3", "Qwen3ForCausalLM", "Qwen3 dense"},
       {"phi3", "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"},
+      {"gemma2", "Gemma2ForCausalLM", "Gemma 2"},
+      {"gemma3_text", "Gemma3ForCausalLM", "Gemma 3 text (1B, and the language model of larger ones)"},
   };
   return table;
 }
@@ -216,7 +322,8 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
       }
     }
   }
-  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+  const bool gemma = a.model_type == "gemma2" || a.model_type == "gemma3_text";
+  if (!gemma && j.contains("hidden_act") && j["hidden_act"] != "silu") {
     throw ConfigError(source + ": unsupported hidden_act " + j["hidden_act"].dump(), "only silu (SwiGLU) is supported");
   }
   a.vocab_size = r.req_int("vocab_size");
@@ -228,11 +335,15 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
     throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
   }
-  a.head_dim = r.opt_int("head_dim").value_or(a.hidden_size / a.num_heads);
+  a.head_dim = r.opt_int("head_dim").value_or(gemma ? 256 : a.hidden_size / a.num_heads);
   const bool phi3 = a.model_type == "phi3";  // Phi3Config's defaults differ from Llama's
-  a.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(phi3 ? 4096 : 2048);
+  a.max_position_embeddings = r.opt_int("max_position_embeddings")
+                                  .value_or(phi3                              ? 4096
+                                            : a.model_type == "gemma2"        ? 8192
+                                            : a.model_type == "gemma3_text"   ? 131072
+                                                                              : 2048);
   a.rms_norm_eps = r.num(j, "rms_norm_eps", phi3 ? 1e-5 : 1e-6);
-  a.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", gemma);
   parse_rope(r, a);
   if (a.model_type == "qwen2" || a.model_type == "qwen3") {
     if (a.model_type == "qwen2") {
@@ -252,6 +363,8 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
     a.mlp_bias = r.flag("mlp_bias", false);
   } else if (phi3) {
     parse_phi3(r, a);
+  } else if (gemma) {
+    parse_gemma(r, a);
   } else {
     a.sliding_window = r.opt_int("sliding_window");
   }
@@ -291,6 +404,30 @@ ModelArgs load_hf_config(const std::filesystem::path& model_dir) {
   return parse_hf_config(read_text_file(path), path.string());
 }
 
+namespace {
+
+void save_gemma_fields(const ModelArgs& a, json& j) {
+  const auto optional = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  j["hidden_activation"] = a.hidden_act;
+  j["attention_bias"] = a.attention_bias;
+  // Gemma2Config / Gemma3TextConfig declare it an int (strictly checked by transformers 5).
+  const double scalar = a.query_pre_attn_scalar.value_or(256.0);
+  j["query_pre_attn_scalar"] =
+      scalar == std::floor(scalar) && std::abs(scalar) < 9e15 ? json(static_cast<int64_t>(scalar)) : json(scalar);
+  // gemma3_text's attention ignores attn_logit_softcapping (transformers never passes it on): kept as loaded.
+  if (a.model_type == "gemma2") j["attn_logit_softcapping"] = optional(a.attn_logit_softcapping);
+  j["final_logit_softcapping"] = optional(a.final_logit_softcapping);
+  j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
+  json types = json::array();
+  for (int64_t i = 0; i < a.num_layers; ++i) {
+    const bool slides = a.sliding_layers.empty() || a.sliding_layers[static_cast<size_t>(i)];
+    types.push_back(slides ? "sliding_attention" : "full_attention");
+  }
+  j["layer_types"] = types;
+}
+
+}  // namespace
+
 void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   json j = a.raw_config_json.empty() ? json::object() : json::parse(a.raw_config_json);
   if (const Family* f = find_family(a.model_type)) j["architectures"] = {f->architecture};
@@ -305,9 +442,10 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   j["max_position_embeddings"] = a.max_position_embeddings;
   j["rms_norm_eps"] = a.rms_norm_eps;
   j["tie_word_embeddings"] = a.tie_word_embeddings;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = a.hidden_act;
   j["rope_theta"] = a.rope_theta;
   json rope = {{"rope_type", a.rope_scaling.type}, {"rope_theta", a.rope_theta}};
+  if (a.rope_scaling.type == "linear") rope["factor"] = a.rope_scaling.factor;
   if (a.rope_scaling.type == "llama3") {
     rope["factor"] = a.rope_scaling.factor;
     rope["low_freq_factor"] = a.rope_scaling.low_freq_factor;
@@ -334,6 +472,13 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   } else {
     j["rope_scaling"] = rope_scaling;
   }
+  if (a.model_type == "gemma3_text") {  // 5.x: one rope per layer type; 4.x: rope_local_base_freq
+    const double local = a.local_rope_theta.value_or(10000.0);
+    j["rope_parameters"] = {{"full_attention", rope},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", local}}}};
+    j["rope_local_base_freq"] = local;
+  }
+  if (a.gemma) save_gemma_fields(a, j);
   if (a.model_type == "llama") {
     j["attention_bias"] = a.attention_bias;
     j["mlp_bias"] = a.mlp_bias;

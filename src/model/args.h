@@ -14,8 +14,8 @@
 namespace ft::model {
 
 struct RopeScaling {
-  std::string type = "default";                     // default | llama3 | longrope (others are rejected at load)
-  double factor = 1.0;                              // llama3: context extension factor
+  std::string type = "default";                     // default | linear | llama3 | longrope (others refused at load)
+  double factor = 1.0;                              // linear, llama3: context extension factor
   double low_freq_factor = 1.0;                     // llama3
   double high_freq_factor = 4.0;                    // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3, longrope: the pre-extension context
@@ -26,7 +26,7 @@ struct RopeScaling {
 };
 
 struct ModelArgs {
-  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3 | phi3
+  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -47,7 +47,19 @@ struct ModelArgs {
   // (gate rows first) instead of q/k/v_proj and gate/up_proj, as the checkpoint stores them.
   bool fused_projections = false;
   double partial_rotary_factor = 1.0;     // phi3 (Phi-4-mini: 0.75): RoPE turns the first head_dim * factor dims
-  std::optional<int64_t> sliding_window;  // mistral: keys further back than this are masked out
+  std::optional<int64_t> sliding_window;  // mistral, phi3, gemma: keys further back than this are masked out
+  // gemma: which layers the window applies to (true = "sliding_attention"); empty = every layer when it is set.
+  std::vector<bool> sliding_layers;
+  // gemma3_text: the rope base of the sliding layers (default rope); the others use rope_theta and rope_scaling.
+  std::optional<double> local_rope_theta;
+  // Gemma 2 / 3: RMSNorm scales by (1 + weight) in F32 (weights start at zero); the embedding is multiplied by
+  // sqrt(hidden_size) in its dtype; each layer norms the attention and MLP outputs too (post_attention_layernorm
+  // on the attention output, pre_feedforward_layernorm before the MLP, post_feedforward_layernorm after it).
+  bool gemma = false;
+  std::string hidden_act = "silu";             // silu (SwiGLU) | gelu_pytorch_tanh (GeGLU, gemma)
+  std::optional<double> query_pre_attn_scalar;  // gemma: attention scores scale by its -1/2 power, not head_dim's
+  std::optional<double> attn_logit_softcapping;   // gemma2: scores = cap * tanh(scores / cap) before the mask
+  std::optional<double> final_logit_softcapping;  // gemma2: logits = cap * tanh(logits / cap)
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;  // the first id when config.json lists several
   std::vector<int64_t> eos_token_ids;   // every EOS id config.json lists
@@ -57,6 +69,11 @@ struct ModelArgs {
 
   // The dims of each head that RoPE rotates (transformers: int(head_dim * partial_rotary_factor)).
   int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor); }
+  // Whether layer `i` masks keys beyond sliding_window.
+  bool layer_slides(int64_t i) const {
+    return sliding_window.has_value() &&
+           (sliding_layers.empty() || (i < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[i]));
+  }
 };
 
 // A model family this build implements: config.json's model_type, transformers' class, the releases it covers.

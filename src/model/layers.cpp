@@ -1,6 +1,7 @@
 #include "model/layers.h"
 
 #include <cmath>
+#include <limits>
 
 #include <ATen/autocast_mode.h>
 
@@ -188,37 +189,45 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
   return {out, fused_out};
 }
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
-  weight = register_parameter("weight", at::ones({dim}));
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_, bool unit_offset_) : eps(eps_), unit_offset(unit_offset_) {
+  weight = register_parameter("weight", unit_offset ? at::zeros({dim}) : at::ones({dim}));
 }
 
 at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
-  if (fused && x.is_cuda() && x.scalar_type() == weight.scalar_type()) {
+  if (fused && !unit_offset && x.is_cuda() && x.scalar_type() == weight.scalar_type()) {
     return std::get<0>(at::_fused_rms_norm(x, {weight.size(0)}, weight, eps));
   }
   const auto in_dtype = x.scalar_type();
   at::Tensor h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
+  if (unit_offset) return (h * (weight.to(at::kFloat) + 1.0)).to(in_dtype);
   return weight * h.to(in_dtype);
+}
+
+at::Tensor RMSNormImpl::kernel_weight() const {
+  if (!unit_offset) return weight;
+  return weight.scalar_type() == at::kFloat ? weight + 1.0 : at::Tensor();
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& residual, const at::Tensor& delta,
                                                            bool gemm_input) {
-  if (!fused || !residual.is_cuda()) {
+  const at::Tensor w = fused && residual.is_cuda() ? kernel_weight() : at::Tensor();
+  if (!w.defined()) {
     at::Tensor h = delta.defined() ? residual + delta : residual;
     return {h, forward(h)};
   }
-  // forward's dtype (weight * normalized-in-x's-dtype), or the autocast dtype the GEMMs would cast to.
+  // forward's dtype (weight * normalized-in-x's-dtype; Gemma: x's), or the autocast dtype the GEMMs would cast to.
   const auto device_type = residual.device().type();
   const at::ScalarType out = gemm_input && at::autocast::is_autocast_enabled(device_type)
                                  ? at::autocast::get_autocast_dtype(device_type)
-                                 : at::promote_types(residual.scalar_type(), weight.scalar_type());
-  if (delta.defined() && add_rms_norm_available(residual, delta, weight, out)) {
-    return add_rms_norm(residual, delta, weight, eps, out);
+                             : unit_offset ? residual.scalar_type()
+                                           : at::promote_types(residual.scalar_type(), weight.scalar_type());
+  if (delta.defined() && add_rms_norm_available(residual, delta, w, out)) {
+    return add_rms_norm(residual, delta, w, eps, out);
   }
   // Where the add cannot fuse, the norm of h still takes the one path a recompute from h alone takes.
   at::Tensor h = delta.defined() ? residual + delta : residual;
-  if (add_rms_norm_available(h, at::Tensor(), weight, out)) return {h, fused_rms_norm(h, weight, eps, out)};
+  if (add_rms_norm_available(h, at::Tensor(), w, out)) return {h, fused_rms_norm(h, w, eps, out)};
   return {h, forward(h)};
 }
 
@@ -236,6 +245,7 @@ Rotary::Rotary(const ModelArgs& a) {
     const double factor = s.longrope_factor.value_or(static_cast<double>(a.max_position_embeddings) / context);
     scale_ = s.attention_factor.value_or(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(context)));
   }
+  if (a.rope_scaling.type == "linear") inv = inv / a.rope_scaling.factor;  // positions slowed down by the factor
   if (a.rope_scaling.type == "llama3") {
     const auto& s = a.rope_scaling;
     const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
@@ -273,8 +283,29 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
   return x * c + rotated * s;
 }
 
+at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                bool causal, double scale, double cap) {
+  const int64_t groups = q.size(1) / k.size(1);
+  const at::Tensor keys = groups > 1 ? k.repeat_interleave(groups, 1) : k;    // [B, H, S, D]
+  const at::Tensor values = groups > 1 ? v.repeat_interleave(groups, 1) : v;  // [B, H, S, D]
+  at::Tensor scores = at::matmul(q, keys.transpose(2, 3)) * scale;            // [B, H, T, S]
+  scores = at::tanh(scores / cap) * cap;
+  at::Tensor allowed = mask;  // Bool [B or 1, 1, T, S] or undefined
+  if (!allowed.defined() && causal) {
+    const int64_t t = q.size(2), s = keys.size(2);
+    allowed = at::ones({t, s}, q.options().dtype(at::kBool)).tril(s - t);
+  }
+  if (allowed.defined()) {
+    scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  }
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  return at::matmul(probs, values);
+}
+
 AttentionImpl::AttentionImpl(const ModelArgs& a)
     : num_heads(a.num_heads), num_kv_heads(a.num_kv_heads), head_dim(a.head_dim) {
+  if (a.query_pre_attn_scalar) scale = 1.0 / std::sqrt(*a.query_pre_attn_scalar);
+  softcap = a.attn_logit_softcapping;
   if (a.fused_projections) {
     qkv_proj = register_module(
         "qkv_proj", Linear(a.hidden_size, (a.num_heads + 2 * a.num_kv_heads) * a.head_dim, a.attention_bias));
@@ -285,8 +316,8 @@ AttentionImpl::AttentionImpl(const ModelArgs& a)
   }
   o_proj = register_module("o_proj", Linear(a.num_heads * a.head_dim, a.hidden_size, a.o_proj_bias));
   if (a.qk_norm) {
-    q_norm = register_module("q_norm", RMSNorm(a.head_dim, a.rms_norm_eps));
-    k_norm = register_module("k_norm", RMSNorm(a.head_dim, a.rms_norm_eps));
+    q_norm = register_module("q_norm", RMSNorm(a.head_dim, a.rms_norm_eps, a.gemma));
+    k_norm = register_module("k_norm", RMSNorm(a.head_dim, a.rms_norm_eps, a.gemma));
   }
 }
 
@@ -327,10 +358,10 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
     at::Tensor out;         // [B * T, H, D]
     if (mask.window > 0) {  // a query sees itself and the window - 1 keys before it
       out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
-                                                     false, std::nullopt, mask.window - 1, int64_t{0}));
+                                                     false, scale, mask.window - 1, int64_t{0}));
     } else {
       out = std::get<0>(
-          at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true, false));
+          at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true, false, scale));
     }
     return o_proj->forward(out.view({b, t, num_heads * head_dim}));
   }
@@ -339,15 +370,21 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   v = v.transpose(1, 2);                                                    // [B, Hkv, T, D]
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);  // [B, Hkv, S, D]
   const bool gqa = num_heads != num_kv_heads;
-  // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
-  const std::optional<at::Tensor> attn_mask = mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
-  at::Tensor out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(),
-                                                    std::nullopt, gqa);  // [B, H, T, D]
+  at::Tensor out;  // [B, H, T, D]
+  if (softcap) {
+    out = softcapped_attention(q, k, v, mask.mask, mask.causal, scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim))), *softcap);
+  } else {
+    // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
+    const std::optional<at::Tensor> attn_mask =
+        mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
+    out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(), scale, gqa);
+  }
   out = out.transpose(1, 2).reshape({b, t, num_heads * head_dim});
   return o_proj->forward(out);
 }
 
-MLPImpl::MLPImpl(const ModelArgs& a) : intermediate_size(a.intermediate_size) {
+MLPImpl::MLPImpl(const ModelArgs& a)
+    : intermediate_size(a.intermediate_size), gelu_tanh(a.hidden_act == "gelu_pytorch_tanh") {
   if (a.fused_projections) {
     gate_up_proj = register_module("gate_up_proj", Linear(a.hidden_size, 2 * a.intermediate_size, a.mlp_bias));
   } else {
@@ -359,6 +396,10 @@ MLPImpl::MLPImpl(const ModelArgs& a) : intermediate_size(a.intermediate_size) {
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
   const bool fused = fused_linears && x.is_cuda();
+  if (gelu_tanh) {  // gemma: no kernel of ours, the projections still grouped
+    const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
+    return down_proj->forward(at::gelu(gu.outputs[0], "tanh") * gu.outputs[1]);
+  }
   if (gate_up_proj) {
     const at::Tensor gu = gate_up_proj->forward(x);  // [B, T, 2 I], gate first
     const at::Tensor gate = gu.narrow(-1, 0, intermediate_size), up = gu.narrow(-1, intermediate_size, intermediate_size);
@@ -378,8 +419,15 @@ at::Tensor MLPImpl::forward(const at::Tensor& x) {
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {
   self_attn = register_module("self_attn", Attention(a));
   mlp = register_module("mlp", MLP(a));
-  input_layernorm = register_module("input_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps));
-  post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps));
+  input_layernorm = register_module("input_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, a.gemma));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, a.gemma));
+  if (a.gemma) {
+    pre_feedforward_layernorm =
+        register_module("pre_feedforward_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, true));
+    post_feedforward_layernorm =
+        register_module("post_feedforward_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, true));
+  }
 }
 
 std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward(const at::Tensor& residual, const at::Tensor& pending,
@@ -397,6 +445,11 @@ std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward_normed(const at::Ten
                                                                    const at::Tensor& cos, const at::Tensor& sin,
                                                                    const AttentionMask& mask, KVCache* cache) {
   const at::Tensor attn = self_attn->forward(normed, cos, sin, mask, cache, index);  // [B, T, hidden]
+  if (pre_feedforward_layernorm) {  // gemma: the normed outputs of attention and MLP join the stream
+    const auto [h2, normed2] =
+        pre_feedforward_layernorm->add_forward(h, post_attention_layernorm->forward(attn), /*gemm_input=*/true);
+    return {h2, post_feedforward_layernorm->forward(mlp->forward(normed2))};
+  }
   const auto [h2, normed2] = post_attention_layernorm->add_forward(h, attn, /*gemm_input=*/true);
   return {h2, mlp->forward(normed2)};
 }

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -57,10 +58,11 @@ struct LinearGroupOutput {
 // forward. Both agree up to the rounding of the GEMMs.
 LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
 
-// RMSNorm as transformers computes it: normalize in F32, cast back, then scale.
+// RMSNorm as transformers computes it: normalize in F32, cast back, then scale (Llama). With `unit_offset` (Gemma):
+// normalize and scale by (1 + weight) in F32, then cast back; the weight starts at zero.
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t dim, double eps);
+  RMSNormImpl(int64_t dim, double eps, bool unit_offset = false);
   at::Tensor forward(const at::Tensor& x);  // [..., dim]
   // The residual add before the norm: returns (h, norm(h)) for h = residual + delta [..., dim] (h = residual when
   // delta is undefined). Composite: exactly `h = residual + delta; forward(h)`. With `fused` on CUDA, one kernel
@@ -71,9 +73,14 @@ class RMSNormImpl : public torch::nn::Module {
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& residual, const at::Tensor& delta, bool gemm_input);
   at::Tensor weight;  // [dim]
   double eps;
+  bool unit_offset;
   // CUDA: the kernels of model/norm.h (add_forward) and at::_fused_rms_norm (forward, x's dtype == weight's) with F32
-  // statistics and one rounding instead of the composite; elsewhere the composite.
+  // statistics and one rounding instead of the composite; elsewhere the composite. With unit_offset only add_forward
+  // fuses, and only with an F32 weight (1 + weight in a half dtype would lose the weight's low bits).
   bool fused = false;
+
+ private:
+  at::Tensor kernel_weight() const;  // the factor the kernels scale by: weight, or F32 1 + weight (unit_offset)
 };
 TORCH_MODULE(RMSNorm);
 
@@ -107,6 +114,12 @@ struct AttentionMask {
   bool varlen() const { return cu_seqlens.defined(); }
 };
 
+// Attention as transformers' eager_attention_forward computes it, for logit soft-capping (Gemma 2), which SDPA and
+// flash attention lack: q [B, H, T, D], k/v [B, Hkv, S, D], mask as AttentionMask's (undefined + causal: T == S);
+// scores = cap * tanh(q k^T * scale / cap), softmax in F32, back to q's dtype. Returns [B, H, T, D].
+at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                bool causal, double scale, double cap);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelArgs& args);
@@ -115,8 +128,10 @@ class AttentionImpl : public torch::nn::Module {
                      KVCache* cache, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   Linear qkv_proj{nullptr};  // phi3 (ModelArgs::fused_projections): q, k, v in one weight; q/k/v_proj are null then
-  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3: over each head's [D] before RoPE; else null
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3, gemma3: over each head's [D] before RoPE; else null
   int64_t num_heads, num_kv_heads, head_dim;
+  std::optional<double> scale;    // gemma: query_pre_attn_scalar^-1/2; unset = head_dim^-1/2
+  std::optional<double> softcap;  // gemma2: attn_logit_softcapping (the eager path)
   bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
   bool fused_linears = false;  // CUDA: q, k and v projections as one linear_group
 };
@@ -129,6 +144,7 @@ class MLPImpl : public torch::nn::Module {
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   Linear gate_up_proj{nullptr};  // phi3: gate and up in one weight (gate rows first); gate/up_proj are null then
   int64_t intermediate_size;
+  bool gelu_tanh;              // gemma: GeGLU (tanh-approximate GELU of the gate) instead of SwiGLU
   bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU in one kernel
 };
 TORCH_MODULE(MLP);
@@ -151,7 +167,10 @@ class DecoderLayerImpl : public torch::nn::Module {
                                                    const at::Tensor& sin, const AttentionMask& mask, KVCache* cache);
   Attention self_attn{nullptr};
   MLP mlp{nullptr};
+  // Llama: post_attention_layernorm is the norm before the MLP. Gemma: it norms the attention output, and
+  // pre_feedforward_layernorm / post_feedforward_layernorm norm the MLP's input and output (null elsewhere).
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  RMSNorm pre_feedforward_layernorm{nullptr}, post_feedforward_layernorm{nullptr};
   int64_t index;
 };
 TORCH_MODULE(DecoderLayer);

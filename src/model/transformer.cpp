@@ -3,6 +3,8 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <tuple>
 
 #include "model/mode_guards.h"
@@ -62,12 +64,25 @@ Backbone::Backbone(const ModelArgs& a) {
   embed_tokens = register_module("embed_tokens", std::make_shared<WeightHolder>(a.vocab_size, a.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < a.num_layers; ++i) layers->push_back(DecoderLayer(a, i));
-  norm = register_module("norm", RMSNorm(a.hidden_size, a.rms_norm_eps));
+  norm = register_module("norm", RMSNorm(a.hidden_size, a.rms_norm_eps, a.gemma));
 }
+
+namespace {
+
+// The rope of gemma3_text's sliding layers: the default rope at local_rope_theta.
+ModelArgs local_rope_args(const ModelArgs& a) {
+  ModelArgs local = a;
+  local.rope_theta = *a.local_rope_theta;
+  local.rope_scaling = RopeScaling{};
+  return local;
+}
+
+}  // namespace
 
 Transformer::Transformer(const ModelArgs& a) : args_(a), rotary_(a) {
   FT_CHECK(a.vocab_size > 0 && a.hidden_size > 0 && a.num_layers > 0 && a.head_dim > 0,
            "Transformer: vocab_size, hidden_size, num_layers and head_dim must be positive");
+  if (a.local_rope_theta) local_rotary_.emplace(local_rope_args(a));
   model_ = register_module("model", std::make_shared<Backbone>(a));
   if (!a.tie_word_embeddings) {
     lm_head_ = register_module("lm_head", std::make_shared<WeightHolder>(a.vocab_size, a.hidden_size));
@@ -131,27 +146,42 @@ void Transformer::set_fused_kernels(bool on) {
 }
 
 bool Transformer::varlen_ok(at::Device device, at::ScalarType compute_dtype) const {
-  // FlashAttention-2's limits: half precision, head_dim a multiple of 8 up to 256.
+  // FlashAttention-2's limits: half precision, head_dim a multiple of 8 up to 256, no logit soft-capping.
   return fused_ && device.is_cuda() && (compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf) &&
-         args_.head_dim % 8 == 0 && args_.head_dim <= 256;
+         args_.head_dim % 8 == 0 && args_.head_dim <= 256 && !args_.attn_logit_softcapping;
 }
 
 std::string Transformer::attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const {
-  if (packed && varlen_ok(device, compute_dtype)) return "varlen flash attention over packed pieces";
-  if (packed) return "SDPA with a block-diagonal mask (packed rows)";
-  return "SDPA (causal)";
+  std::string path;
+  if (args_.attn_logit_softcapping) {
+    path = "eager (logit soft-capping, which SDPA and flash attention lack)";
+    if (packed) path += " with a block-diagonal mask (packed rows)";
+  } else if (packed && varlen_ok(device, compute_dtype)) {
+    path = "varlen flash attention over packed pieces";
+  } else if (packed) {
+    path = "SDPA with a block-diagonal mask (packed rows)";
+  } else {
+    path = "SDPA (causal)";
+  }
+  if (args_.sliding_window) {
+    path += !args_.sliding_layers.empty() ? "; sliding window of " + std::to_string(*args_.sliding_window) +
+                                                " on the sliding layers, full attention on the others"
+                                          : "; sliding window of " + std::to_string(*args_.sliding_window);
+  }
+  return path;
 }
 
 AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
-                                      const PackedPieces* packed, at::ScalarType compute_dtype) const {
+                                      const PackedPieces* packed, at::ScalarType compute_dtype,
+                                      std::optional<int64_t> window) const {
   const int64_t s = past + t;
-  const bool windowed = args_.sliding_window.has_value() && s > *args_.sliding_window;
+  const bool windowed = window.has_value() && s > *window;
   AttentionMask out;
   if (segment_ids.defined() && packed != nullptr && packed->cu_seqlens.defined() && past == 0 &&
       varlen_ok(device, compute_dtype)) {
     out.cu_seqlens = packed->cu_seqlens;
     out.max_seqlen = packed->max_seqlen;
-    out.window = windowed ? *args_.sliding_window : 0;
+    out.window = windowed ? *window : 0;
     out.causal = false;
     return out;
   }
@@ -166,7 +196,7 @@ AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, 
   at::Tensor q_pos = at::arange(past, s, opts).unsqueeze(1);  // [T, 1]
   at::Tensor k_pos = at::arange(0, s, opts).unsqueeze(0);     // [1, S]
   at::Tensor m = k_pos <= q_pos;                              // [T, S]
-  if (windowed) m = m.logical_and(q_pos - k_pos < *args_.sliding_window);
+  if (windowed) m = m.logical_and(q_pos - k_pos < *window);
   m = m.unsqueeze(0);  // [1, T, S]
   if (segment_ids.defined()) {
     at::Tensor seg = segment_ids.to(device);
@@ -193,28 +223,43 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
                     .unsqueeze(0)
                     .expand({b, t});
   }
-  at::Tensor cos, sin;
-  {
-    // transformers computes the rotary tables in F32 with autocast off.
-    const auto no_autocast = AutocastGuard::off(input_ids.device().type());
-    std::tie(cos, sin) = rotary_.cos_sin(positions);
-  }
   const auto dev = input_ids.device();
   const auto compute_dtype = at::autocast::is_autocast_enabled(dev.type())
                                  ? at::autocast::get_autocast_dtype(dev.type())
                                  : model_->embed_tokens->weight.scalar_type();
-  const AttentionMask mask = build_mask(segment_ids, t, past, dev, packed, compute_dtype);
-  // The tables in the dtype q and k will have (what apply_rotary would cast them to in every layer).
-  cos = cos.to(compute_dtype);
-  sin = sin.to(compute_dtype);
+  // The rotary tables (F32 with autocast off, as transformers computes them), then in the dtype q and k will have
+  // (what apply_rotary would cast them to in every layer). Index 1: gemma3_text's sliding layers.
+  std::array<at::Tensor, 2> cos, sin;
+  {
+    const auto no_autocast = AutocastGuard::off(dev.type());
+    std::tie(cos[0], sin[0]) = rotary_.cos_sin(positions);
+    if (local_rotary_) std::tie(cos[1], sin[1]) = local_rotary_->cos_sin(positions);
+  }
+  for (size_t r = 0; r < 2 && cos[r].defined(); ++r) {
+    cos[r] = cos[r].to(compute_dtype);
+    sin[r] = sin[r].to(compute_dtype);
+  }
+  // Index 0: full attention; 1: the layers with a sliding window (built only when some layer has one).
+  bool any_full = false, any_sliding = false;
+  for (int64_t i = 0; i < args_.num_layers; ++i) (args_.layer_slides(i) ? any_sliding : any_full) = true;
+  std::array<AttentionMask, 2> masks;
+  if (any_full) masks[0] = build_mask(segment_ids, t, past, dev, packed, compute_dtype, std::nullopt);
+  if (any_sliding) masks[1] = build_mask(segment_ids, t, past, dev, packed, compute_dtype, args_.sliding_window);
   // The hidden state is residual + pending: each layer leaves its MLP output pending for the next norm to add.
   at::Tensor residual = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
-  at::Tensor pending;                                            // [B, T, hidden] or undefined (before layer 0)
+  if (args_.gemma) {  // sqrt(hidden), rounded to the embedding's dtype first (as transformers' buffer)
+    const double scale = std::sqrt(static_cast<double>(args_.hidden_size));
+    residual = residual * at::scalar_tensor(scale, at::kFloat).to(residual.scalar_type());
+  }
+  at::Tensor pending;  // [B, T, hidden] or undefined (before layer 0)
   const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
   for (size_t i = 0; i < model_->layers->size(); ++i) {
     auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
-    std::tie(residual, pending) = recompute ? checkpointed_layer(layer, residual, pending, cos, sin, mask)
-                                            : layer.forward(residual, pending, cos, sin, mask, cache);
+    const size_t slides = args_.layer_slides(static_cast<int64_t>(i)) ? 1 : 0;
+    const size_t rope = slides == 1 && local_rotary_ ? 1 : 0;
+    const AttentionMask& mask = masks[slides];
+    std::tie(residual, pending) = recompute ? checkpointed_layer(layer, residual, pending, cos[rope], sin[rope], mask)
+                                            : layer.forward(residual, pending, cos[rope], sin[rope], mask, cache);
   }
   if (cache != nullptr) cache->length += t;
   // The final norm feeds the LM head or the caller: it keeps forward's dtype (F32 with F32 weights under autocast).
@@ -223,7 +268,9 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
 
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                 const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
-  return at::linear(hidden_states(input_ids, position_ids, segment_ids, cache, packed), lm_head_weight());
+  at::Tensor logits = at::linear(hidden_states(input_ids, position_ids, segment_ids, cache, packed), lm_head_weight());
+  if (const auto cap = args_.final_logit_softcapping) logits = at::tanh(logits / *cap) * *cap;
+  return logits;
 }
 
 }  // namespace ft::model

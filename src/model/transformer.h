@@ -1,12 +1,14 @@
-// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3, phi3), parameter names exactly as
-// transformers' *ForCausalLM: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight (phi3: qkv_proj,
-// mlp.gate_up_proj), ..., model.norm.weight, lm_head.weight (absent when the embeddings are tied).
+// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text),
+// parameter names exactly as transformers' *ForCausalLM: model.embed_tokens.weight,
+// model.layers.N.self_attn.q_proj.weight (phi3: qkv_proj, mlp.gate_up_proj), ..., model.norm.weight, lm_head.weight
+// (absent when the embeddings are tied).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -104,12 +106,15 @@ class Transformer : public torch::nn::Module {
   Backbone& backbone() { return *model_; }
 
  private:
+  // The mask of the layers whose keys reach back `window` positions at most (nullopt: unlimited).
   AttentionMask build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
-                           const PackedPieces* packed, at::ScalarType compute_dtype) const;
+                           const PackedPieces* packed, at::ScalarType compute_dtype,
+                           std::optional<int64_t> window) const;
   bool varlen_ok(at::Device device, at::ScalarType compute_dtype) const;
 
   ModelArgs args_;
   Rotary rotary_;
+  std::optional<Rotary> local_rotary_;  // gemma3_text: the sliding layers' rope (local_rope_theta)
   std::shared_ptr<Backbone> model_;
   std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
   bool checkpointing_ = false;

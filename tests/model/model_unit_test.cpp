@@ -117,6 +117,75 @@ TEST(ModelConfig, SavedConfigParsesBackToTheSameArgs) {
   EXPECT_EQ(b.eos_token_id.value_or(-1), 2);
 }
 
+// Gemma 3 as transformers 4.x wrote it (rope_theta, rope_local_base_freq, rope_scaling, sliding_window_pattern) and
+// as 5.x writes it (per-layer-type rope_parameters, layer_types) read to the same args; Gemma2Config's defaults
+// (head_dim 256, soft-capping 50/30, alternating layers, tied embeddings) apply to keys a config.json leaves out.
+TEST(ModelConfig, GemmaConfigsReadInBothTransformersLayouts) {
+  const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 4,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 4)";
+  const auto v4 = model::parse_hf_config(R"({"model_type": "gemma3_text", "rope_theta": 1000000.0,
+      "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+      "sliding_window": 512, "sliding_window_pattern": 2, )" + sizes + "}", "c.json");
+  const auto v5 = model::parse_hf_config(R"({"model_type": "gemma3_text", "sliding_window": 512,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}, )" + sizes + "}",
+                                         "c.json");
+  for (const auto& a : {v4, v5}) {
+    EXPECT_TRUE(a.gemma);
+    EXPECT_TRUE(a.qk_norm);
+    EXPECT_EQ(a.rope_scaling.type, "linear");
+    EXPECT_DOUBLE_EQ(a.rope_scaling.factor, 8.0);
+    EXPECT_DOUBLE_EQ(a.rope_theta, 1e6);
+    EXPECT_DOUBLE_EQ(a.local_rope_theta.value_or(0.0), 1e4);
+    EXPECT_EQ(a.sliding_layers, (std::vector<bool>{true, false, true, false}));
+    EXPECT_TRUE(a.layer_slides(0));
+    EXPECT_FALSE(a.layer_slides(1));
+    EXPECT_FALSE(a.attn_logit_softcapping.has_value());
+    EXPECT_TRUE(a.tie_word_embeddings);
+    EXPECT_EQ(a.hidden_act, "gelu_pytorch_tanh");
+  }
+  const auto g2 = model::parse_hf_config(R"({"model_type": "gemma2", "vocab_size": 10, "hidden_size": 8,
+      "intermediate_size": 8, "num_hidden_layers": 3, "num_attention_heads": 2})", "c.json");
+  EXPECT_EQ(g2.head_dim, 256);
+  EXPECT_DOUBLE_EQ(g2.attn_logit_softcapping.value_or(0.0), 50.0);
+  EXPECT_DOUBLE_EQ(g2.final_logit_softcapping.value_or(0.0), 30.0);
+  EXPECT_DOUBLE_EQ(g2.query_pre_attn_scalar.value_or(0.0), 256.0);
+  EXPECT_EQ(g2.sliding_window.value_or(0), 4096);
+  EXPECT_EQ(g2.sliding_layers, (std::vector<bool>{true, false, true}));
+
+  // Saved and read back (what transformers reads too: tests/model/parity_test.cpp).
+  TempDir dir;
+  model::save_hf_config(v4, dir / "config.json");
+  const auto back = model::load_hf_config(dir.path());
+  EXPECT_EQ(back.sliding_layers, v4.sliding_layers);
+  EXPECT_DOUBLE_EQ(back.local_rope_theta.value_or(0.0), 1e4);
+  EXPECT_EQ(back.rope_scaling.type, "linear");
+  const auto saved = nlohmann::json::parse(read_file(dir / "config.json"));
+  EXPECT_EQ(saved.at("query_pre_attn_scalar"), 256);  // an int, as Gemma3TextConfig declares it
+  EXPECT_EQ(saved.at("rope_parameters").at("sliding_attention").at("rope_theta"), 10000.0);
+}
+
+TEST(ModelConfig, GemmaFieldsTheModelCannotHonourAreRefusedByName) {
+  const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "head_dim": 4)";
+  const auto refused = [&](const std::string& fields) {
+    return error_of([&] { model::parse_hf_config(R"({"model_type": "gemma2", )" + fields + ", " + sizes + "}", "c.json"); });
+  };
+  EXPECT_NE(refused(R"("hidden_activation": "relu")").find("hidden_activation \"relu\""), std::string::npos);
+  EXPECT_NE(refused(R"("layer_types": ["full_attention"])").find("one entry per layer (2)"), std::string::npos);
+  EXPECT_NE(refused(R"("layer_types": ["full_attention", "chunked_attention"])").find("chunked_attention"),
+            std::string::npos);
+  EXPECT_NE(refused(R"("use_bidirectional_attention": true)").find("use_bidirectional_attention"), std::string::npos);
+  EXPECT_NE(refused(R"("attn_logit_softcapping": -1.0)").find("attn_logit_softcapping must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(R"({"model_type": "gemma3_text", "rope_parameters": {"sliding_attention":
+                  {"rope_type": "linear", "factor": 2.0}}, )" + sizes + "}", "c.json");
+            }).find("rope_parameters.sliding_attention.rope_type \"linear\""),
+            std::string::npos);
+}
+
 TEST(ModelCheckpoint, MissingUnexpectedAndMisshapedTensorsAreNamed) {
   TempDir dir;
   auto m = tiny_model();

@@ -111,8 +111,9 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   EXPECT_LT(max_diff(io::read_safetensors(out / "merged.safetensors").at("logits"), ours_adapter), kTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Parity, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias", "phi3",
-                                                           "phi3_longrope"),
+INSTANTIATE_TEST_SUITE_P(Families, Parity,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias", "phi3", "phi3_longrope",
+                                           "gemma2", "gemma2_plain", "gemma3", "gemma3_bias"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

@@ -48,6 +48,30 @@ FAMILIES = {
         original_max_position_embeddings=16, partial_rotary_factor=0.5,
         rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7],
                       "long_factor": [1.5, 2.5, 4.0, 8.0]})),
+    # Gemma 2: (1 + w) norms around attention and MLP, GeGLU, sqrt(hidden) embedding scale, head_dim (24) not
+    # hidden / heads, query_pre_attn_scalar, attention and final logit soft-capping small enough to bend the values,
+    # the first layer sliding (window 8, inside the tested lengths) and the second global, untied embeddings.
+    "gemma2": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", gemma=True, kw=dict(
+        num_key_value_heads=2, head_dim=24, query_pre_attn_scalar=20, sliding_window=8, max_position_embeddings=256,
+        attn_logit_softcapping=2.0, final_logit_softcapping=3.0, tie_word_embeddings=False)),
+    # Gemma 2 without soft-capping or sliding layers (the SDPA path), with attention biases and tied embeddings.
+    "gemma2_plain": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", gemma=True, kw=dict(
+        num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, max_position_embeddings=256,
+        attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=True, tie_word_embeddings=True,
+        layer_types=["full_attention", "full_attention"])),
+    # Gemma 3 text: (1 + w) q/k norms, a sliding layer whose rope base is rope_local_base_freq and a global layer with
+    # linear rope scaling (as the 4B+ releases), window 8, untied embeddings, no soft-capping.
+    "gemma3": dict(cls="Gemma3ForCausalLM", cfg="Gemma3TextConfig", gemma=True, kw=dict(
+        num_key_value_heads=2, head_dim=24, query_pre_attn_scalar=24, sliding_window=8, max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
+    # Gemma 3 text with attention biases, tied embeddings, final logit soft-capping, and three layers from the
+    # legacy sliding_window_pattern (2: sliding, global, sliding).
+    "gemma3_bias": dict(cls="Gemma3ForCausalLM", cfg="Gemma3TextConfig", gemma=True, kw=dict(
+        num_hidden_layers=3, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=32, sliding_window=6,
+        sliding_window_pattern=2, max_position_embeddings=256, attention_bias=True, tie_word_embeddings=True,
+        final_logit_softcapping=3.0)),
 }
 
 
@@ -55,15 +79,18 @@ def make(family, out):
     import transformers
     torch.manual_seed(0)
     spec = FAMILIES[family]
+    kw = dict(num_hidden_layers=2)
+    kw.update(spec["kw"])
     cfg = getattr(transformers, spec["cfg"])(
-        vocab_size=97, hidden_size=64, intermediate_size=112, num_hidden_layers=2, num_attention_heads=4,
-        rms_norm_eps=1e-5, initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        **spec["kw"])
+        vocab_size=97, hidden_size=64, intermediate_size=112, num_attention_heads=4,
+        rms_norm_eps=1e-5, initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=0, **kw)
     model = getattr(transformers, spec["cls"])(cfg).eval()
     with torch.no_grad():  # biases start at zero and norm weights at one; make them matter
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.normal_(0.0, 0.2)
+            elif spec.get("gemma") and name.endswith("norm.weight"):  # Gemma scales by 1 + w, w starting at 0
+                p.normal_(0.0, 0.3)
             elif name.endswith("q_norm.weight") or name.endswith("k_norm.weight"):
                 p.normal_(1.0, 0.2)
     model.save_pretrained(os.path.join(out, "model"))
