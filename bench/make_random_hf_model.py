@@ -19,6 +19,15 @@ SHAPES = {
     "qwen2.5-7b": dict(cls="Qwen2Config", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
                        num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, rope_theta=1000000.0,
                        max_position_embeddings=32768, tie_word_embeddings=False),
+    "gemma2-2b": dict(cls="Gemma2Config", vocab_size=256000, hidden_size=2304, intermediate_size=9216,
+                      num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                      query_pre_attn_scalar=256, sliding_window=4096, attn_logit_softcapping=50.0,
+                      final_logit_softcapping=30.0, max_position_embeddings=8192),
+    "gemma3-1b": dict(cls="Gemma3TextConfig", vocab_size=262144, hidden_size=1152, intermediate_size=6912,
+                      num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                      query_pre_attn_scalar=256, sliding_window=512, max_position_embeddings=32768,
+                      rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                       "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
 }
 
 p = argparse.ArgumentParser()

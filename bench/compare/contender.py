@@ -1,5 +1,5 @@
-"""The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (eager or torch.compile, PEFT
-for LoRA) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
+"""The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
+the g workloads; eager or torch.compile, PEFT for LoRA) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
 random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
 clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line."""
 import argparse
@@ -22,6 +22,17 @@ WORKLOADS = {
     "c": dict(cfg=dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                        num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
                        max_position_embeddings=8192), batch=4, seq=2048, lora=True),
+    # (g2) Gemma-2-2B shape, LoRA r16: soft-capping, so eager attention (transformers refuses SDPA for it)
+    "g2": dict(cls="Gemma2ForCausalLM", config="Gemma2Config", attn="eager",
+               cfg=dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                        num_attention_heads=8, num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256,
+                        sliding_window=4096, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                        max_position_embeddings=8192), batch=4, seq=2048, lora=True),
+    # (g3) Gemma-3-1B shape, LoRA r16: 5 of 6 layers with a 512-token window
+    "g3": dict(cls="Gemma3ForCausalLM", config="Gemma3TextConfig",
+               cfg=dict(vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+                        num_attention_heads=4, num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256,
+                        sliding_window=512, max_position_embeddings=32768), batch=4, seq=2048, lora=True),
 }
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -34,9 +45,9 @@ a = p.parse_args()
 w = WORKLOADS[a.workload]
 
 torch.manual_seed(0)
-cfg = transformers.LlamaConfig(**w["cfg"], attn_implementation="sdpa")
+cfg = getattr(transformers, w.get("config", "LlamaConfig"))(**w["cfg"], attn_implementation=w.get("attn", "sdpa"))
 with torch.device("cuda"):
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16 if w["lora"] else torch.float32)
+    model = getattr(transformers, w.get("cls", "LlamaForCausalLM"))(cfg).to(torch.bfloat16 if w["lora"] else torch.float32)
 if w["lora"]:
     import peft
     model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS))

@@ -51,7 +51,8 @@ FAMILIES = {
     # Gemma 2: (1 + w) norms around attention and MLP, GeGLU, sqrt(hidden) embedding scale, head_dim (24) not
     # hidden / heads, query_pre_attn_scalar, attention and final logit soft-capping small enough to bend the values,
     # the first layer sliding (window 8, inside the tested lengths) and the second global, untied embeddings.
-    "gemma2": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", gemma=True, kw=dict(
+    # Eager attention, as transformers advises for Gemma 2: 5.17 let SDPA run it and so dropped the soft-capping.
+    "gemma2": dict(cls="Gemma2ForCausalLM", cfg="Gemma2Config", gemma=True, kw=dict(attn_implementation="eager",
         num_key_value_heads=2, head_dim=24, query_pre_attn_scalar=20, sliding_window=8, max_position_embeddings=256,
         attn_logit_softcapping=2.0, final_logit_softcapping=3.0, tie_word_embeddings=False)),
     # Gemma 2 without soft-capping or sliding layers (the SDPA path), with attention biases and tied embeddings.
@@ -118,7 +119,11 @@ def make(family, out):
 
 def logits(model_dir, adapter, ids_file, out):
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    with open(os.path.join(model_dir, "config.json")) as f:
+        model_type = json.load(f)["model_type"]
+    # Gemma 2's soft-capping exists only in eager attention (see FAMILIES["gemma2"]).
+    extra = dict(attn_implementation="eager") if model_type == "gemma2" else {}
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra)
     if adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter)
