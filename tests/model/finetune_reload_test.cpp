@@ -1,0 +1,119 @@
+// A 20-step fine-tune of each family's tiny transformers model (tests/model/ref/hf_ref.py) through `finetune train`,
+// LoRA and full, whose outputs transformers and PEFT load back to the logits our model computes from them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/lora.h"
+#include "model/pretrained.h"
+#include "model/reference.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+constexpr double kTol = 1e-4;  // max abs logit difference allowed in F32
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
+}
+
+class FamilyFineTune : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::filesystem::path base() const { return dir_ / "base"; }
+
+  // The family's reference model with a tokenizer.json beside it (training wants one even on token ids): BPE over
+  // 97 tokens named <0> .. <96>, no merges.
+  void copy_base() const {
+    std::filesystem::copy(reference_dir() / GetParam() / "model", base(), std::filesystem::copy_options::recursive);
+    nlohmann::json vocab = nlohmann::json::object();
+    for (int i = 0; i < 97; ++i) vocab["<" + std::to_string(i) + ">"] = i;
+    const nlohmann::json tokenizer = {
+        {"version", "1.0"},
+        {"added_tokens", nlohmann::json::array()},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}, {"unk_token", "<0>"}}}};
+    write_file(base() / "tokenizer.json", tokenizer.dump());
+  }
+
+  // Random token ids below the tiny models' vocabulary (97), as a pretokenized uint16 file.
+  void write_tokens() const {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+    const at::Tensor ids = at::randint(3, 97, {4096}, gen, at::kLong).to(at::kShort);  // values < 2^15: uint16 bits
+    write_file(dir_ / "tokens.u16",
+               std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
+  }
+
+  // Trains `name` for 20 steps (LoRA when `lora`), returns the run directory.
+  std::filesystem::path train(const std::string& name, bool lora) const {
+    const auto run_dir = dir_ / name;
+    std::string targets;
+    for (const auto& t : model::lora_target_names(model::load_hf_config(base()))) {
+      targets += (targets.empty() ? "" : ", ") + t;
+    }
+    const auto config = dir_ / (name + ".yaml");
+    write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
+                           "model: {path: " + base().string() + "}\n" +
+                           "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
+                           "targets: [" + targets + "]}\n" +
+                           "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
+                           ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
+                           (dir_ / "cache").string() + "}\n" +
+                           "train: {max_steps: 20, micro_batch_size: 4, precision: fp32}\n" +
+                           "optimizer: {lr: 1.0e-2}\nscheduler: {type: constant}\n" +
+                           "checkpoint: {every_steps: 0, resume: never}\n" +
+                           "logging: {every_steps: 10, progress: \"off\"}\n");
+    const auto res = run_finetune("train --config " + shell_quote(config.string()));
+    EXPECT_EQ(res.exit_code, 0) << res.output;
+    return run_dir;
+  }
+
+  TempDir dir_{"ft-family-ft"};
+};
+
+// Ours and transformers' logits for the same input, from the trained model directory (and adapter when given).
+void expect_transformers_agrees(const std::filesystem::path& model_dir, const std::filesystem::path& adapter,
+                                const std::filesystem::path& work, const at::Tensor& ids, const at::Tensor& base_logits) {
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  if (!adapter.empty()) model::load_adapter(*model, adapter);
+  at::Tensor ours;
+  {
+    at::NoGradGuard no_grad;
+    ours = model->forward(ids);
+  }
+  EXPECT_GT(max_diff(ours, base_logits), 1e-3) << "20 steps changed nothing";
+  io::write_safetensors(work / "ids.safetensors", {{"input_ids", ids}});
+  nlohmann::json job = {{"model", model_dir.string()},
+                        {"ids", (work / "ids.safetensors").string()},
+                        {"out", (work / "theirs.safetensors").string()}};
+  if (!adapter.empty()) job["adapter"] = adapter.string();
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " +
+                       shell_quote(nlohmann::json::array({job}).dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_LT(max_diff(io::read_safetensors(work / "theirs.safetensors").at("logits"), ours), kTol);
+}
+
+TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
+  copy_base();
+  write_tokens();
+  const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
+  const at::Tensor ids = ref.at("input_ids");
+  const at::Tensor base_logits = ref.at("logits");
+
+  const auto lora_run = train("lora", true);
+  ASSERT_TRUE(std::filesystem::exists(lora_run / "adapter" / "adapter_config.json"));
+  expect_transformers_agrees(base(), lora_run / "adapter", dir_.path(), ids, base_logits);
+
+  const auto full_run = train("full", false);
+  ASSERT_TRUE(std::filesystem::exists(full_run / "model" / "config.json"));
+  expect_transformers_agrees(full_run / "model", {}, dir_.path(), ids, base_logits);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",
+                                           "gemma3"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace ft::test
