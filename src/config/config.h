@@ -66,7 +66,7 @@ struct LoraConfig {
   int64_t rank = 8;                                           // adapter rank r
   double alpha = 16.0;                                        // scaling numerator: the update is (alpha / r) * B A x
   double dropout = 0.0;                                       // dropout on the adapter input
-  std::vector<std::string> targets = {"q_proj", "v_proj"};    // projections that get adapters
+  std::vector<std::string> targets = {"q_proj", "v_proj"};    // projections that get adapters (names, paths, all-linear)
 
   template <class V> void visit(V& v) {
     v("enabled", enabled);

@@ -121,11 +121,16 @@ void check_lora(const Config& c, Checker& k) {
                                                 "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
   std::set<std::string> seen;
   for (const auto& t : l.targets) {
-    if (allowed.count(t) == 0) {
+    // A name, or a dotted module path ending in one (model.layers.3.self_attn.q_proj), matched as PEFT does.
+    const std::string leaf = t.substr(t.rfind('.') + 1);
+    if (t == "all-linear" && l.targets.size() > 1) {
+      k.fail("lora.targets", "all-linear adapts every projection; list nothing else with it");
+    } else if (t != "all-linear" && allowed.count(leaf) == 0) {
       k.fail("lora.targets",
              "invalid target '" + t +
-                 "' (expected a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; "
-                 "phi3: qkv_proj, o_proj, gate_up_proj, down_proj)");
+                 "' (expected all-linear, or a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                 "down_proj; phi3: qkv_proj, o_proj, gate_up_proj, down_proj; or a module path ending in one, "
+                 "such as model.layers.3.mlp.down_proj)");
     } else if (!seen.insert(t).second) {
       k.fail("lora.targets", "'" + t + "' is listed twice");
     }

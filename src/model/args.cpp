@@ -275,7 +275,7 @@ const std::vector<Family>& families() {
       {"qwen3", "Qwen3ForCausalLM", "Qwen3 dense"},
       {"phi3", "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"},
       {"gemma2", "Gemma2ForCausalLM", "Gemma 2"},
-      {"gemma3_text", "Gemma3ForCausalLM", "Gemma 3 text (1B, and the language model of larger ones)"},
+      {"gemma3_text", "Gemma3ForCausalLM", "Gemma 3 1B and other text-only Gemma 3 checkpoints"},
   };
   return table;
 }

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <regex>
 
 #include "io/safe_path.h"
 #include "io/safetensors.h"
@@ -23,6 +23,7 @@ constexpr const char* kTokenDelta = ".token_adapter.trainable_tokens_delta";
 constexpr const char* kTokenBase = ".token_adapter.base_layer.weight";
 const std::string kEmbedPath = "model.embed_tokens";
 const std::string kLmHeadPath = "lm_head";
+const std::string kAllLinear = "all-linear";  // PEFT's shorthand for every linear layer but the output head
 
 // Every LoRA-capable projection the model has, keyed by its HF module path (model.layers.N.self_attn.q_proj).
 std::vector<std::pair<std::string, Linear>> projections(const Transformer& model) {
@@ -55,31 +56,72 @@ double opt_number(const nlohmann::json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
 }
 
-std::string leaf(const std::string& path) {
-  return path.substr(path.rfind('.') + 1);
+// PEFT's rule for a list of target_modules: a module is adapted when its path (model.layers.N.self_attn.q_proj)
+// equals a target or ends with "." + target.
+bool target_matches(const std::string& path, const std::string& target) {
+  return path == target ||
+         (path.size() > target.size() && path.compare(path.size() - target.size(), target.size(), target) == 0 &&
+          path[path.size() - target.size() - 1] == '.');
 }
 
-// Every target must name a projection this model's family has (phi3 fuses q/k/v and gate/up).
-void check_targets(const std::vector<std::string>& targets, const ModelArgs& args, const std::string& where) {
+// Every target must adapt at least one projection of this model (as PEFT refuses a target it finds nowhere).
+void check_targets(const std::vector<std::string>& targets, const Transformer& model, const std::string& where) {
+  const ModelArgs& args = model.args();
   const auto ok = lora_target_names(args);
   std::string list;
   for (const auto& n : ok) list += (list.empty() ? "" : ", ") + n;
-  if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list);
+  if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list + ", or all-linear");
+  const auto paths = projections(model);
   for (const auto& t : targets) {
-    if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
+    const bool found =
+        std::any_of(paths.begin(), paths.end(), [&](const auto& p) { return target_matches(p.first, t); });
+    if (!found) {
       throw ConfigError(where + ": " + args.model_type + " has no projection '" + t + "' to adapt",
                         "its projections: " + list +
-                            (args.fused_projections ? " (q/k/v are one qkv_proj and gate/up one gate_up_proj)" : ""));
+                            (args.fused_projections ? " (q/k/v are one qkv_proj and gate/up one gate_up_proj)" : "") +
+                            "; all-linear adapts them all, and a dotted path (model.layers.3.mlp.down_proj) one "
+                            "layer's");
     }
   }
 }
 
-void add_adapters(Transformer& model, const ft::LoraConfig& cfg, double scaling_alpha, uint64_t seed) {
+void add_adapters(Transformer& model, const std::vector<std::string>& targets, const ft::LoraConfig& cfg,
+                  double scaling_alpha, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const std::set<std::string> targets(cfg.targets.begin(), cfg.targets.end());
   for (auto& [path, lin] : projections(model)) {
-    if (targets.count(leaf(path)) && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
+    const bool targeted =
+        std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return target_matches(path, t); });
+    if (targeted && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
   }
+}
+
+// target_modules as one string: PEFT's all-linear, or a regex PEFT matches against whole module paths
+// (re.fullmatch); returned as the paths of the projections it matches. A regex that matches modules other than
+// the projections (lm_head, norms) names a module we cannot adapt, and matching none is refused too.
+std::vector<std::string> regex_targets(const std::string& pattern, const Transformer& model, const std::string& src) {
+  if (pattern == kAllLinear) return {pattern};
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw ConfigError(src + ": target_modules regex \"" + pattern + "\" does not compile (" + e.what() + ")");
+  }
+  for (const char* other : {"lm_head", "model.embed_tokens", "model.norm"}) {
+    if (std::regex_match(other, re)) {
+      throw ConfigError(src + ": target_modules regex \"" + pattern + "\" matches " + other +
+                            ", which this build cannot adapt",
+                        "LoRA adapts the attention and MLP projections only");
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, lin] : projections(model)) {
+    if (std::regex_match(path, re)) paths.push_back(path);
+  }
+  if (paths.empty()) {
+    throw ConfigError(src + ": target_modules regex \"" + pattern + "\" matches none of the model's projections",
+                      "PEFT matches it against whole module paths such as model.layers.0.self_attn.q_proj");
+  }
+  return paths;
 }
 
 std::vector<int64_t> index_list(const nlohmann::json& v, const std::string& where) {
@@ -123,12 +165,19 @@ std::vector<std::string> lora_target_names(const ModelArgs& args) {
   return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 }
 
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, const ModelArgs& args) {
+  if (std::find(targets.begin(), targets.end(), kAllLinear) == targets.end()) return targets;
+  if (targets.size() != 1) throw ConfigError("lora.targets: all-linear adapts every projection; list nothing else");
+  return lora_target_names(args);
+}
+
 void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
-  check_targets(cfg.targets, model.args(), "lora.targets");
+  const auto targets = resolve_lora_targets(cfg.targets, model.args());
+  check_targets(targets, model, "lora.targets");
   if (cfg.rank < 1) throw ConfigError("lora.rank must be >= 1 (got " + std::to_string(cfg.rank) + ")");
   if (cfg.dropout < 0.0 || cfg.dropout >= 1.0) throw ConfigError("lora.dropout must be in [0, 1)");
   for (auto& p : model.parameters()) p.set_requires_grad(false);
-  add_adapters(model, cfg, cfg.alpha, seed);
+  add_adapters(model, targets, cfg, cfg.alpha, seed);
 }
 
 std::vector<at::Tensor> trainable_parameters(Transformer& model) {
@@ -163,7 +212,7 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
   io::TensorMap map;
   for (const auto& [name, t] : tensors) map.emplace(name, t.detach().to(at::kFloat));
   io::write_safetensors(dir / "adapter_model.safetensors", map);
-  std::vector<std::string> targets = cfg.targets;
+  std::vector<std::string> targets = resolve_lora_targets(cfg.targets, model.args());  // as PEFT saves all-linear
   std::sort(targets.begin(), targets.end());
   nlohmann::json j = {{"peft_type", "LORA"},
                       {"task_type", "CAUSAL_LM"},
@@ -236,16 +285,20 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
     cfg.rank = need("r").get<int64_t>();
     cfg.alpha = need("lora_alpha").get<double>();
     const auto& targets = need("target_modules");
-    if (!targets.is_array()) {
-      throw ConfigError(src + ": target_modules must be a list of names (regex strings are not supported)");
+    if (targets.is_string()) {
+      cfg.targets = regex_targets(targets.get<std::string>(), model, src);
+    } else if (targets.is_array()) {
+      cfg.targets = targets.get<std::vector<std::string>>();
+    } else {
+      throw ConfigError(src + ": target_modules must be a list of module names or a regex string");
     }
-    cfg.targets = targets.get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {  // r, lora_alpha or a target of the wrong JSON type
     throw ConfigError(src + ": a field has an unexpected type (" + e.what() + ")",
                       "compare it with the adapter_config.json PEFT writes");
   }
   cfg.dropout = opt_number(j, "lora_dropout", 0.0);
-  check_targets(cfg.targets, model.args(), src + " target_modules");
+  cfg.targets = resolve_lora_targets(cfg.targets, model.args());
+  check_targets(cfg.targets, model, src + " target_modules");
   // A rank beyond the projection's own dims adds nothing; the bound keeps a damaged file from sizing huge matrices.
   if (cfg.rank < 1 || cfg.rank > model.args().hidden_size) {
     throw ConfigError(src + ": r " + std::to_string(cfg.rank) + " must be in [1, hidden_size " +
@@ -254,7 +307,7 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
   const double alpha =
       opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
-  add_adapters(model, cfg, alpha, 0);
+  add_adapters(model, cfg.targets, cfg, alpha, 0);
 
   const auto file = dir / "adapter_model.safetensors";
   io::SafetensorsFile st(file);

@@ -16,8 +16,14 @@ namespace ft::model {
 // gate_up_proj, down_proj.
 std::vector<std::string> lora_target_names(const ModelArgs& args);
 
+// lora.targets with PEFT's shorthand all-linear (alone) replaced by every projection name of the family; other lists
+// as given. A target is a projection name (q_proj: that projection of every layer) or a dotted path matched as
+// PEFT does, by suffix (model.layers.3.self_attn.q_proj: one layer's; mlp.down_proj).
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, const ModelArgs& args);
+
 // Freezes every base parameter and adds lora_A (F32 [r, in], kaiming-uniform from `seed`) and lora_B (F32 [out, r],
-// zeros) to each targeted projection of every layer. Throws ft::ConfigError for an unknown target or rank < 1.
+// zeros) to each targeted projection (resolve_lora_targets). Throws ft::ConfigError for a target that matches no
+// projection of this model, or rank < 1.
 void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed);
 
 // The parameters with requires_grad (every parameter without LoRA; only the adapters with it).
@@ -35,7 +41,8 @@ std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transforme
 void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
                   const std::string& base_model_name_or_path);
 
-// Reads adapter_config.json (r, lora_alpha, lora_dropout, target_modules, use_rslora) and the adapter weights,
+// Reads adapter_config.json (r, lora_alpha, lora_dropout, target_modules: a list, all-linear, or a regex PEFT
+// full-matches against module paths; use_rslora) and the adapter weights,
 // adding adapters where missing. trainable_token_indices (added tokens) grows the model's vocabulary to the
 // largest id (and to PEFT's saved resized embedding matrices, which are loaded when present) and adds token rows
 // holding the adapter's rows. Throws ft::Error naming the file and tensor for a missing, unexpected or

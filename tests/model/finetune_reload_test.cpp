@@ -48,10 +48,14 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
   // Trains `name` for 20 steps (LoRA when `lora`), returns the run directory.
   std::filesystem::path train(const std::string& name, bool lora) const {
     const auto run_dir = dir_ / name;
+    // Every projection by name; for two families PEFT's other spellings: a layer's module path and a suffix, and
+    // all-linear.
     std::string targets;
     for (const auto& t : model::lora_target_names(model::load_hf_config(base()))) {
       targets += (targets.empty() ? "" : ", ") + t;
     }
+    if (GetParam() == "qwen3") targets = "model.layers.1.self_attn.q_proj, mlp.down_proj";
+    if (GetParam() == "gemma3") targets = "all-linear";
     const auto config = dir_ / (name + ".yaml");
     write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
                            "model: {path: " + base().string() + "}\n" +

@@ -319,6 +319,58 @@ TEST(ModelLora, UnknownTargetIsAConfigError) {
   EXPECT_NE(error_of([&] { model::apply_lora(*m, cfg, 1); }).find("qkv_proj"), std::string::npos);
 }
 
+// PEFT's target_modules rules: all-linear adapts every projection (saved as the resolved names, as PEFT saves it), a
+// dotted path adapts the modules whose path ends with it, and a regex string in adapter_config.json full-matches
+// module paths; a target that adapts nothing, or a regex reaching the LM head, is refused by name.
+TEST(ModelLora, AllLinearDottedPathsAndRegexTargetModulesFollowPeft) {
+  auto adapted = [](const model::Transformer& m) {
+    std::vector<std::string> names;
+    for (const auto& [name, t] : model::adapter_tensors(m)) {
+      if (name.find("lora_A") != std::string::npos) names.push_back(name.substr(std::string("base_model.model.").size()));
+    }
+    return names;
+  };
+  auto m = tiny_model();
+  LoraConfig cfg;
+  cfg.targets = {"all-linear"};
+  model::apply_lora(*m, cfg, 1);
+  EXPECT_EQ(adapted(*m).size(), 7u * 2);  // every projection of both layers
+
+  auto one = tiny_model();
+  cfg.targets = {"model.layers.1.self_attn.q_proj", "mlp.down_proj"};
+  model::apply_lora(*one, cfg, 1);
+  EXPECT_EQ(adapted(*one), (std::vector<std::string>{"model.layers.0.mlp.down_proj.lora_A.weight",
+                                                     "model.layers.1.self_attn.q_proj.lora_A.weight",
+                                                     "model.layers.1.mlp.down_proj.lora_A.weight"}));
+  for (const std::string bad : {"lm_head", "layers.7.self_attn.q_proj", "proj"}) {
+    cfg.targets = {bad};
+    auto fresh = tiny_model();
+    EXPECT_NE(error_of([&] { model::apply_lora(*fresh, cfg, 1); }).find("no projection '" + bad + "'"),
+              std::string::npos)
+        << bad;
+  }
+
+  TempDir dir;
+  cfg.targets = {"all-linear"};
+  model::save_adapter(*m, cfg, dir / "all", "base");
+  const auto saved = nlohmann::json::parse(read_file(dir / "all" / "adapter_config.json"));
+  EXPECT_EQ(saved.at("target_modules").size(), 7u);
+  // The same adapter, its target_modules rewritten as a regex over the module paths: loads onto every projection.
+  auto rewritten = saved;
+  rewritten["target_modules"] = R"(.*\.(self_attn|mlp)\.\w+_proj)";
+  write_file(dir / "all" / "adapter_config.json", rewritten.dump());
+  auto loaded = tiny_model();
+  model::load_adapter(*loaded, dir / "all");
+  EXPECT_EQ(adapted(*loaded), adapted(*m));
+  for (const std::string& regex : {std::string(".*"), std::string("model\\.layers\\.9\\..*"), std::string("(")}) {
+    rewritten["target_modules"] = regex;
+    write_file(dir / "all" / "adapter_config.json", rewritten.dump());
+    auto again = tiny_model();
+    const auto msg = error_of([&] { model::load_adapter(*again, dir / "all"); });
+    EXPECT_NE(msg.find("target_modules regex"), std::string::npos) << regex << ": " << msg;
+  }
+}
+
 // Loss gradients with per-layer recompute equal those of the plain backward, also with LoRA dropout (the recompute
 // must replay the forward's RNG) and frozen embeddings (the layer input does not require grad).
 void expect_same_grads(bool lora) {
