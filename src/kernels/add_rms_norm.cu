@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kMaxBlock) forward_kernel(AddRmsNormForward a)
       const auto w = load<TW, V>(a.weight, j * V);
       Pack<TO, V> out;
 #pragma unroll
-      for (int i = 0; i < V; ++i) out.v[i] = from_f<TO>(s[k][i] * rstd * to_f(w.v[i]));
+      for (int i = 0; i < V; ++i) out.v[i] = from_f<TO>(s[k][i] * rstd * (to_f(w.v[i]) + a.weight_offset));
       store<TO, V>(a.normed, base + j * V, out);
     }
   }
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kMaxBlock) backward_kernel(AddRmsNormBackward 
         for (int i = 0; i < V; ++i) {
           s[k][i] = to_f(sv.v[i]);
           g[k][i] = to_f(gv.v[i]);
-          dot += g[k][i] * to_f(w.v[i]) * s[k][i];
+          dot += g[k][i] * (to_f(w.v[i]) + a.weight_offset) * s[k][i];
           dw[k][i] += g[k][i] * (s[k][i] * rstd);
         }
       }
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kMaxBlock) backward_kernel(AddRmsNormBackward 
         const auto w = load<TW, V>(a.weight, j * V);
         float gh[V];
 #pragma unroll
-        for (int i = 0; i < V; ++i) gh[i] = rstd * (g[k][i] * to_f(w.v[i])) - s[k][i] * c;
+        for (int i = 0; i < V; ++i) gh[i] = rstd * (g[k][i] * (to_f(w.v[i]) + a.weight_offset)) - s[k][i] * c;
         if (a.grad_sum != nullptr) {
           const auto gs = load<TR, V>(a.grad_sum, base + j * V);
 #pragma unroll

@@ -1,6 +1,7 @@
 // Residual add fused into RMSNorm, one CUDA kernel per direction, for the fused decoder path of model/norm.h:
 //   sum = residual + delta (F32, rounded once to the residual's dtype: the new residual stream),
-//   normed = sum * rsqrt(mean(sum^2) + eps) * weight (F32, rounded once to the output dtype).
+//   normed = sum * rsqrt(mean(sum^2) + eps) * (weight + weight_offset) (F32, rounded once to the output dtype;
+//   weight_offset 1 is Gemma's (1 + weight)).
 // Plain CUDA: no LibTorch header; the caller passes raw pointers of contiguous rows and a stream.
 #pragma once
 
@@ -26,6 +27,7 @@ struct AddRmsNormForward {
   float* rstd;           // F32 [rows] (output): rsqrt(mean(sum^2) + eps)
   int64_t rows, cols;
   float eps;
+  float weight_offset;  // added to each weight in F32: 0, or 1 for Gemma's (1 + weight)
 };
 
 struct AddRmsNormBackward {
@@ -39,6 +41,7 @@ struct AddRmsNormBackward {
   float* weight_partial;    // F32 [add_rms_norm_backward_blocks(...), cols] workspace, or nullptr: no weight gradient
   void* grad_weight;        // [cols] weight dtype (output): sum over rows of grad_normed * sum * rstd; with partial
   int64_t rows, cols;
+  float weight_offset;  // the forward's
 };
 
 // Launches the forward on `stream`. Throws std::runtime_error for unsupported types or a failed launch.

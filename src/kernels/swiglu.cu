@@ -30,8 +30,27 @@ __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + __expf(-x));
 }
 
+// The tanh approximation of GELU as PyTorch's CUDA kernel computes it: 0.5 x (1 + tanh(sqrt(2/pi) (x + k x^3))).
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluKappa = 0.044715f;
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float inner = kGeluBeta * (x + kGeluKappa * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+// d gelu_tanh / dx, in the order of PyTorch's GeluBackwardCUDAKernelImpl.
+__device__ __forceinline__ float gelu_tanh_slope(float x) {
+  const float x_sq = x * x;
+  const float inner = kGeluBeta * (x + kGeluKappa * x_sq * x);
+  const float t = tanhf(inner);
+  const float left = 0.5f * x;
+  const float right = 1.0f + t;
+  return 0.5f * right + left * (1.0f - t * t) * (kGeluBeta * (1.0f + 3.0f * kGeluKappa * x_sq));
+}
+
 // One thread per V consecutive columns of one row.
-template <class T, int V>
+template <class T, int V, GateAct A>
 __global__ void forward_kernel(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t vec_cols) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * vec_cols) return;
@@ -41,12 +60,16 @@ __global__ void forward_kernel(Matrix gate, Matrix up, Matrix out, int64_t rows,
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const float gf = to_f(g.v[k]);
-    y.v[k] = from_f<T>(gf * sigmoid(gf) * to_f(u.v[k]));
+    if constexpr (A == GateAct::kSilu) {
+      y.v[k] = from_f<T>(gf * sigmoid(gf) * to_f(u.v[k]));
+    } else {
+      y.v[k] = from_f<T>(gelu_tanh(gf) * to_f(u.v[k]));
+    }
   }
   store<T, V>(out, row, col, y);
 }
 
-template <class T, int V>
+template <class T, int V, GateAct A>
 __global__ void backward_kernel(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows,
                                 int64_t vec_cols) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -57,9 +80,14 @@ __global__ void backward_kernel(Matrix d_out, Matrix gate, Matrix up, Matrix d_g
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const float gf = to_f(g.v[k]), df = to_f(d.v[k]);
-    const float s = sigmoid(gf);
-    du.v[k] = from_f<T>(df * gf * s);
-    dg.v[k] = from_f<T>(df * to_f(u.v[k]) * s * (1.0f + gf * (1.0f - s)));
+    if constexpr (A == GateAct::kSilu) {
+      const float s = sigmoid(gf);
+      du.v[k] = from_f<T>(df * gf * s);
+      dg.v[k] = from_f<T>(df * to_f(u.v[k]) * s * (1.0f + gf * (1.0f - s)));
+    } else {
+      du.v[k] = from_f<T>(df * gelu_tanh(gf));
+      dg.v[k] = from_f<T>(df * to_f(u.v[k]) * gelu_tanh_slope(gf));
+    }
   }
   store<T, V>(d_gate, row, col, dg);
   store<T, V>(d_up, row, col, du);
@@ -95,33 +123,57 @@ void check_launch(const char* what) {
 
 }  // namespace
 
-void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream) {
+namespace {
+
+template <class T, GateAct A>
+void forward_t(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, cudaStream_t st) {
+  switch (vector_width<T>(cols, {gate, up, out})) {
+    case 8: launch_v<T, 8>(forward_kernel<T, 8, A>, rows, cols, st, gate, up, out); break;
+    case 4: launch_v<T, 4>(forward_kernel<T, 4, A>, rows, cols, st, gate, up, out); break;
+    case 2: launch_v<T, 2>(forward_kernel<T, 2, A>, rows, cols, st, gate, up, out); break;
+    default: launch_v<T, 1>(forward_kernel<T, 1, A>, rows, cols, st, gate, up, out); break;
+  }
+}
+
+template <class T, GateAct A>
+void backward_t(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows, int64_t cols,
+                cudaStream_t st) {
+  switch (vector_width<T>(cols, {d_out, gate, up, d_gate, d_up})) {
+    case 8: launch_v<T, 8>(backward_kernel<T, 8, A>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+    case 4: launch_v<T, 4>(backward_kernel<T, 4, A>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+    case 2: launch_v<T, 2>(backward_kernel<T, 2, A>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+    default: launch_v<T, 1>(backward_kernel<T, 1, A>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+  }
+}
+
+}  // namespace
+
+void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream,
+                    GateAct act) {
   auto st = static_cast<cudaStream_t>(stream);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    switch (vector_width<T>(cols, {gate, up, out})) {
-      case 8: launch_v<T, 8>(forward_kernel<T, 8>, rows, cols, st, gate, up, out); break;
-      case 4: launch_v<T, 4>(forward_kernel<T, 4>, rows, cols, st, gate, up, out); break;
-      case 2: launch_v<T, 2>(forward_kernel<T, 2>, rows, cols, st, gate, up, out); break;
-      default: launch_v<T, 1>(forward_kernel<T, 1>, rows, cols, st, gate, up, out); break;
+    if (act == GateAct::kGeluTanh) {
+      forward_t<T, GateAct::kGeluTanh>(gate, up, out, rows, cols, st);
+    } else {
+      forward_t<T, GateAct::kSilu>(gate, up, out, rows, cols, st);
     }
   });
-  check_launch("swiglu forward kernel");
+  check_launch("gated activation forward kernel");
 }
 
 void swiglu_backward(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows, int64_t cols,
-                     DType dtype, void* stream) {
+                     DType dtype, void* stream, GateAct act) {
   auto st = static_cast<cudaStream_t>(stream);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    switch (vector_width<T>(cols, {d_out, gate, up, d_gate, d_up})) {
-      case 8: launch_v<T, 8>(backward_kernel<T, 8>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
-      case 4: launch_v<T, 4>(backward_kernel<T, 4>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
-      case 2: launch_v<T, 2>(backward_kernel<T, 2>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
-      default: launch_v<T, 1>(backward_kernel<T, 1>, rows, cols, st, d_out, gate, up, d_gate, d_up); break;
+    if (act == GateAct::kGeluTanh) {
+      backward_t<T, GateAct::kGeluTanh>(d_out, gate, up, d_gate, d_up, rows, cols, st);
+    } else {
+      backward_t<T, GateAct::kSilu>(d_out, gate, up, d_gate, d_up, rows, cols, st);
     }
   });
-  check_launch("swiglu backward kernel");
+  check_launch("gated activation backward kernel");
 }
 
 }  // namespace ft::kernels

@@ -1,4 +1,5 @@
-// SwiGLU (silu(gate) * up) in one CUDA kernel per direction, for the fused MLP path of model/swiglu.h.
+// SwiGLU (silu(gate) * up) and GeGLU (gelu_tanh(gate) * up) in one CUDA kernel per direction, for the fused MLP
+// path of model/swiglu.h.
 // Plain CUDA: no LibTorch header; the caller passes raw pointers, row strides (in elements) and a stream.
 #pragma once
 
@@ -14,12 +15,16 @@ struct Matrix {
   int64_t ld;
 };
 
-// out = silu(gate) * up, computed in F32 and rounded once. gate, up: [rows, cols] (may be the two halves of one
-// [rows, 2 * cols] projection); out: [rows, cols].
-void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream);
+// The activation of the gate: silu (SwiGLU) or the tanh approximation of GELU (GeGLU, Gemma's gelu_pytorch_tanh).
+enum class GateAct { kSilu, kGeluTanh };
 
-// d_gate = d_out * up * silu'(gate), d_up = d_out * silu(gate), in F32, rounded once each.
+// out = act(gate) * up, computed in F32 and rounded once. gate, up: [rows, cols] (may be the two halves of one
+// [rows, 2 * cols] projection); out: [rows, cols].
+void swiglu_forward(Matrix gate, Matrix up, Matrix out, int64_t rows, int64_t cols, DType dtype, void* stream,
+                    GateAct act = GateAct::kSilu);
+
+// d_gate = d_out * up * act'(gate), d_up = d_out * act(gate), in F32, rounded once each.
 void swiglu_backward(Matrix d_out, Matrix gate, Matrix up, Matrix d_gate, Matrix d_up, int64_t rows, int64_t cols,
-                     DType dtype, void* stream);
+                     DType dtype, void* stream, GateAct act = GateAct::kSilu);
 
 }  // namespace ft::kernels

@@ -90,7 +90,8 @@ void parse_phi3(const Reader& r, ModelArgs& a) {
 // One rope object (rope_parameters, rope_scaling, or one layer type's entry of gemma3's rope_parameters): its type
 // and that type's fields. `prefix` names the object in errors.
 void parse_rope_object(const Reader& r, const json& rp, const std::string& prefix, ModelArgs& a) {
-  if (!rp.is_object()) throw ConfigError(r.source + ": field \"" + prefix.substr(0, prefix.size() - 1) + "\" must be an object");
+  if (!rp.is_object())
+    throw ConfigError(r.source + ": field \"" + prefix.substr(0, prefix.size() - 1) + "\" must be an object");
   a.rope_theta = r.num(rp, "rope_theta", a.rope_theta, prefix);
   std::string type = "default";
   if (rp.contains("rope_type"))
@@ -147,11 +148,11 @@ void parse_gemma3_rope(const Reader& r, ModelArgs& a) {
   const json& j = r.j;
   a.rope_theta = r.num(j, "rope_theta", 1000000.0);
   a.local_rope_theta = r.num(j, "rope_local_base_freq", 10000.0);
-  const json* per_type = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
-                                 (j["rope_parameters"].contains("full_attention") ||
-                                  j["rope_parameters"].contains("sliding_attention"))
-                             ? &j["rope_parameters"]
-                             : nullptr;
+  const json* per_type =
+      j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+              (j["rope_parameters"].contains("full_attention") || j["rope_parameters"].contains("sliding_attention"))
+          ? &j["rope_parameters"]
+          : nullptr;
   if (per_type == nullptr) {
     for (const char* key : {"rope_scaling", "rope_parameters"}) {
       if (j.contains(key) && !j[key].is_null()) return parse_rope_object(r, j[key], std::string(key) + ".", a);
@@ -222,7 +223,8 @@ void parse_gemma(const Reader& r, ModelArgs& a) {
   if (j.contains("layer_types") && !j["layer_types"].is_null()) {
     const json& types = j["layer_types"];
     if (!types.is_array() || static_cast<int64_t>(types.size()) != a.num_layers) {
-      throw ConfigError(r.source + ": layer_types must list one entry per layer (" + std::to_string(a.num_layers) + ")");
+      throw ConfigError(r.source + ": layer_types must list one entry per layer (" + std::to_string(a.num_layers) +
+                        ")");
     }
     for (const auto& t : types) {
       if (t != "sliding_attention" && t != "full_attention") {
@@ -238,7 +240,8 @@ void parse_gemma(const Reader& r, ModelArgs& a) {
     for (int64_t i = 0; i < a.num_layers; ++i) a.sliding_layers.push_back((i + 1) % pattern != 0);
   }
   if (r.num(j, "attention_dropout", 0.0) != 0.0) {
-    throw ConfigError(r.source + ": attention_dropout > 0 is not supported", "set it to 0.0, as the released configs do");
+    throw ConfigError(r.source + ": attention_dropout > 0 is not supported",
+                      "set it to 0.0, as the released configs do");
   }
   if (r.flag("use_bidirectional_attention", false)) {
     throw ConfigError(r.source + ": use_bidirectional_attention is not supported", "fine-tune the causal model");
@@ -338,10 +341,10 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
   a.head_dim = r.opt_int("head_dim").value_or(gemma ? 256 : a.hidden_size / a.num_heads);
   const bool phi3 = a.model_type == "phi3";  // Phi3Config's defaults differ from Llama's
   a.max_position_embeddings = r.opt_int("max_position_embeddings")
-                                  .value_or(phi3                              ? 4096
-                                            : a.model_type == "gemma2"        ? 8192
-                                            : a.model_type == "gemma3_text"   ? 131072
-                                                                              : 2048);
+                                  .value_or(phi3                            ? 4096
+                                            : a.model_type == "gemma2"      ? 8192
+                                            : a.model_type == "gemma3_text" ? 131072
+                                                                            : 2048);
   a.rms_norm_eps = r.num(j, "rms_norm_eps", phi3 ? 1e-5 : 1e-6);
   a.tie_word_embeddings = r.flag("tie_word_embeddings", gemma);
   parse_rope(r, a);
@@ -529,7 +532,17 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
   a.rms_norm_eps = cfg.rms_norm_eps;
   a.tie_word_embeddings = cfg.tie_embeddings;
   a.attention_bias = cfg.architecture == "qwen2";
-  a.qk_norm = cfg.architecture == "qwen3";
+  a.qk_norm = cfg.architecture == "qwen3" || cfg.architecture == "gemma3_text";
+  a.fused_projections = cfg.architecture == "phi3";
+  if (cfg.architecture == "gemma2" || cfg.architecture == "gemma3_text") {
+    // The Gemma block with full attention in every layer, no soft-capping, the usual 1/sqrt(head_dim) scale.
+    a.gemma = true;
+    a.hidden_act = "gelu_pytorch_tanh";
+    a.query_pre_attn_scalar = static_cast<double>(a.head_dim);
+    a.sliding_layers.assign(static_cast<size_t>(a.num_layers), false);
+    a.sliding_window = a.max_position_embeddings;  // unused by full layers, but transformers' Gemma2 wants one
+    if (cfg.architecture == "gemma3_text") a.local_rope_theta = a.rope_theta;
+  }
   a.torch_dtype = dtype_name(dtype_from_name(cfg.dtype));
   return a;
 }

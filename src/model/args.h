@@ -56,8 +56,8 @@ struct ModelArgs {
   // sqrt(hidden_size) in its dtype; each layer norms the attention and MLP outputs too (post_attention_layernorm
   // on the attention output, pre_feedforward_layernorm before the MLP, post_feedforward_layernorm after it).
   bool gemma = false;
-  std::string hidden_act = "silu";             // silu (SwiGLU) | gelu_pytorch_tanh (GeGLU, gemma)
-  std::optional<double> query_pre_attn_scalar;  // gemma: attention scores scale by its -1/2 power, not head_dim's
+  std::string hidden_act = "silu";                // silu (SwiGLU) | gelu_pytorch_tanh (GeGLU, gemma)
+  std::optional<double> query_pre_attn_scalar;    // gemma: attention scores scale by its -1/2 power, not head_dim's
   std::optional<double> attn_logit_softcapping;   // gemma2: scores = cap * tanh(scores / cap) before the mask
   std::optional<double> final_logit_softcapping;  // gemma2: logits = cap * tanh(logits / cap)
   std::optional<int64_t> bos_token_id;

@@ -197,6 +197,9 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   if (fused && !unit_offset && x.is_cuda() && x.scalar_type() == weight.scalar_type()) {
     return std::get<0>(at::_fused_rms_norm(x, {weight.size(0)}, weight, eps));
   }
+  if (fused && unit_offset && add_rms_norm_available(x, at::Tensor(), weight, x.scalar_type())) {
+    return fused_rms_norm(x, weight, eps, x.scalar_type(), 1.0);  // Gemma's F32 math, in x's dtype
+  }
   const auto in_dtype = x.scalar_type();
   at::Tensor h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
@@ -204,30 +207,26 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   return weight * h.to(in_dtype);
 }
 
-at::Tensor RMSNormImpl::kernel_weight() const {
-  if (!unit_offset) return weight;
-  return weight.scalar_type() == at::kFloat ? weight + 1.0 : at::Tensor();
-}
 
 std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& residual, const at::Tensor& delta,
                                                            bool gemm_input) {
-  const at::Tensor w = fused && residual.is_cuda() ? kernel_weight() : at::Tensor();
-  if (!w.defined()) {
+  if (!fused || !residual.is_cuda()) {
     at::Tensor h = delta.defined() ? residual + delta : residual;
     return {h, forward(h)};
   }
+  const double offset = unit_offset ? 1.0 : 0.0;
   // forward's dtype (weight * normalized-in-x's-dtype; Gemma: x's), or the autocast dtype the GEMMs would cast to.
   const auto device_type = residual.device().type();
   const at::ScalarType out = gemm_input && at::autocast::is_autocast_enabled(device_type)
                                  ? at::autocast::get_autocast_dtype(device_type)
                              : unit_offset ? residual.scalar_type()
                                            : at::promote_types(residual.scalar_type(), weight.scalar_type());
-  if (delta.defined() && add_rms_norm_available(residual, delta, w, out)) {
-    return add_rms_norm(residual, delta, w, eps, out);
+  if (delta.defined() && add_rms_norm_available(residual, delta, weight, out)) {
+    return add_rms_norm(residual, delta, weight, eps, out, offset);
   }
   // Where the add cannot fuse, the norm of h still takes the one path a recompute from h alone takes.
   at::Tensor h = delta.defined() ? residual + delta : residual;
-  if (add_rms_norm_available(h, at::Tensor(), w, out)) return {h, fused_rms_norm(h, w, eps, out)};
+  if (add_rms_norm_available(h, at::Tensor(), weight, out)) return {h, fused_rms_norm(h, weight, eps, out, offset)};
   return {h, forward(h)};
 }
 
@@ -296,7 +295,7 @@ at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const 
     allowed = at::ones({t, s}, q.options().dtype(at::kBool)).tril(s - t);
   }
   if (allowed.defined()) {
-    scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   }
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   return at::matmul(probs, values);
@@ -396,10 +395,6 @@ MLPImpl::MLPImpl(const ModelArgs& a)
 
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
   const bool fused = fused_linears && x.is_cuda();
-  if (gelu_tanh) {  // gemma: no kernel of ours, the projections still grouped
-    const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
-    return down_proj->forward(at::gelu(gu.outputs[0], "tanh") * gu.outputs[1]);
-  }
   if (gate_up_proj) {
     const at::Tensor gu = gate_up_proj->forward(x);  // [B, T, 2 I], gate first
     const at::Tensor gate = gu.narrow(-1, 0, intermediate_size), up = gu.narrow(-1, intermediate_size, intermediate_size);
@@ -411,9 +406,11 @@ at::Tensor MLPImpl::forward(const at::Tensor& x) {
   const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
   const at::Tensor& gate = gu.outputs[0];  // [B, T, I]
   const at::Tensor& up = gu.outputs[1];    // [B, T, I]
-  if (!fused || !fused_swiglu_available(gate, up)) return down_proj->forward(at::silu(gate) * up);
-  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint).view(gate.sizes()));
-  return down_proj->forward(fused_swiglu(gate, up));
+  if (!fused || !fused_swiglu_available(gate, up)) {
+    return down_proj->forward((gelu_tanh ? at::gelu(gate, "tanh") : at::silu(gate)) * up);
+  }
+  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint, gelu_tanh).view(gate.sizes()));
+  return down_proj->forward(fused_swiglu(gate, up, gelu_tanh));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {

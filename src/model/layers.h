@@ -74,13 +74,9 @@ class RMSNormImpl : public torch::nn::Module {
   at::Tensor weight;  // [dim]
   double eps;
   bool unit_offset;
-  // CUDA: the kernels of model/norm.h (add_forward) and at::_fused_rms_norm (forward, x's dtype == weight's) with F32
-  // statistics and one rounding instead of the composite; elsewhere the composite. With unit_offset only add_forward
-  // fuses, and only with an F32 weight (1 + weight in a half dtype would lose the weight's low bits).
+  // CUDA: the kernels of model/norm.h (add_forward; forward with unit_offset) and at::_fused_rms_norm (forward, x's
+  // dtype == weight's) with F32 statistics and one rounding instead of the composite; elsewhere the composite.
   bool fused = false;
-
- private:
-  at::Tensor kernel_weight() const;  // the factor the kernels scale by: weight, or F32 1 + weight (unit_offset)
 };
 TORCH_MODULE(RMSNorm);
 
@@ -145,7 +141,7 @@ class MLPImpl : public torch::nn::Module {
   Linear gate_up_proj{nullptr};  // phi3: gate and up in one weight (gate rows first); gate/up_proj are null then
   int64_t intermediate_size;
   bool gelu_tanh;              // gemma: GeGLU (tanh-approximate GELU of the gate) instead of SwiGLU
-  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU in one kernel
+  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU/GeGLU in one kernel
 };
 TORCH_MODULE(MLP);
 

@@ -59,7 +59,8 @@ void add_weight_grad(at::Tensor& dw, const at::Tensor& g, const at::Tensor& h, a
 class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
-                            const at::Tensor& labels, int64_t compute_dtype, int64_t chunk_rows, bool with_grads) {
+                            const at::Tensor& labels, int64_t compute_dtype, int64_t chunk_rows, bool with_grads,
+                            double softcap) {
     const auto cdt = static_cast<at::ScalarType>(compute_dtype);
     const bool grad_h = with_grads && hidden.requires_grad();
     const bool grad_w = with_grads && weight.requires_grad();
@@ -74,9 +75,19 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       const at::Tensor h = hidden.narrow(0, start, rows).to(cdt);  // [n, H]
       const at::Tensor label = labels.narrow(0, start, rows);      // I64 [n]
       at::Tensor logits = at::mm(h, w.t());                        // cdt [n, V]
-      at::Tensor row_loss;                                         // F32 [n]
+      at::Tensor capped;  // cdt [n, V]: tanh(logits / softcap) with soft-capping (Gemma 2), else undefined
+      if (softcap > 0.0) {
+        capped = at::tanh(logits / softcap);
+        logits = capped * softcap;  // transformers' (logits / cap).tanh() * cap, in cdt
+      }
+      // With soft-capping the gradient of the capped logits times d cap*tanh(x/cap)/dx = 1 - tanh^2.
+      const auto uncap = [&](at::Tensor& g) {
+        if (capped.defined()) g.mul_(1.0 - capped * capped);
+      };
+      at::Tensor row_loss;  // F32 [n]
       if (kernel_rows(logits, label, row_loss, grad_h || grad_w)) {
         total += row_loss.sum();
+        if (grad_h || grad_w) uncap(logits);
         // logits now hold d(sum CE)/d logits, zero on ignored rows: no masks needed.
         if (grad_h) {
           at::Tensor dh_rows = dh.narrow(0, start, rows);  // [n, H], contiguous
@@ -105,6 +116,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       at::Tensor g = at::empty(logp.sizes(), logp.options().dtype(cdt));  // [n, V]
       at::exp_out(g, logp);
       g.scatter_(1, target, (picked.exp() - 1.0).unsqueeze(1).to(cdt));
+      uncap(g);
       const at::Tensor keep = valid.unsqueeze(1);  // Bool [n, 1]
       if (grad_h) dh.narrow(0, start, rows).copy_(at::mm(g, w).masked_fill_(keep.logical_not(), 0));
       if (grad_w) add_weight_grad(dw, g, h.masked_fill(keep.logical_not(), 0), cdt);
@@ -122,20 +134,21 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     if (saved[1].defined()) {
       dw = (saved[1] * go).to(static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt()));
     }
-    return {dh, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dh, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-                                    at::ScalarType compute_dtype, int64_t chunk_rows) {
+                                    at::ScalarType compute_dtype, int64_t chunk_rows, double softcap) {
   FT_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
            "linear_cross_entropy_sum: hidden [N, H] and weight [V, H] expected");
   FT_CHECK(labels.dim() == 1 && labels.size(0) == hidden.size(0), "linear_cross_entropy_sum: labels [N] expected");
   if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 28) / std::max<int64_t>(1, weight.size(0)));
   const bool with_grads = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  return LinearCrossEntropy::apply(hidden, weight, labels, static_cast<int64_t>(compute_dtype), chunk_rows, with_grads);
+  return LinearCrossEntropy::apply(hidden, weight, labels, static_cast<int64_t>(compute_dtype), chunk_rows, with_grads,
+                                   softcap);
 }
 
 }  // namespace ft::model

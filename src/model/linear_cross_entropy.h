@@ -11,8 +11,9 @@ namespace ft::model {
 // gradients of hidden and weight are produced chunk by chunk in the same pass and kept (hidden's shape, and an F32
 // copy of weight's) until backward scales them by the incoming gradient; a frozen weight costs no gradient matmul.
 // hidden [N, H] (any float dtype); weight [V, H]; labels I64 [N]; chunk_rows 0 = rows whose F32 logits take about
-// 1 GiB. Returns F32 [].
+// 1 GiB; softcap > 0: the logits are soft-capped first, softcap * tanh(logits / softcap) in compute_dtype (Gemma 2's
+// final_logit_softcapping). Returns F32 [].
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-                                    at::ScalarType compute_dtype, int64_t chunk_rows = 0);
+                                    at::ScalarType compute_dtype, int64_t chunk_rows = 0, double softcap = 0.0);
 
 }  // namespace ft::model

@@ -108,9 +108,9 @@ std::vector<std::string> regex_targets(const std::string& pattern, const Transfo
   }
   for (const char* other : {"lm_head", "model.embed_tokens", "model.norm"}) {
     if (std::regex_match(other, re)) {
-      throw ConfigError(src + ": target_modules regex \"" + pattern + "\" matches " + other +
-                            ", which this build cannot adapt",
-                        "LoRA adapts the attention and MLP projections only");
+      throw ConfigError(
+          src + ": target_modules regex \"" + pattern + "\" matches " + other + ", which this build cannot adapt",
+          "LoRA adapts the attention and MLP projections only");
     }
   }
   std::vector<std::string> paths;

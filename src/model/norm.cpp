@@ -44,7 +44,7 @@ kernels::NormTypes norm_types(at::ScalarType residual, at::ScalarType delta, at:
 class AddRmsNorm : public torch::autograd::Function<AddRmsNorm> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& residual, const std::optional<at::Tensor>& delta,
-                               const at::Tensor& weight, double eps, int64_t out_dtype) {
+                               const at::Tensor& weight, double eps, int64_t out_dtype, double weight_offset) {
     const c10::cuda::CUDAGuard device_guard(residual.device());
     const auto out = static_cast<at::ScalarType>(out_dtype);
     const int64_t hidden = residual.size(-1), rows = hidden == 0 ? 0 : residual.numel() / hidden;
@@ -54,15 +54,23 @@ class AddRmsNorm : public torch::autograd::Function<AddRmsNorm> {
     const at::Tensor sum = d.defined() ? at::empty_like(r, at::MemoryFormat::Contiguous) : r;  // [..., H]
     at::Tensor normed = at::empty(r.sizes(), r.options().dtype(out));                          // [..., H] out dtype
     at::Tensor rstd = at::empty({rows}, r.options().dtype(at::kFloat));                        // F32 [N]
-    const kernels::AddRmsNormForward args{r.data_ptr(),           ptr_or_null(d),         w.data_ptr(), sum.data_ptr(),
-                                          normed.data_ptr(),      rstd.data_ptr<float>(), rows,         hidden,
-                                          static_cast<float>(eps)};
+    const kernels::AddRmsNormForward args{r.data_ptr(),
+                                          ptr_or_null(d),
+                                          w.data_ptr(),
+                                          sum.data_ptr(),
+                                          normed.data_ptr(),
+                                          rstd.data_ptr<float>(),
+                                          rows,
+                                          hidden,
+                                          static_cast<float>(eps),
+                                          static_cast<float>(weight_offset)};
     const at::ScalarType delta_dtype = d.defined() ? d.scalar_type() : out;
     kernels::add_rms_norm_forward(args, norm_types(r.scalar_type(), delta_dtype, w.scalar_type(), out), stream_of(r));
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({sum, rstd, weight});
     ctx->saved_data["delta_dtype"] = d.defined() ? static_cast<int64_t>(d.scalar_type()) : int64_t{-1};
     ctx->saved_data["out_dtype"] = out_dtype;
+    ctx->saved_data["weight_offset"] = weight_offset;
     if (!d.defined()) return {normed};
     return {sum, normed};
   }
@@ -115,9 +123,10 @@ class AddRmsNorm : public torch::autograd::Function<AddRmsNorm> {
         partial.defined() ? partial.data_ptr<float>() : nullptr,
         grad_weight.defined() ? grad_weight.data_ptr() : nullptr,
         rows,
-        hidden};
+        hidden,
+        static_cast<float>(ctx->saved_data["weight_offset"].toDouble())};
     kernels::add_rms_norm_backward(args, types, stream_of(sum));
-    return {grad_residual, grad_delta, grad_weight, at::Tensor(), at::Tensor()};
+    return {grad_residual, grad_delta, grad_weight, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -139,18 +148,21 @@ bool add_rms_norm_available(const at::Tensor& residual, const at::Tensor& delta,
 }
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& residual, const at::Tensor& delta,
-                                               const at::Tensor& weight, double eps, at::ScalarType out_dtype) {
+                                               const at::Tensor& weight, double eps, at::ScalarType out_dtype,
+                                               double weight_offset) {
   FT_CHECK(delta.defined() && add_rms_norm_available(residual, delta, weight, out_dtype),
            "add_rms_norm: residual, delta and weight must be CUDA tensors of matching shapes and supported dtypes");
-  const auto out =
-      AddRmsNorm::apply(residual, std::optional<at::Tensor>(delta), weight, eps, static_cast<int64_t>(out_dtype));
+  const auto out = AddRmsNorm::apply(residual, std::optional<at::Tensor>(delta), weight, eps,
+                                     static_cast<int64_t>(out_dtype), weight_offset);
   return {out[0], out[1]};
 }
 
-at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype) {
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype,
+                          double weight_offset) {
   FT_CHECK(add_rms_norm_available(x, at::Tensor(), weight, out_dtype),
            "fused_rms_norm: x and weight must be CUDA tensors of matching shapes and supported dtypes");
-  return AddRmsNorm::apply(x, std::optional<at::Tensor>(), weight, eps, static_cast<int64_t>(out_dtype))[0];
+  return AddRmsNorm::apply(x, std::optional<at::Tensor>(), weight, eps, static_cast<int64_t>(out_dtype),
+                           weight_offset)[0];
 }
 
 #else
@@ -160,11 +172,11 @@ bool add_rms_norm_available(const at::Tensor&, const at::Tensor&, const at::Tens
 }
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor&, const at::Tensor&, const at::Tensor&, double,
-                                               at::ScalarType) {
+                                               at::ScalarType, double) {
   throw Error("add_rms_norm: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
 }
 
-at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType) {
+at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType, double) {
   throw Error("fused_rms_norm: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
 }
 

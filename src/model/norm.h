@@ -19,14 +19,17 @@ bool add_rms_norm_available(const at::Tensor& residual, const at::Tensor& delta,
 
 // residual [..., H] (its dtype: the stream's), delta [..., H] (any supported dtype), weight [H]. Returns
 // (sum, normed): sum = residual + delta [..., H] in residual's dtype, computed in F32 and rounded once; normed =
-// sum * rsqrt(mean(sum^2) + eps) * weight [..., H] in out_dtype, F32 math and one rounding (transformers' LlamaRMSNorm
-// up to that rounding). Differentiable in residual, delta and weight; saves only sum and the F32 [N] rstd.
+// sum * rsqrt(mean(sum^2) + eps) * (weight + weight_offset) [..., H] in out_dtype, F32 math and one rounding
+// (transformers' LlamaRMSNorm up to that rounding; weight_offset 1: Gemma's RMSNorm, exactly its F32 math).
+// Differentiable in residual, delta and weight; saves only sum and the F32 [N] rstd.
 // Precondition: add_rms_norm_available.
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& residual, const at::Tensor& delta,
-                                               const at::Tensor& weight, double eps, at::ScalarType out_dtype);
+                                               const at::Tensor& weight, double eps, at::ScalarType out_dtype,
+                                               double weight_offset = 0.0);
 
 // The same kernel without the add: RMSNorm of x [..., H] into out_dtype. Bitwise equal to add_rms_norm's `normed`
 // when x is that call's `sum` (what activation checkpointing's recompute relies on).
-at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype);
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype,
+                          double weight_offset = 0.0);
 
 }  // namespace ft::model

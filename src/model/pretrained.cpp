@@ -85,7 +85,7 @@ void init_weights(Transformer& model, double std, uint64_t seed) {
   for (const auto& [name, param] : base_parameters(model)) {
     at::Tensor value;
     if (name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) {
-      value = at::ones(param.sizes());
+      value = model.args().gemma ? at::zeros(param.sizes()) : at::ones(param.sizes());  // gemma scales by 1 + w
     } else if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
       value = at::zeros(param.sizes());
     } else {

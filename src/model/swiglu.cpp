@@ -35,14 +35,19 @@ void* stream_of(const at::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
+kernels::GateAct activation(bool gelu) {
+  return gelu ? kernels::GateAct::kGeluTanh : kernels::GateAct::kSilu;
+}
+
 class SwigluPair : public torch::autograd::Function<SwigluPair> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up, bool gelu) {
     const at::Tensor g = as_rows(gate), u = as_rows(up);
     at::Tensor out = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));  // [rows, I]
     kernels::swiglu_forward(matrix(g), matrix(u), matrix(out), g.size(0), g.size(1), kernel_dtype(g.scalar_type()),
-                            stream_of(g));
+                            stream_of(g), activation(gelu));
     ctx->save_for_backward({g, u});
+    ctx->saved_data["gelu"] = gelu;
     ctx->saved_data["shape"] = gate.sizes().vec();
     return out.view(gate.sizes());
   }
@@ -54,21 +59,22 @@ class SwigluPair : public torch::autograd::Function<SwigluPair> {
     at::Tensor dg = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));
     at::Tensor du = at::empty_like(dg);
     kernels::swiglu_backward(matrix(d), matrix(g), matrix(u), matrix(dg), matrix(du), g.size(0), g.size(1),
-                             kernel_dtype(g.scalar_type()), stream_of(g));
+                             kernel_dtype(g.scalar_type()), stream_of(g), activation(ctx->saved_data["gelu"].toBool()));
     const auto shape = ctx->saved_data["shape"].toIntVector();
-    return {dg.view(shape), du.view(shape)};
+    return {dg.view(shape), du.view(shape), at::Tensor()};
   }
 };
 
 class SwigluJoint : public torch::autograd::Function<SwigluJoint> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up, bool gelu) {
     const at::Tensor gu = as_rows(gate_up);  // [N, 2 I]
     const int64_t n = gu.size(0), i = gu.size(1) / 2;
     at::Tensor out = at::empty({n, i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::swiglu_forward(matrix(gu), matrix(gu, i), matrix(out), n, i, kernel_dtype(gu.scalar_type()),
-                            stream_of(gu));
+    kernels::swiglu_forward(matrix(gu), matrix(gu, i), matrix(out), n, i, kernel_dtype(gu.scalar_type()), stream_of(gu),
+                            activation(gelu));
     ctx->save_for_backward({gu});
+    ctx->saved_data["gelu"] = gelu;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -77,8 +83,9 @@ class SwigluJoint : public torch::autograd::Function<SwigluJoint> {
     const at::Tensor d = as_rows(grad_out[0].to(gu.scalar_type()));
     at::Tensor dgu = at::empty({n, 2 * i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
     kernels::swiglu_backward(matrix(d), matrix(gu), matrix(gu, i), matrix(dgu), matrix(dgu, i), n, i,
-                             kernel_dtype(gu.scalar_type()), stream_of(gu));
-    return {dgu};
+                             kernel_dtype(gu.scalar_type()), stream_of(gu),
+                             activation(ctx->saved_data["gelu"].toBool()));
+    return {dgu, at::Tensor()};
   }
 };
 
@@ -89,15 +96,15 @@ bool fused_swiglu_available(const at::Tensor& gate, const at::Tensor& up) {
          kernel_supports(gate.scalar_type()) && gate.sizes() == up.sizes() && gate.dim() >= 1;
 }
 
-at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up) {
+at::Tensor fused_swiglu(const at::Tensor& gate, const at::Tensor& up, bool gelu_tanh) {
   FT_CHECK(fused_swiglu_available(gate, up), "fused swiglu: gate and up must be CUDA tensors of one shape and dtype");
-  return SwigluPair::apply(gate, up);
+  return SwigluPair::apply(gate, up, gelu_tanh);
 }
 
-at::Tensor fused_swiglu_joint(const at::Tensor& gate_up) {
+at::Tensor fused_swiglu_joint(const at::Tensor& gate_up, bool gelu_tanh) {
   FT_CHECK(gate_up.dim() == 2 && gate_up.size(1) % 2 == 0 && fused_swiglu_available(gate_up, gate_up),
            "fused swiglu: gate_up must be a CUDA [N, 2 I] tensor");
-  return SwigluJoint::apply(gate_up);
+  return SwigluJoint::apply(gate_up, gelu_tanh);
 }
 
 #else
@@ -106,11 +113,11 @@ bool fused_swiglu_available(const at::Tensor&, const at::Tensor&) {
   return false;
 }
 
-at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&) {
+at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&, bool) {
   throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
 }
 
-at::Tensor fused_swiglu_joint(const at::Tensor&) {
+at::Tensor fused_swiglu_joint(const at::Tensor&, bool) {
   throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
 }
 

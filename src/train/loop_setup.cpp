@@ -296,15 +296,11 @@ void Trainer::setup_optimizer() {
   autocast_ = fp16 || cfg_.train.precision == "bf16";
   autocast_dtype_ = fp16 ? at::kHalf : at::kBFloat16;
   compute_dtype_ = autocast_ ? autocast_dtype_ : param_dtype(cfg_);
-  // Final logit soft-capping (Gemma 2) sits between the LM head and the loss: the chunked kernel has no such step.
-  const bool softcapped_logits = model_->args().final_logit_softcapping.has_value();
-  fused_loss_ = cfg_.train.fused_kernels && device_.is_cuda() && !softcapped_logits;
+  fused_loss_ = cfg_.train.fused_kernels && device_.is_cuda();
   FT_LOG_INFO("kernels: attention {}; {}{}", model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
               fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
-              : cfg_.train.fused_kernels && device_.is_cuda()
-                  ? "full logits + cross-entropy (final logit soft-capping), fused RMSNorm and RoPE"
-                  : "full logits + cross-entropy, composite RMSNorm and RoPE",
-              model_->args().gemma ? "; GeGLU composite" : "");
+                          : "full logits + cross-entropy, composite RMSNorm and RoPE",
+              model_->args().final_logit_softcapping ? "; final logit soft-capping" : "");
   profiler_ = std::make_unique<metrics::StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
                                                       run_dir_ / "profile", rank_, device_);
   optim::GradScalerOptions scaler;

@@ -121,7 +121,8 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
       hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
     }
     return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
-                                           labels.reshape({-1}), compute_dtype_);
+                                           labels.reshape({-1}), compute_dtype_, 0,
+                                           model_->args().final_logit_softcapping.value_or(0.0));
   }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {

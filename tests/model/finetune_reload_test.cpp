@@ -58,9 +58,8 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "gemma3") targets = "all-linear";
     const auto config = dir_ / (name + ".yaml");
     write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
-                           "model: {path: " + base().string() + "}\n" +
-                           "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
-                           "targets: [" + targets + "]}\n" +
+                           "model: {path: " + base().string() + "}\n" + "lora: {enabled: " + (lora ? "true" : "false") +
+                           ", rank: 4, alpha: 8, dropout: 0.0, " + "targets: [" + targets + "]}\n" +
                            "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
                            ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
                            (dir_ / "cache").string() + "}\n" +
@@ -78,7 +77,8 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
 
 // Ours and transformers' logits for the same input, from the trained model directory (and adapter when given).
 void expect_transformers_agrees(const std::filesystem::path& model_dir, const std::filesystem::path& adapter,
-                                const std::filesystem::path& work, const at::Tensor& ids, const at::Tensor& base_logits) {
+                                const std::filesystem::path& work, const at::Tensor& ids,
+                                const at::Tensor& base_logits) {
   auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
   if (!adapter.empty()) model::load_adapter(*model, adapter);
   at::Tensor ours;

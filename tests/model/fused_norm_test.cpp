@@ -38,6 +38,45 @@ TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
   }
 }
 
+// Gemma's RMSNorm (x * rsqrt(mean(x^2) + eps) * (1 + w), all in F32) through the kernels' weight offset, plain and
+// with the residual add, against its composite: F32, all-bf16 (a LoRA base) and F32 weights under a bf16 delta.
+TEST(FusedKernels, GpuGemmaNormsMatchTheCompositeForwardAndBackward) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(4);
+  const auto dev = at::TensorOptions().device(at::kCUDA);
+  for (const auto& [stream, delta_dtype] : {std::pair{at::kFloat, at::kFloat}, std::pair{at::kBFloat16, at::kBFloat16},
+                                            std::pair{at::kFloat, at::kBFloat16}}) {
+    model::RMSNorm norm(256, 1e-6, /*unit_offset=*/true);
+    norm->to(at::kCUDA, stream);
+    {
+      at::NoGradGuard g;
+      norm->weight.normal_(0.0, 0.3);
+    }
+    const at::Tensor r0 = (at::randn({3, 100, 256}, dev) * 3).to(stream);
+    const at::Tensor d0 = at::randn({3, 100, 256}, dev).to(delta_dtype);
+    const at::Tensor up = at::randn({3, 100, 256}, dev);
+    auto run = [&](bool fused) {
+      norm->fused = fused;
+      norm->weight.mutable_grad() = at::Tensor();
+      at::Tensor r = r0.clone().requires_grad_(true), d = d0.clone().requires_grad_(true);
+      const auto [sum, normed] = norm->add_forward(r, d, /*gemm_input=*/false);
+      const at::Tensor plain = norm->forward(d);  // Gemma's post-norms: the plain norm of a layer output
+      ((normed.to(at::kFloat) + plain.to(at::kFloat)) * up).sum().backward();
+      return std::make_tuple(normed.detach(), plain.detach(), r.grad(), d.grad(), norm->weight.grad().clone());
+    };
+    const auto ref = run(false);
+    const auto got = run(true);
+    const double tol = stream == at::kFloat && delta_dtype == at::kFloat ? 1e-5 : 2e-2;
+    const std::string what = std::string(c10::toString(stream)) + "/" + c10::toString(delta_dtype);
+    EXPECT_EQ(std::get<0>(got).scalar_type(), stream) << what;  // Gemma's norm returns its input's dtype
+    EXPECT_LT(rel(std::get<0>(got), std::get<0>(ref)), tol) << what;
+    EXPECT_LT(rel(std::get<1>(got), std::get<1>(ref)), tol) << what;
+    EXPECT_LT(rel(std::get<2>(got), std::get<2>(ref)), tol) << what;
+    EXPECT_LT(rel(std::get<3>(got), std::get<3>(ref)), tol) << what;
+    EXPECT_LT(rel(std::get<4>(got), std::get<4>(ref)), tol) << what;
+  }
+}
+
 // The residual add fused into RMSNorm (model/norm.h) against the composite path it replaces: h = residual + delta,
 // then RMSNormImpl's composite norm, cast to the output dtype (what the following GEMM reads).
 struct AddNormCase {

@@ -26,17 +26,19 @@ struct LossAndGrads {
   at::Tensor loss, dh, dw;
 };
 
-// Sum of CE and the gradients of hidden and weight, scaled by `scale`, through `fused` or the composite.
+// Sum of CE and the gradients of hidden and weight, scaled by `scale`, through `fused` or the composite (with
+// `softcap`, on logits soft-capped as transformers' Gemma 2 does).
 LossAndGrads run_ce(bool fused, const at::Tensor& h0, const at::Tensor& w0, const at::Tensor& labels,
-                    at::ScalarType cdt, int64_t chunk, double scale) {
+                    at::ScalarType cdt, int64_t chunk, double scale, double softcap = 0.0) {
   at::Tensor h = h0.clone().requires_grad_(true);
   at::Tensor w = w0.clone().requires_grad_(true);
   at::Tensor loss;
   if (fused) {
-    loss = model::linear_cross_entropy_sum(h, w, labels, cdt, chunk);
+    loss = model::linear_cross_entropy_sum(h, w, labels, cdt, chunk, softcap);
   } else {
-    at::Tensor logits = at::mm(h.to(cdt), w.to(cdt).t()).to(at::kFloat);
-    loss = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, -100);
+    at::Tensor logits = at::mm(h.to(cdt), w.to(cdt).t());
+    if (softcap > 0.0) logits = at::tanh(logits / softcap) * softcap;
+    loss = at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, at::Reduction::Sum, -100);
   }
   (loss * scale).backward();
   return {loss.detach(), h.grad(), w.grad()};
@@ -45,20 +47,22 @@ LossAndGrads run_ce(bool fused, const at::Tensor& h0, const at::Tensor& w0, cons
 TEST(LinearCrossEntropy, MatchesCrossEntropyOnFullLogitsWithIgnoredRows) {
   at::manual_seed(0);
   for (const auto cdt : {at::kFloat, at::kBFloat16}) {
-    for (const int64_t chunk : {int64_t{7}, int64_t{0}}) {
-      const at::Tensor h = at::randn({37, 24});
-      const at::Tensor w = at::randn({101, 24}) * 0.3;
-      at::Tensor labels = at::randint(0, 101, {37}, at::kLong);
-      labels.index_put_({at::arange(0, 37, 5)}, -100);  // every fifth row carries no loss
-      const auto ref = run_ce(false, h, w, labels, cdt, chunk, 0.37);
-      const auto got = run_ce(true, h, w, labels, cdt, chunk, 0.37);
-      const double tol = cdt == at::kFloat ? 1e-5 : 2e-2;
-      EXPECT_LT(rel(got.loss, ref.loss), cdt == at::kFloat ? 1e-6 : 1e-3) << "chunk " << chunk;
-      EXPECT_LT(rel(got.dh, ref.dh), tol) << "chunk " << chunk;
-      EXPECT_LT(rel(got.dw, ref.dw), tol) << "chunk " << chunk;
-      EXPECT_EQ(got.dh.scalar_type(), at::kFloat);
-      // Ignored rows get exactly zero gradient.
-      EXPECT_EQ(got.dh.index({at::arange(0, 37, 5)}).abs().max().item<double>(), 0.0);
+    for (const double softcap : {0.0, 2.0}) {  // 2: Gemma 2's final soft-capping, bending these logits
+      for (const int64_t chunk : {int64_t{7}, int64_t{0}}) {
+        const at::Tensor h = at::randn({37, 24});
+        const at::Tensor w = at::randn({101, 24}) * 0.3;
+        at::Tensor labels = at::randint(0, 101, {37}, at::kLong);
+        labels.index_put_({at::arange(0, 37, 5)}, -100);  // every fifth row carries no loss
+        const auto ref = run_ce(false, h, w, labels, cdt, chunk, 0.37, softcap);
+        const auto got = run_ce(true, h, w, labels, cdt, chunk, 0.37, softcap);
+        const double tol = cdt == at::kFloat ? 1e-5 : 2e-2;
+        EXPECT_LT(rel(got.loss, ref.loss), cdt == at::kFloat ? 1e-6 : 1e-3) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_LT(rel(got.dh, ref.dh), tol) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_LT(rel(got.dw, ref.dw), tol) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_EQ(got.dh.scalar_type(), at::kFloat);
+        // Ignored rows get exactly zero gradient.
+        EXPECT_EQ(got.dh.index({at::arange(0, 37, 5)}).abs().max().item<double>(), 0.0);
+      }
     }
   }
 }
@@ -78,17 +82,17 @@ TEST(LinearCrossEntropy, FrozenWeightGetsNoGradientAndNoGradModeComputesNone) {
 // The fused loss against the composite on CUDA in `cdt`: `rows` x 256 hidden states, `vocab` classes, rows
 // [ignored, ignored + 50) ignored, the upstream gradient `scale`, chunks of `chunk` rows.
 void expect_gpu_ce_matches(at::ScalarType cdt, int64_t rows, int64_t vocab, int64_t ignored, int64_t chunk,
-                           double scale, double loss_tol, double grad_tol) {
+                           double scale, double loss_tol, double grad_tol, double softcap = 0.0) {
   const auto opts = at::TensorOptions().device(at::kCUDA);
   const at::Tensor h = at::randn({rows, 256}, opts);
   const at::Tensor w = at::randn({vocab, 256}, opts) * 0.05;
   at::Tensor labels = at::randint(0, vocab, {rows}, opts.dtype(at::kLong));
   labels.narrow(0, ignored, 50).fill_(-100);
-  const auto ref = run_ce(false, h, w, labels, cdt, 0, scale);
-  const auto got = run_ce(true, h, w, labels, cdt, chunk, scale);
-  EXPECT_LT(rel(got.loss, ref.loss), loss_tol) << vocab;
-  EXPECT_LT(rel(got.dh, ref.dh), grad_tol) << vocab;
-  EXPECT_LT(rel(got.dw, ref.dw), grad_tol) << vocab;
+  const auto ref = run_ce(false, h, w, labels, cdt, 0, scale, softcap);
+  const auto got = run_ce(true, h, w, labels, cdt, chunk, scale, softcap);
+  EXPECT_LT(rel(got.loss, ref.loss), loss_tol) << vocab << " cap " << softcap;
+  EXPECT_LT(rel(got.dh, ref.dh), grad_tol) << vocab << " cap " << softcap;
+  EXPECT_LT(rel(got.dw, ref.dw), grad_tol) << vocab << " cap " << softcap;
 }
 
 // On CUDA the chunk's loss and gradient come from one kernel: vectorized rows (a vocabulary that is a multiple of
@@ -99,6 +103,8 @@ TEST(LinearCrossEntropy, GpuBf16AndF32MatchTheCompositeAndScaleTheUpstreamGradie
     at::manual_seed(1);
     expect_gpu_ce_matches(at::kBFloat16, 3000, vocab, 100, 700, 1.0 / 2950, 1e-3, 2e-2);
     expect_gpu_ce_matches(at::kFloat, 3000, vocab, 100, 700, 0.5, 1e-5, 1e-4);
+    expect_gpu_ce_matches(at::kBFloat16, 3000, vocab, 100, 700, 1.0 / 2950, 1e-3, 2e-2, 1.0);  // Gemma 2's capping
+    expect_gpu_ce_matches(at::kFloat, 3000, vocab, 100, 700, 0.5, 1e-5, 1e-4, 1.0);
   }
 }
 
@@ -257,28 +263,31 @@ TEST(FusedKernels, GpuFusedRopeReadsASliceOfAFusedProjectionInPlace) {
   EXPECT_TRUE(at::equal(model::fused_rope_apply(k, cos, sin), model::fused_rope_apply(k.contiguous(), cos, sin)));
 }
 
-TEST(FusedKernels, GpuSwigluMatchesTheCompositeOnPairsAndJointOutputs) {
+// SwiGLU, and with gelu Gemma's GeGLU (gelu_pytorch_tanh).
+TEST(FusedKernels, GpuSwigluAndGegluMatchTheCompositeOnPairsAndJointOutputs) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (const int64_t cols : {64, 37}) {  // vectorized and scalar widths
-      const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
-      const at::Tensor gu0 = at::randn({3 * 7, 2 * cols}, opts) * 3;
-      const at::Tensor up_grad = at::randn({3 * 7, cols}, opts);
-      auto run = [&](int variant) {  // 0 composite, 1 pair of strided halves, 2 joint
-        at::Tensor gu = gu0.clone().requires_grad_(true);
-        const at::Tensor g = gu.narrow(1, 0, cols), u = gu.narrow(1, cols, cols);
-        at::Tensor y = variant == 0   ? at::silu(g) * u
-                       : variant == 1 ? model::fused_swiglu(g, u)
-                                      : model::fused_swiglu_joint(gu);
-        (y.to(at::kFloat) * up_grad.to(at::kFloat)).sum().backward();
-        return std::make_pair(y.detach(), gu.grad());
-      };
-      const auto [y0, g0] = run(0);
-      const double tol = dtype == at::kFloat ? 1e-5 : 1.6e-2;
-      for (const int variant : {1, 2}) {
-        const auto [y, g] = run(variant);
-        EXPECT_LT(rel(y, y0), tol) << "variant " << variant << " cols " << cols;
-        EXPECT_LT(rel(g, g0), tol) << "variant " << variant << " cols " << cols;
+  for (const bool gelu : {false, true}) {
+    for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+      for (const int64_t cols : {64, 37}) {  // vectorized and scalar widths
+        const auto opts = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+        const at::Tensor gu0 = at::randn({3 * 7, 2 * cols}, opts) * 3;
+        const at::Tensor up_grad = at::randn({3 * 7, cols}, opts);
+        auto run = [&](int variant) {  // 0 composite, 1 pair of strided halves, 2 joint
+          at::Tensor gu = gu0.clone().requires_grad_(true);
+          const at::Tensor g = gu.narrow(1, 0, cols), u = gu.narrow(1, cols, cols);
+          at::Tensor y = variant == 0   ? (gelu ? at::gelu(g, "tanh") : at::silu(g)) * u
+                         : variant == 1 ? model::fused_swiglu(g, u, gelu)
+                                        : model::fused_swiglu_joint(gu, gelu);
+          (y.to(at::kFloat) * up_grad.to(at::kFloat)).sum().backward();
+          return std::make_pair(y.detach(), gu.grad());
+        };
+        const auto [y0, g0] = run(0);
+        const double tol = dtype == at::kFloat ? 1e-5 : 1.6e-2;
+        for (const int variant : {1, 2}) {
+          const auto [y, g] = run(variant);
+          EXPECT_LT(rel(y, y0), tol) << "variant " << variant << " cols " << cols << " gelu " << gelu;
+          EXPECT_LT(rel(g, g0), tol) << "variant " << variant << " cols " << cols << " gelu " << gelu;
+        }
       }
     }
   }
@@ -313,40 +322,59 @@ std::shared_ptr<model::Transformer> random_gpu_model(const model::ModelArgs& a, 
 
 // A whole model, forward and backward, with train.fused_kernels on and off: F32 weights under bf16 autocast (one GEMM
 // over concatenated weights, the joint SwiGLU) and a bf16 base with LoRA (shared input, per-layer GEMMs).
+// Llama, and Gemma 3 with its (1 + w) norms (q/k norms too), GeGLU, a sliding and a global layer, final soft-capping.
 TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const bool lora : {false, true}) {
-    model::ModelArgs a;
-    a.vocab_size = 101;
-    a.hidden_size = 128;
-    a.intermediate_size = 320;
-    a.num_layers = 2;
-    a.num_heads = 4;
-    a.num_kv_heads = 2;
-    a.head_dim = 32;
-    a.attention_bias = true;
-    a.max_position_embeddings = 64;
-    auto model = random_gpu_model(a, 5, lora, /*freeze_embeddings=*/false);
-    const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
-    auto run = [&](bool fused) {
-      model->set_fused_kernels(fused);
-      model->zero_grad();
-      model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
-      const at::Tensor logits = model->forward(ids).to(at::kFloat);
-      // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
-      EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? 2 * a.num_layers + 1 : 0) << (lora ? "lora" : "full");
-      (logits * at::cos(logits.detach())).sum().backward();
-      std::vector<at::Tensor> grads;
-      for (const auto& p : model->parameters()) {
-        if (p.requires_grad()) grads.push_back(p.grad().clone());
+  for (const bool gemma : {false, true}) {
+    for (const bool lora : {false, true}) {
+      model::ModelArgs a;
+      a.vocab_size = 101;
+      a.hidden_size = 128;
+      a.intermediate_size = 320;
+      a.num_layers = 2;
+      a.num_heads = 4;
+      a.num_kv_heads = 2;
+      a.head_dim = 32;
+      a.attention_bias = true;
+      a.max_position_embeddings = 64;
+      if (gemma) {
+        a.model_type = "gemma3_text";
+        a.gemma = true;
+        a.qk_norm = true;
+        a.hidden_act = "gelu_pytorch_tanh";
+        a.query_pre_attn_scalar = 24.0;
+        a.sliding_window = 16;
+        a.sliding_layers = {true, false};
+        a.local_rope_theta = 100.0;
+        a.final_logit_softcapping = 5.0;
       }
-      return std::make_pair(logits.detach(), grads);
-    };
-    const auto [l0, g0] = run(false);
-    const auto [l1, g1] = run(true);
-    EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora" : "full");
-    ASSERT_EQ(g0.size(), g1.size());
-    for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i;
+      auto model = random_gpu_model(a, 5, lora, /*freeze_embeddings=*/false);
+      const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
+      auto run = [&](bool fused) {
+        model->set_fused_kernels(fused);
+        model->zero_grad();
+        model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
+        const at::Tensor logits = model->forward(ids).to(at::kFloat);
+        // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add. Gemma's
+        // norms of layer outputs and heads (4 more per layer) take it when their weights have the input's dtype (bf16
+        // base); with F32 weights under autocast they stay composite.
+        const int64_t norms = 2 * a.num_layers + 1 + (gemma && lora ? 4 * a.num_layers : 0);
+        EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? norms : 0) << (lora ? "lora" : "full") << gemma;
+        (logits * at::cos(logits.detach())).sum().backward();
+        std::vector<at::Tensor> grads;
+        for (const auto& p : model->parameters()) {
+          if (p.requires_grad()) grads.push_back(p.grad().clone());
+        }
+        return std::make_pair(logits.detach(), grads);
+      };
+      const auto [l0, g0] = run(false);
+      const auto [l1, g1] = run(true);
+      EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora" : "full") << gemma;
+      ASSERT_EQ(g0.size(), g1.size());
+      for (size_t i = 0; i < g0.size(); ++i) {
+        EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i << (gemma ? " gemma" : "");
+      }
+    }
   }
 }
 

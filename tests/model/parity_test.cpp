@@ -2,6 +2,7 @@
 // logits, greedy generation, packing, and models/adapters we save loading back in Python.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -109,6 +110,44 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   EXPECT_LT(max_diff(io::read_safetensors(out / "saved.safetensors").at("logits"), r.at("logits")), kTol);
   EXPECT_LT(max_diff(io::read_safetensors(out / "peft.safetensors").at("logits"), ours_adapter), kTol);
   EXPECT_LT(max_diff(io::read_safetensors(out / "merged.safetensors").at("logits"), ours_adapter), kTol);
+}
+
+// model.architecture from scratch: every family's model, initialised by us and saved, computes our logits in
+// transformers.
+TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
+  TempDir out("ft-scratch");
+  const at::Tensor ids = at::randint(0, 50, {2, 12}, at::kLong);
+  io::write_safetensors(out / "ids.safetensors", {{"input_ids", ids}});
+  nlohmann::json jobs = nlohmann::json::array();
+  std::map<std::string, at::Tensor> ours;
+  for (const std::string arch : {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"}) {
+    ModelConfig cfg;
+    cfg.architecture = arch;
+    cfg.vocab_size = 50;
+    cfg.hidden_size = 32;
+    cfg.intermediate_size = 48;
+    cfg.num_layers = 2;
+    cfg.num_heads = 4;
+    cfg.num_kv_heads = 2;
+    cfg.tie_embeddings = arch == "gemma2";
+    auto model = std::make_shared<model::Transformer>(model::args_from_config(cfg, 0));
+    model::init_weights(*model, 0.2, 5);
+    {
+      at::NoGradGuard no_grad;
+      for (auto& item : model->named_parameters()) {
+        if (item.key().find("norm") != std::string::npos) item.value().normal_(model->args().gemma ? 0.0 : 1.0, 0.2);
+      }
+      ours[arch] = model->forward(ids);
+    }
+    model::save_pretrained(*model, out / arch, 0);
+    jobs.push_back({{"model", (out / arch).string()}, {"ids", (out / "ids.safetensors").string()},
+                    {"out", (out / (arch + ".safetensors")).string()}});
+  }
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  for (const auto& [arch, logits] : ours) {
+    EXPECT_LT(max_diff(io::read_safetensors(out / (arch + ".safetensors")).at("logits"), logits), kTol) << arch;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Parity,
