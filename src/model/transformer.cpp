@@ -164,15 +164,15 @@ std::string Transformer::attention_path(bool packed, at::Device device, at::Scal
     path = "SDPA (causal)";
   }
   if (args_.sliding_window) {
-    path += !args_.sliding_layers.empty() ? "; sliding window of " + std::to_string(*args_.sliding_window) +
-                                                " on the sliding layers, full attention on the others"
-                                          : "; sliding window of " + std::to_string(*args_.sliding_window);
+    path += "; sliding window of " + std::to_string(*args_.sliding_window) +
+            (args_.sliding_layers.empty() ? "" : " on the sliding layers") +
+            (varlen_ok(device, compute_dtype) ? " through varlen flash attention" : " as a dense mask");
   }
   return path;
 }
 
-AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
-                                      const PackedPieces* packed, at::ScalarType compute_dtype,
+AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t b, int64_t t, int64_t past, bool cached,
+                                      at::Device device, const PackedPieces* packed, at::ScalarType compute_dtype,
                                       std::optional<int64_t> window) const {
   const int64_t s = past + t;
   const bool windowed = window.has_value() && s > *window;
@@ -182,6 +182,15 @@ AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t t, 
     out.cu_seqlens = packed->cu_seqlens;
     out.max_seqlen = packed->max_seqlen;
     out.window = windowed ? *window : 0;
+    out.causal = false;
+    return out;
+  }
+  if (!segment_ids.defined() && windowed && !cached && varlen_ok(device, compute_dtype)) {
+    // Unpacked rows under a window: flash attention has the window and SDPA only a dense mask, so each row becomes
+    // one piece of a varlen call.
+    out.cu_seqlens = at::arange(0, (b + 1) * t, t, at::TensorOptions().dtype(at::kInt).device(device));
+    out.max_seqlen = t;
+    out.window = *window;
     out.causal = false;
     return out;
   }
@@ -243,8 +252,11 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   bool any_full = false, any_sliding = false;
   for (int64_t i = 0; i < args_.num_layers; ++i) (args_.layer_slides(i) ? any_sliding : any_full) = true;
   std::array<AttentionMask, 2> masks;
-  if (any_full) masks[0] = build_mask(segment_ids, t, past, dev, packed, compute_dtype, std::nullopt);
-  if (any_sliding) masks[1] = build_mask(segment_ids, t, past, dev, packed, compute_dtype, args_.sliding_window);
+  const bool cached = cache != nullptr;
+  if (any_full) masks[0] = build_mask(segment_ids, b, t, past, cached, dev, packed, compute_dtype, std::nullopt);
+  if (any_sliding) {
+    masks[1] = build_mask(segment_ids, b, t, past, cached, dev, packed, compute_dtype, args_.sliding_window);
+  }
   // The hidden state is residual + pending: each layer leaves its MLP output pending for the next norm to add.
   at::Tensor residual = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
   if (args_.gemma) {  // sqrt(hidden), rounded to the embedding's dtype first (as transformers' buffer)

@@ -106,9 +106,10 @@ class Transformer : public torch::nn::Module {
   Backbone& backbone() { return *model_; }
 
  private:
-  // The mask of the layers whose keys reach back `window` positions at most (nullopt: unlimited).
-  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t t, int64_t past, at::Device device,
-                           const PackedPieces* packed, at::ScalarType compute_dtype,
+  // The mask of the layers whose keys reach back `window` positions at most (nullopt: unlimited), for B rows of T
+  // new positions after `past` cached ones (`cached`: a KV cache is in use).
+  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t b, int64_t t, int64_t past, bool cached,
+                           at::Device device, const PackedPieces* packed, at::ScalarType compute_dtype,
                            std::optional<int64_t> window) const;
   bool varlen_ok(at::Device device, at::ScalarType compute_dtype) const;
 

@@ -66,7 +66,7 @@ EvalResult Trainer::evaluate() {
       const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
       std::vector<int64_t> generated;
       {
-        model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+        model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
         generated = model::generate(*model_, prompt_ids, gen);
       }
       if (data::exact_match(tokenizer_->decode(model::without_stop(generated, gen)), sample.completion)) ++correct;
@@ -121,7 +121,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
     }
     std::vector<int64_t> generated;
     {
-      model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
       generated = model::generate(*model_, prompt_ids, gen);
     }
     // A prompt given as turns is shown by its last (user) turn.

@@ -35,11 +35,6 @@
 namespace ft::train {
 namespace {
 
-at::ScalarType param_dtype(const Config& cfg) {
-  if (cfg.train.precision == "bf16-pure" || cfg.model.dtype == "bf16") return at::kBFloat16;
-  return at::kFloat;
-}
-
 void log_dataset_stats(const char* split, const data::DatasetStats& stats) {
   FT_LOG_INFO("{} data: {} samples per epoch, {} tokens ({} targets); {} truncated, {} dropped, {} bad lines skipped",
               split, stats.epoch_samples, stats.tokens, stats.target_tokens, stats.truncated, stats.dropped,
@@ -133,7 +128,7 @@ void Trainer::setup_tokenizer() {
 }
 
 void Trainer::setup_model() {
-  const auto dtype = param_dtype(cfg_);
+  const auto dtype = precision_.param;
   at::manual_seed(static_cast<uint64_t>(cfg_.run.seed));
   if (!cfg_.model.path.empty()) {
     model_ = model::load_pretrained(cfg_.model.path, device_, dtype);
@@ -292,19 +287,16 @@ void Trainer::setup_optimizer() {
   sched.decay_ratio = cfg_.scheduler.decay_ratio;
   schedule_ = std::make_unique<optim::LrSchedule>(sched);
 
-  const bool fp16 = cfg_.train.precision == "fp16";
-  autocast_ = fp16 || cfg_.train.precision == "bf16";
-  autocast_dtype_ = fp16 ? at::kHalf : at::kBFloat16;
-  compute_dtype_ = autocast_ ? autocast_dtype_ : param_dtype(cfg_);
   fused_loss_ = cfg_.train.fused_kernels && device_.is_cuda();
-  FT_LOG_INFO("kernels: attention {}; {}{}", model_->attention_path(cfg_.data.packing, device_, compute_dtype_),
+  FT_LOG_INFO("precision: {}", precision_.describe());
+  FT_LOG_INFO("kernels: attention {}; {}{}", model_->attention_path(cfg_.data.packing, device_, precision_.compute),
               fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
                           : "full logits + cross-entropy, composite RMSNorm and RoPE",
               model_->args().final_logit_softcapping ? "; final logit soft-capping" : "");
   profiler_ = std::make_unique<metrics::StepProfiler>(cfg_.train.profile_start_step, cfg_.train.profile_steps,
                                                       run_dir_ / "profile", rank_, device_);
   optim::GradScalerOptions scaler;
-  scaler.enabled = fp16;
+  scaler.enabled = precision_.loss_scaling;
   scaler.init_scale = cfg_.train.loss_scale_init;
   scaler.growth_interval = cfg_.train.loss_scale_interval;
   scaler_ = std::make_unique<optim::GradScaler>(scaler, device_);
@@ -321,7 +313,7 @@ void Trainer::setup_optimizer() {
     dist::DdpOptions ddp;
     ddp.bucket_cap_mb = cfg_.distributed.bucket_cap_mb;
     ddp.reduction = dist::GradReduction::kSum;
-    ddp.reduce_dtype = cfg_.distributed.reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+    ddp.reduce_dtype = precision_.reduce;
     ddp_ = std::make_unique<dist::DistributedDataParallel>(*comm_, std::move(params), ddp);
   }
 }

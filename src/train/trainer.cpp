@@ -72,7 +72,8 @@ Trainer::Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& 
       rank_(env.rank),
       world_size_(env.world_size),
       local_rank_(env.local_rank),
-      comm_(std::move(comm)) {}
+      comm_(std::move(comm)),
+      precision_(resolve_precision(cfg_)) {}
 
 Trainer::~Trainer() = default;
 
@@ -117,16 +118,16 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   if (fused_loss_) {
     at::Tensor hidden;  // [B, T, hidden]
     {
-      model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+      model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
       hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
     }
     return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
-                                           labels.reshape({-1}), compute_dtype_, 0,
+                                           labels.reshape({-1}), precision_.compute, 0,
                                            model_->args().final_logit_softcapping.value_or(0.0));
   }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {
-    model::AutocastGuard autocast(device_.type(), autocast_dtype_, autocast_);
+    model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
     logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
   }
   const int64_t vocab = logits.size(-1);

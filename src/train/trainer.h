@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/precision.h"
 #include "train/train_state.h"
 #include "util/error.h"
 
@@ -148,11 +149,9 @@ class Trainer {
   std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
   std::unique_ptr<metrics::StepProfiler> profiler_;
 
-  // Precision.
-  bool autocast_ = false;  // bf16 / fp16 autocast around forward
-  at::ScalarType autocast_dtype_ = at::kBFloat16;
-  at::ScalarType compute_dtype_ = at::kFloat;  // of the matmuls: the autocast dtype, else the parameters'
-  bool fused_loss_ = false;                    // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
+  // Precision, resolved once from the config (train/precision.h).
+  PrecisionPolicy precision_;
+  bool fused_loss_ = false;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
 
   // Progress.
   TrainState progress_;                                        // step, epoch, tokens seen, skips, best eval loss

@@ -479,5 +479,41 @@ TEST(FusedKernels, GpuPackedRowsWithASlidingWindowMatchTheDenseWindowMask) {
   check_packed_rows(16);
 }
 
+// Unpacked rows with a window shorter than them (Mistral, Gemma's sliding layers): on the fused path each row is one
+// piece of varlen flash attention with the window; forward and gradients as the dense window mask gives them, and
+// decoding with a KV cache keeps the mask path.
+TEST(FusedKernels, GpuUnpackedRowsWithASlidingWindowTakeFlashAttention) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  model::ModelArgs a;
+  a.sliding_window = 16;
+  a.vocab_size = 97;
+  a.hidden_size = 128;
+  a.intermediate_size = 256;
+  a.num_layers = 2;
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.head_dim = 32;
+  a.max_position_embeddings = 256;
+  auto model = random_gpu_model(a, 6, /*lora=*/false, /*freeze_embeddings=*/false);
+  const at::Tensor ids = at::randint(0, 97, {3, 64}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
+  auto run = [&](bool fused) {
+    model->set_fused_kernels(fused);
+    model->zero_grad();
+    model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
+    const at::Tensor logits = model->forward(ids).to(at::kFloat);
+    EXPECT_EQ(count_nodes(logits, "FlashAttention") > 0, fused) << (fused ? "fused" : "dense");
+    (logits * at::cos(logits.detach())).sum().backward();
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+    return std::make_pair(logits.detach(), grads);
+  };
+  const auto [dense, g0] = run(false);
+  const auto [flash, g1] = run(true);
+  EXPECT_LT(rel(flash, dense), 2e-2);
+  for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << i;
+  EXPECT_NE(model->attention_path(false, at::Device(at::kCUDA), at::kBFloat16).find("through varlen flash attention"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ft::test

@@ -1,0 +1,25 @@
+#include "train/precision.h"
+
+#include "util/fmt.h"
+
+namespace ft::train {
+
+PrecisionPolicy resolve_precision(const Config& cfg) {
+  const std::string& p = cfg.train.precision;
+  PrecisionPolicy out;
+  out.param = p == "bf16-pure" || cfg.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  out.autocast = p == "bf16" || p == "fp16";
+  out.autocast_dtype = p == "fp16" ? at::kHalf : at::kBFloat16;
+  out.compute = out.autocast ? out.autocast_dtype : out.param;
+  out.reduce = cfg.distributed.reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  out.loss_scaling = p == "fp16";
+  return out;
+}
+
+std::string PrecisionPolicy::describe() const {
+  return fmt::format("{} parameters, {} compute{}{}, {} gradient reduction", c10::toString(param),
+                     c10::toString(compute), autocast ? " (autocast)" : "",
+                     loss_scaling ? ", dynamic loss scaling" : "", c10::toString(reduce));
+}
+
+}  // namespace ft::train

@@ -1,0 +1,30 @@
+// The dtypes of one training run, resolved once from train.precision, model.dtype and distributed.reduce_dtype, so
+// that the model, the forward, the loss, the loss scaler and the gradient all-reduce read one decision.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "config/config.h"
+
+namespace ft::train {
+
+struct PrecisionPolicy {
+  at::ScalarType param = at::kFloat;              // the model's parameters (a LoRA base: model.dtype)
+  bool autocast = false;                          // bf16 / fp16 autocast around the forward
+  at::ScalarType autocast_dtype = at::kBFloat16;  // the autocast dtype when `autocast`
+  at::ScalarType compute = at::kFloat;            // of the matmuls: the autocast dtype, else `param`
+  at::ScalarType reduce = at::kFloat;             // gradients on the wire of the all-reduce
+  bool loss_scaling = false;                      // fp16: dynamic loss scaling (optim::GradScaler)
+
+  // "bf16 autocast over fp32 parameters, fp32 gradient reduction" for the log.
+  std::string describe() const;
+};
+
+// train.precision: fp32 (all F32), bf16 (bf16 autocast over F32 parameters), fp16 (fp16 autocast, loss scaling),
+// bf16-pure (bf16 parameters and compute); model.dtype bf16 keeps the (frozen) parameters in bf16 under any of them.
+// The config is validated already (config/validate.cpp).
+PrecisionPolicy resolve_precision(const Config& cfg);
+
+}  // namespace ft::train
