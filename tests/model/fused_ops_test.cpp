@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <torch/csrc/autograd/function.h>
 
 #include <set>
@@ -322,6 +324,22 @@ std::shared_ptr<model::Transformer> random_gpu_model(const model::ModelArgs& a, 
 
 // A whole model, forward and backward, with train.fused_kernels on and off: F32 weights under bf16 autocast (one GEMM
 // over concatenated weights, the joint SwiGLU) and a bf16 base with LoRA (shared input, per-layer GEMMs).
+// Under bf16 autocast: the logits of `ids` (as F32, handed to `check` first) and the gradients of every trainable
+// parameter for the loss sum(logits * cos(logits)).
+std::pair<at::Tensor, std::vector<at::Tensor>> logits_and_grads(
+    model::Transformer& model, const at::Tensor& ids, const std::function<void(const at::Tensor&)>& check = {}) {
+  model.zero_grad();
+  model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
+  const at::Tensor logits = model.forward(ids).to(at::kFloat);
+  if (check) check(logits);
+  (logits * at::cos(logits.detach())).sum().backward();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model.parameters()) {
+    if (p.requires_grad()) grads.push_back(p.grad().clone());
+  }
+  return {logits.detach(), grads};
+}
+
 // Llama, and Gemma 3 with its (1 + w) norms (q/k norms too), GeGLU, a sliding and a global layer, final soft-capping.
 TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
@@ -352,20 +370,13 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
       const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
       auto run = [&](bool fused) {
         model->set_fused_kernels(fused);
-        model->zero_grad();
-        model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
-        const at::Tensor logits = model->forward(ids).to(at::kFloat);
-        // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add. Gemma's
-        // norms of layer outputs and heads (4 more per layer) take it when their weights have the input's dtype (bf16
-        // base); with F32 weights under autocast they stay composite.
-        const int64_t norms = 2 * a.num_layers + 1 + (gemma && lora ? 4 * a.num_layers : 0);
-        EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? norms : 0) << (lora ? "lora" : "full") << gemma;
-        (logits * at::cos(logits.detach())).sum().backward();
-        std::vector<at::Tensor> grads;
-        for (const auto& p : model->parameters()) {
-          if (p.requires_grad()) grads.push_back(p.grad().clone());
-        }
-        return std::make_pair(logits.detach(), grads);
+        return logits_and_grads(*model, ids, [&](const at::Tensor& logits) {
+          // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
+          // Gemma's norms of layer outputs and heads (4 more per layer) take it when their weights have the input's
+          // dtype (bf16 base); with F32 weights under autocast they stay composite.
+          const int64_t norms = 2 * a.num_layers + 1 + (gemma && lora ? 4 * a.num_layers : 0);
+          EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? norms : 0) << (lora ? "lora" : "full") << gemma;
+        });
       };
       const auto [l0, g0] = run(false);
       const auto [l1, g1] = run(true);
@@ -399,15 +410,7 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
     auto run = [&](bool ckpt) {
       model->set_activation_checkpointing(ckpt);
-      model->zero_grad();
-      model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
-      const at::Tensor logits = model->forward(ids).to(at::kFloat);
-      (logits * at::cos(logits.detach())).sum().backward();
-      std::vector<at::Tensor> grads;
-      for (const auto& p : model->parameters()) {
-        if (p.requires_grad()) grads.push_back(p.grad().clone());
-      }
-      return std::make_pair(logits.detach(), grads);
+      return logits_and_grads(*model, ids);
     };
     const auto [l0, g0] = run(false);
     const auto [l1, g1] = run(true);
@@ -498,14 +501,9 @@ TEST(FusedKernels, GpuUnpackedRowsWithASlidingWindowTakeFlashAttention) {
   const at::Tensor ids = at::randint(0, 97, {3, 64}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
   auto run = [&](bool fused) {
     model->set_fused_kernels(fused);
-    model->zero_grad();
-    model::AutocastGuard autocast(c10::kCUDA, at::kBFloat16, true);
-    const at::Tensor logits = model->forward(ids).to(at::kFloat);
-    EXPECT_EQ(count_nodes(logits, "FlashAttention") > 0, fused) << (fused ? "fused" : "dense");
-    (logits * at::cos(logits.detach())).sum().backward();
-    std::vector<at::Tensor> grads;
-    for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
-    return std::make_pair(logits.detach(), grads);
+    return logits_and_grads(*model, ids, [&](const at::Tensor& logits) {
+      EXPECT_EQ(count_nodes(logits, "FlashAttention") > 0, fused) << (fused ? "fused" : "dense");
+    });
   };
   const auto [dense, g0] = run(false);
   const auto [flash, g1] = run(true);
