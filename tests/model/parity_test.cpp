@@ -112,6 +112,47 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
   EXPECT_LT(max_diff(io::read_safetensors(out / "merged.safetensors").at("logits"), ours_adapter), kTol);
 }
 
+// A family's checkpoint with one of its own tensors missing or misshapen (the last layer's norm after the MLP: Gemma's
+// post_feedforward_layernorm, elsewhere post_attention_layernorm; and the first layer's value or fused qkv
+// projection): `finetune generate` exits 2 naming the tensor and both shapes, as load_pretrained does for training.
+TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
+  TempDir tmp("ft-family-broken");
+  const auto args = model::load_hf_config(model_dir());
+  const std::string last = "model.layers." + std::to_string(args.num_layers - 1) + ".";
+  const std::string norm = last + (args.gemma ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
+  const std::string proj = std::string("model.layers.0.self_attn.") + (args.fused_projections ? "qkv_proj" : "v_proj") +
+                           ".weight";
+  const auto generate = [&](const std::filesystem::path& dir) {
+    return run_finetune("generate --device cpu --prompt-ids '1 2 3' --max-new-tokens 2 --model " +
+                        shell_quote(dir.string()));
+  };
+  for (const bool drop : {true, false}) {
+    const auto dir = tmp / (drop ? "missing" : "misshapen");
+    std::filesystem::copy(model_dir(), dir, std::filesystem::copy_options::recursive);
+    auto tensors = io::read_safetensors(dir / "model.safetensors");
+    for (auto& [k, v] : tensors) v = v.clone();  // detach from the mapping before rewriting the file
+    ASSERT_TRUE(tensors.count(norm) && tensors.count(proj)) << GetParam();
+    const std::vector<int64_t> want = tensors.at(proj).sizes().vec();
+    if (drop) {
+      tensors.erase(norm);
+    } else {
+      tensors[proj] = at::zeros({want[0] + 8, want[1]});
+    }
+    io::write_safetensors(dir / "model.safetensors", tensors);
+    const auto r = generate(dir);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    if (drop) {
+      EXPECT_NE(r.output.find("missing tensor '" + norm + "'"), std::string::npos) << r.output;
+    } else {
+      const std::string shapes = "has shape [" + std::to_string(want[0] + 8) + ", " + std::to_string(want[1]) +
+                                 "], the model expects [" + std::to_string(want[0]) + ", " + std::to_string(want[1]) +
+                                 "]";
+      EXPECT_NE(r.output.find("'" + proj + "'"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(shapes), std::string::npos) << r.output;
+    }
+  }
+}
+
 // model.architecture from scratch: every family's model, initialised by us and saved, computes our logits in
 // transformers.
 TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
