@@ -6,19 +6,27 @@
 #include <vector>
 
 namespace ft::metrics {
+namespace {
+
+int64_t head_dim(const FlopsModel& m) {
+  return m.head_dim > 0 ? m.head_dim : m.heads > 0 ? m.hidden / m.heads : 0;
+}
+
+}  // namespace
 
 int64_t matmul_params(const FlopsModel& m) {
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  const int64_t head_dim = m.heads > 0 ? m.hidden / m.heads : 0;
-  const int64_t attn = m.hidden * m.hidden * 2 + m.hidden * kv * head_dim * 2;  // q, o + k, v
-  const int64_t mlp = 3 * m.hidden * m.intermediate;                           // gate, up, down
-  return m.n_layers * (attn + mlp) + m.vocab * m.hidden;                        // + lm_head
+  const int64_t d = head_dim(m);
+  const int64_t attn = m.hidden * m.heads * d * 2 + m.hidden * kv * d * 2;  // q, o + k, v
+  const int64_t mlp = 3 * m.hidden * m.intermediate;                      // gate, up, down
+  return m.n_layers * (attn + mlp) + m.vocab * m.hidden;                   // + lm_head
 }
 
 double flops_per_token(const FlopsModel& m) {
+  const double attention_width = static_cast<double>(m.heads * head_dim(m));
   return (m.frozen_base ? 4.0 : 6.0) * static_cast<double>(matmul_params(m)) +
          6.0 * static_cast<double>(m.adapter_params) +
-         12.0 * static_cast<double>(m.n_layers) * static_cast<double>(m.hidden) * static_cast<double>(m.seq_len);
+         12.0 * static_cast<double>(m.n_layers) * attention_width * static_cast<double>(m.seq_len);
 }
 
 double peak_tflops(const std::string& device_name, double configured) {

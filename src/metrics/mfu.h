@@ -6,7 +6,8 @@
 //      projections, the LM head); the input embedding is a lookup and is excluded.
 //   6N: 2 FLOPs per multiply-add forward, 4 backward (input and weight grads).
 //   12*L*H*T: attention itself (QK^T and attention*V, forward 2*2*T*H per layer and token, x3 with backward),
-//      INCLUDED, counted as full (non-causal) attention as PaLM does; H = heads * head_dim = hidden.
+//      INCLUDED, counted as full (non-causal) attention as PaLM does; H = heads * head_dim (the hidden size unless
+//      config.json sets head_dim).
 //   Norms, activations, softmax and the loss are not counted.
 // With LoRA (frozen_base): flops_per_token = 4 * N + 6 * A + 12 * L * H * T, A = adapter parameters: a frozen weight
 //   costs its forward (2) and input-gradient (2) FLOPs but no weight gradient; the adapters cost 6 each.
@@ -27,6 +28,7 @@ struct FlopsModel {
   int64_t kv_heads = 0;    // 0 = heads (no GQA)
   bool frozen_base = false;  // LoRA: the N matmul parameters get no weight gradient
   int64_t adapter_params = 0;  // LoRA: trainable adapter parameters
+  int64_t head_dim = 0;        // 0 = hidden / heads (Gemma, Qwen3: config.json's head_dim)
 };
 
 // N as described above.

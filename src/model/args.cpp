@@ -20,7 +20,7 @@ struct Reader {
   ConfigError missing(const std::string& key) const {
     return ConfigError(
         source + ": missing required field \"" + key + "\"",
-        "config.json must come from a transformers LlamaForCausalLM/MistralForCausalLM/Qwen2ForCausalLM");
+        "config.json must come from transformers, of a family `finetune info` lists");
   }
   int64_t req_int(const std::string& key) const {
     if (!j.contains(key) || j[key].is_null()) throw missing(key);

@@ -193,6 +193,7 @@ void Trainer::setup_model() {
   flops.seq_len = cfg_.data.seq_len;
   flops.heads = args.num_heads;
   flops.kv_heads = args.num_kv_heads;
+  flops.head_dim = args.head_dim;
   flops.frozen_base = cfg_.lora.enabled;
   flops.adapter_params = cfg_.lora.enabled ? trainable_count : 0;
   flops_per_token_ = metrics::flops_per_token(flops);

@@ -64,6 +64,15 @@ TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
   EXPECT_EQ(metrics::matmul_params(l3), 8030261248LL - 128256LL * 4096 - 65LL * 4096);
 }
 
+// Gemma-2-2B: head_dim 256 with 8 heads (2048) is not the hidden size 2304. 2,614,341,888 parameters, the
+// embedding tied to the LM head (counted once, as the LM head's matmul), 4 norms per layer and a final one.
+TEST(Mfu, HeadDimOtherThanHiddenOverHeadsSizesTheAttention) {
+  metrics::FlopsModel m{26, 2304, 9216, 256000, 4096, 8, 4};
+  m.head_dim = 256;
+  EXPECT_EQ(metrics::matmul_params(m), 2614341888LL - 26LL * 4 * 2304 - 2304);
+  EXPECT_DOUBLE_EQ(metrics::flops_per_token(m), 6.0 * metrics::matmul_params(m) + 12.0 * 26 * 2048 * 4096);
+}
+
 TEST(Mfu, LoraCountsNoWeightGradientForTheFrozenBase) {
   // Llama-3-8B with r16 adapters on all 7 projections: 41,943,040 adapter parameters (PEFT's count).
   metrics::FlopsModel m{32, 4096, 14336, 128256, 2048, 32, 8};
