@@ -77,7 +77,7 @@ const std::set<std::string>& file_keys() {
 
 class Binder {
  public:
-  Binder(const Node& map, std::string shown, std::string normal, std::map<std::string, std::string>& locations,
+  Binder(const Node& map, std::string shown, std::string normal, std::map<std::string, Origin>& locations,
          Errors& errors)
       : map_(map), shown_(std::move(shown)), normal_(std::move(normal)), locations_(locations), errors_(errors) {}
 
@@ -87,7 +87,7 @@ class Binder {
       if (e.key != key) continue;
       used_.insert(e.key);
       const std::string shown = shown_ + key;
-      if (!e.value.origin.is_default()) locations_[shown] = e.value.origin.where();
+      if (!e.value.origin.is_default()) locations_[shown] = e.value.origin;
       bind(e.value, shown, normal_ + key, field);
     }
   }
@@ -219,7 +219,7 @@ class Binder {
   const Node& map_;
   std::string shown_;   // key prefix as shown to the user, with list indices: "data.train[0]."
   std::string normal_;  // the same with indices dropped, as known_keys() spells it: "data.train[]."
-  std::map<std::string, std::string>& locations_;
+  std::map<std::string, Origin>& locations_;
   Errors& errors_;
   std::set<std::string> used_;
 };
@@ -285,7 +285,7 @@ const std::vector<std::string>& known_keys() {
 
 namespace detail {
 
-void bind(const Node& root, Config& config, std::map<std::string, std::string>& locations, Errors& errors) {
+void bind(const Node& root, Config& config, std::map<std::string, Origin>& locations, Errors& errors) {
   Binder binder(root, "", "", locations, errors);
   config.visit(binder);
   binder.finish();

@@ -14,9 +14,9 @@ namespace ft::config::detail {
 // Collects errors as "WHERE: KEY: message" lines.
 class Errors {
  public:
-  explicit Errors(std::string fallback_where) : fallback_(std::move(fallback_where)) {}
+  // `fallback`: where errors about values that kept their default point (the config file, no position).
+  explicit Errors(Origin fallback) : fallback_(std::move(fallback)) {}
   void add(const Origin& origin, const std::string& key, const std::string& message);
-  void add(const std::string& where, const std::string& key, const std::string& message);
   // Later errors about `key` are dropped: its value could not be computed, so they would only echo the first.
   void silence(const std::string& key) { silenced_.push_back(key); }
   bool empty() const { return items_.empty(); }
@@ -29,7 +29,7 @@ class Errors {
     int line = 0, column = 0;
     std::string text;
   };
-  std::string fallback_;  // used for values that kept their default (no position to point at)
+  Origin fallback_;  // used for values that kept their default (no position to point at)
   std::vector<Item> items_;
   std::vector<std::string> silenced_;
 };
@@ -37,11 +37,11 @@ class Errors {
 // Binds `root` (defaults merged with the files and overrides, interpolated) into `config`. Reports unknown keys
 // and wrong types to `errors`; records where each value came from in `locations`; makes relative file paths
 // absolute against the directory of the file that set them.
-void bind(const Node& root, Config& config, std::map<std::string, std::string>& locations, Errors& errors);
+void bind(const Node& root, Config& config, std::map<std::string, Origin>& locations, Errors& errors);
 
 // Checks ranges, enums, conflicts and referenced files. `where(key)` gives the location to report.
-void validate(const Config& config, const std::map<std::string, std::string>& locations,
-              const std::string& fallback_where, Errors& errors);
+void validate(const Config& config, const std::map<std::string, Origin>& locations, const Origin& fallback,
+              Errors& errors);
 
 // Shortest decimal text that parses back to exactly `v`.
 std::string format_double(double v);

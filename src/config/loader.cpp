@@ -18,29 +18,13 @@ namespace ft::config {
 namespace detail {
 
 void Errors::add(const Origin& origin, const std::string& key, const std::string& message) {
-  if (origin.is_default()) return add(fallback_, key, message);
+  if (origin.is_default() && !fallback_.is_default()) return add(fallback_, key, message);
   for (const auto& s : silenced_) {
     if (s == key) return;
   }
-  items_.push_back({origin.source, origin.line, origin.column, origin.where() + ": " + key + ": " + message});
-  if (key.empty()) items_.back().text = origin.where() + ": " + message;
-}
-
-void Errors::add(const std::string& where, const std::string& key, const std::string& message) {
-  for (const auto& s : silenced_) {
-    if (s == key) return;
-  }
-  // `where` is "FILE:LINE:COL", "FILE" or "<override ...>"; recover the position for ordering.
-  Item item{where, 0, 0, where + ": " + (key.empty() ? "" : key + ": ") + message};
-  const size_t c2 = where.rfind(':');
-  const size_t c1 = c2 == std::string::npos || c2 == 0 ? std::string::npos : where.rfind(':', c2 - 1);
-  if (where.rfind("<override", 0) != 0 && c1 != std::string::npos &&
-      where.find_first_not_of("0123456789:", c1) == std::string::npos && c2 > c1 + 1 && c2 + 1 < where.size()) {
-    item.source = where.substr(0, c1);
-    item.line = std::stoi(where.substr(c1 + 1, c2 - c1 - 1));
-    item.column = std::stoi(where.substr(c2 + 1));
-  }
-  items_.push_back(std::move(item));
+  const std::string where = origin.where();
+  items_.push_back(
+      {origin.source, origin.line, origin.column, where + ": " + (key.empty() ? "" : key + ": ") + message});
 }
 
 void Errors::throw_if_any() const {
@@ -95,7 +79,7 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     errors.add(o, "", "YAML syntax error: " + e.msg);
     return result;
   } catch (const YAML::BadFile&) {
-    errors.add(file.string(), "", "cannot read the file");
+    errors.add(Origin{file.string(), 0, 0, {}}, "", "cannot read the file");
     return result;
   }
   const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
@@ -175,7 +159,7 @@ bool valid_key_part(const std::string& s) {
 }
 
 void apply_override(Node& root, const std::string& text, Errors& errors) {
-  const std::string source = "<override '" + text + "'>";
+  const Origin source{"<override '" + text + "'>", 0, 0, {}};
   const size_t eq = text.find('=');
   if (eq == std::string::npos) {
     errors.add(source, text, "not of the form key=value (e.g. optimizer.lr=1e-4)");
@@ -200,7 +184,7 @@ void apply_override(Node& root, const std::string& text, Errors& errors) {
     errors.add(source, key, "cannot parse the value as YAML (" + e.msg + "); quote strings with special characters");
     return;
   }
-  Node node = from_yaml(value, source, fs::current_path());
+  Node node = from_yaml(value, source.source, fs::current_path());
   clear_positions(node);
   set_path(root, parts, std::move(node));
 }
@@ -350,7 +334,7 @@ class Interpolator {
 
 std::string LoadedConfig::where(const std::string& key) const {
   const auto it = locations.find(key);
-  return it != locations.end() ? it->second : file.string();
+  return it != locations.end() ? it->second.where() : file.string();
 }
 
 LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& overrides) {
@@ -362,7 +346,8 @@ LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& o
     throw ConfigError("config file '" + file.string() + "' not found",
                       "pass an existing YAML file with --config (see configs/ for examples)");
   }
-  Errors errors(file.string());
+  const Origin config_file{file.string(), 0, 0, {}};
+  Errors errors(config_file);
 
   // Built-in defaults first, so ${run.name} in a default (run.output_dir) resolves like any other value.
   Node root = from_yaml(YAML::Load(detail::emit_yaml(Config{}, false)), "", {});
@@ -374,7 +359,7 @@ LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& o
 
   Interpolator(root, errors).run();
   detail::bind(root, loaded.config, loaded.locations, errors);
-  detail::validate(loaded.config, loaded.locations, file.string(), errors);
+  detail::validate(loaded.config, loaded.locations, config_file, errors);
   errors.throw_if_any();
   return loaded;
 }

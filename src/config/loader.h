@@ -9,17 +9,18 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/tree.h"
 
 namespace ft::config {
 
 // A configuration as loaded: the bound, validated values plus where they came from.
 struct LoadedConfig {
-  Config config;                                 // every field resolved: interpolated, paths made absolute
-  std::filesystem::path file;                    // the config file given on the command line
-  std::vector<std::string> overrides;            // the `key=value` overrides, in the order given
-  std::vector<std::filesystem::path> sources;    // every YAML file read, bases before the files including them
-  std::map<std::string, std::string> locations;  // key path (e.g. "optimizer.lr", "data.train[0].path") -> where
-                                                 // its value was set: "FILE:LINE:COL" or "<override 'k=v'>"
+  Config config;                               // every field resolved: interpolated, paths made absolute
+  std::filesystem::path file;                  // the config file given on the command line
+  std::vector<std::string> overrides;          // the `key=value` overrides, in the order given
+  std::vector<std::filesystem::path> sources;  // every YAML file read, bases before the files including them
+  std::map<std::string, Origin> locations;     // key path (e.g. "optimizer.lr", "data.train[0].path") -> where
+                                               // its value was set (a file position, or an override)
 
   // Where `key` was set, for error messages about it; the config file's path when it kept its default.
   std::string where(const std::string& key) const;

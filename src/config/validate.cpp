@@ -14,7 +14,7 @@ namespace {
 
 class Checker {
  public:
-  Checker(const std::map<std::string, std::string>& locations, const std::string& fallback, Errors& errors)
+  Checker(const std::map<std::string, Origin>& locations, const Origin& fallback, Errors& errors)
       : locations_(locations), fallback_(fallback), errors_(errors) {}
 
   // Reports at the value's location, else at the nearest enclosing key the user wrote, else the config file.
@@ -69,8 +69,8 @@ class Checker {
   static std::string text(int64_t v) { return std::to_string(v); }
   static std::string text(double v) { return format_double(v); }
 
-  const std::map<std::string, std::string>& locations_;
-  const std::string& fallback_;
+  const std::map<std::string, Origin>& locations_;
+  const Origin& fallback_;
   Errors& errors_;
 };
 
@@ -314,9 +314,9 @@ void check_rest(const Config& c, Checker& k) {
 
 }  // namespace
 
-void validate(const Config& config, const std::map<std::string, std::string>& locations,
-              const std::string& fallback_where, Errors& errors) {
-  Checker k(locations, fallback_where, errors);
+void validate(const Config& config, const std::map<std::string, Origin>& locations, const Origin& fallback,
+              Errors& errors) {
+  Checker k(locations, fallback, errors);
   if (config.run.name.empty()) k.fail("run.name", "empty (expected a name)");
   if (config.run.output_dir.empty()) k.fail("run.output_dir", "empty (expected a directory)");
   if (!is_device(config.run.device)) {

@@ -18,8 +18,8 @@ int64_t matmul_params(const FlopsModel& m) {
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
   const int64_t d = head_dim(m);
   const int64_t attn = m.hidden * m.heads * d * 2 + m.hidden * kv * d * 2;  // q, o + k, v
-  const int64_t mlp = 3 * m.hidden * m.intermediate;                      // gate, up, down
-  return m.n_layers * (attn + mlp) + m.vocab * m.hidden;                   // + lm_head
+  const int64_t mlp = 3 * m.hidden * m.intermediate;                        // gate, up, down
+  return m.n_layers * (attn + mlp) + m.vocab * m.hidden;                    // + lm_head
 }
 
 double flops_per_token(const FlopsModel& m) {
@@ -35,9 +35,9 @@ double peak_tflops(const std::string& device_name, double configured) {
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
   // Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's datasheets; more specific names first.
   static const std::vector<std::pair<const char*, double>> kTable = {
-      {"GB200", 2500.0}, {"B200", 2250.0},  {"GH200", 989.0}, {"H200", 989.0},     {"H100 PCIE", 756.0},
-      {"H100", 989.0},   {"H800", 989.0},   {"A100", 312.0},  {"A800", 312.0},     {"L40S", 362.0},
-      {"L40", 181.0},    {"L4", 121.0},     {"A10G", 70.0},   {"A10", 125.0},      {"RTX 4090", 165.0},
+      {"GB200", 2500.0},  {"B200", 2250.0}, {"GH200", 989.0}, {"H200", 989.0}, {"H100 PCIE", 756.0},
+      {"H100", 989.0},    {"H800", 989.0},  {"A100", 312.0},  {"A800", 312.0}, {"L40S", 362.0},
+      {"L40", 181.0},     {"L4", 121.0},    {"A10G", 70.0},   {"A10", 125.0},  {"RTX 4090", 165.0},
       {"RTX 3090", 71.0}, {"V100", 125.0},  {"T4", 65.0}};
   for (const auto& [key, tflops] : kTable)
     if (name.find(key) != std::string::npos) return tflops;

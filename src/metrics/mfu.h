@@ -23,10 +23,10 @@ struct FlopsModel {
   int64_t hidden = 0;
   int64_t intermediate = 0;
   int64_t vocab = 0;
-  int64_t seq_len = 0;     // T: tokens per sequence
+  int64_t seq_len = 0;  // T: tokens per sequence
   int64_t heads = 0;
-  int64_t kv_heads = 0;    // 0 = heads (no GQA)
-  bool frozen_base = false;  // LoRA: the N matmul parameters get no weight gradient
+  int64_t kv_heads = 0;        // 0 = heads (no GQA)
+  bool frozen_base = false;    // LoRA: the N matmul parameters get no weight gradient
   int64_t adapter_params = 0;  // LoRA: trainable adapter parameters
   int64_t head_dim = 0;        // 0 = hidden / heads (Gemma, Qwen3: config.json's head_dim)
 };

@@ -18,6 +18,7 @@
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/zero.h"
+#include "metrics/meters.h"
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
@@ -216,12 +217,7 @@ ExitCode Trainer::run() {
               cfg_.train.precision);
 
   const auto run_start = Clock::now();
-  int64_t tokens_since_log = 0;     // target tokens (loss positions), all ranks
-  int64_t positions_since_log = 0;  // token positions processed (rows x seq, padding included), all ranks
-  int64_t steps_since_log = 0;
-  double time_since_log = 0.0;
-  double wait_since_log = 0.0;
-  at::Tensor loss_since_log = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  metrics::LogWindow window(device_);  // the steps since the last log line
   bool interrupted = false;
 
   while (progress_.step < total_steps_) {
@@ -240,30 +236,25 @@ ExitCode Trainer::run() {
     }
     ++progress_.step;
     profiler_->after_step(progress_.step);
-    ++steps_since_log;
     progress_.tokens_seen += out.global_tokens;
-    tokens_since_log += out.global_tokens;
-    positions_since_log += out.global_positions;
-    loss_since_log += out.loss_sum;
-    wait_since_log += out.data_wait_s;
-    time_since_log += seconds_since(step_start);
+    window.add_step(out.global_tokens, out.global_positions, out.loss_sum, seconds_since(step_start), out.data_wait_s);
 
     const bool last = progress_.step == total_steps_;
     if (progress_.step % cfg_.logging.every_steps == 0 || last) {
       check_non_finite();  // host sync: once per log interval
-      const double loss = all_reduce_sum(loss_since_log.item<double>()) / std::max<double>(1, tokens_since_log);
+      const double loss =
+          all_reduce_sum(window.loss_sum().item<double>()) / std::max<double>(1, window.target_tokens());
       // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
-      const double tokens_per_s = static_cast<double>(positions_since_log) / std::max(1e-9, time_since_log);
-      const double target_tokens_per_s = static_cast<double>(tokens_since_log) / std::max(1e-9, time_since_log);
+      const double tokens_per_s = window.positions_per_s();
       nlohmann::json m;
       m["loss"] = loss;
       m["lr"] = lr;
       m["grad_norm"] = out.grad_norm.item<double>();
       m["loss_scale"] = scaler_->get_scale();
       m["tokens_per_s"] = tokens_per_s;
-      m["target_tokens_per_s"] = target_tokens_per_s;
-      m["step_time_s"] = time_since_log / static_cast<double>(std::max<int64_t>(1, steps_since_log));
-      m["data_wait_s"] = wait_since_log;
+      m["target_tokens_per_s"] = window.target_tokens_per_s();
+      m["step_time_s"] = window.step_time_s();
+      m["data_wait_s"] = window.data_wait_s();
       m["tokens_seen"] = progress_.tokens_seen;
       m["epoch"] = progress_.epoch;
       m["skipped_steps"] = progress_.nan_skips + scaler_->skipped_steps();
@@ -274,12 +265,7 @@ ExitCode Trainer::run() {
         metrics_->log("train", progress_.step, m);
         metrics_->progress(progress_.step, m);
       }
-      steps_since_log = 0;
-      positions_since_log = 0;
-      tokens_since_log = 0;
-      time_since_log = 0.0;
-      wait_since_log = 0.0;
-      loss_since_log.zero_();
+      window.reset();
     }
     if (rank_ == 0) metrics_->tick(progress_.step);
     if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0 && !last) {
