@@ -67,6 +67,10 @@ FAMILIES = {
         layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False,
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
+    # Gemma 3 text with every layer global (no sliding window), GQA 4:1, untied embeddings.
+    "gemma3_full": dict(cls="Gemma3ForCausalLM", cfg="Gemma3TextConfig", gemma=True, kw=dict(
+        num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, max_position_embeddings=256,
+        layer_types=["full_attention", "full_attention"], tie_word_embeddings=False)),
     # Gemma 3 text with attention biases, tied embeddings, final logit soft-capping, and three layers from the
     # legacy sliding_window_pattern (2: sliding, global, sliding).
     "gemma3_bias": dict(cls="Gemma3ForCausalLM", cfg="Gemma3TextConfig", gemma=True, kw=dict(
