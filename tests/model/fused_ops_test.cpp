@@ -422,8 +422,8 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
 
 // Packed rows through varlen flash attention: each sample's logits and gradients are those of the sample run alone
 // (attention never crosses a sample boundary), and match the dense block-mask path.
-// window 0: full causal attention within each sample; otherwise a sliding window shorter than the samples.
-void check_packed_rows(int64_t window) {
+// A 2-layer Llama of hidden 128 for the attention tests; window > 0: a sliding window of that many positions.
+model::ModelArgs attention_test_args(int64_t window) {
   model::ModelArgs a;
   if (window > 0) a.sliding_window = window;
   a.vocab_size = 97;
@@ -434,7 +434,12 @@ void check_packed_rows(int64_t window) {
   a.num_kv_heads = 2;
   a.head_dim = 32;
   a.max_position_embeddings = 256;
-  auto model = std::make_shared<model::Transformer>(a);
+  return a;
+}
+
+// window 0: full causal attention within each sample; otherwise a sliding window shorter than the samples.
+void check_packed_rows(int64_t window) {
+  auto model = std::make_shared<model::Transformer>(attention_test_args(window));
   for (auto& p : model->parameters()) {
     at::NoGradGuard g;
     p.normal_(0, 0.05);
@@ -487,17 +492,7 @@ TEST(FusedKernels, GpuPackedRowsWithASlidingWindowMatchTheDenseWindowMask) {
 // decoding with a KV cache keeps the mask path.
 TEST(FusedKernels, GpuUnpackedRowsWithASlidingWindowTakeFlashAttention) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  model::ModelArgs a;
-  a.sliding_window = 16;
-  a.vocab_size = 97;
-  a.hidden_size = 128;
-  a.intermediate_size = 256;
-  a.num_layers = 2;
-  a.num_heads = 4;
-  a.num_kv_heads = 2;
-  a.head_dim = 32;
-  a.max_position_embeddings = 256;
-  auto model = random_gpu_model(a, 6, /*lora=*/false, /*freeze_embeddings=*/false);
+  auto model = random_gpu_model(attention_test_args(16), 6, /*lora=*/false, /*freeze_embeddings=*/false);
   const at::Tensor ids = at::randint(0, 97, {3, 64}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
   auto run = [&](bool fused) {
     model->set_fused_kernels(fused);

@@ -9,6 +9,7 @@
 #include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/lora.h"
+#include "model/tiny_config.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -16,15 +17,7 @@ namespace ft::test {
 namespace {
 
 model::ModelArgs tiny_args(const std::string& type = "llama") {
-  ModelConfig cfg;
-  cfg.architecture = type;
-  cfg.vocab_size = 50;
-  cfg.hidden_size = 32;
-  cfg.intermediate_size = 48;
-  cfg.num_layers = 2;
-  cfg.num_heads = 4;
-  cfg.num_kv_heads = 2;
-  return model::args_from_config(cfg, 0);
+  return model::args_from_config(tiny_model_config(type), 0);
 }
 
 std::shared_ptr<model::Transformer> tiny_model(const std::string& type = "llama", uint64_t seed = 1) {

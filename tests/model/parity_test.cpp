@@ -10,6 +10,7 @@
 #include "model/generate.h"
 #include "model/lora.h"
 #include "model/reference.h"
+#include "model/tiny_config.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -162,14 +163,7 @@ TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
   nlohmann::json jobs = nlohmann::json::array();
   std::map<std::string, at::Tensor> ours;
   for (const std::string arch : {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"}) {
-    ModelConfig cfg;
-    cfg.architecture = arch;
-    cfg.vocab_size = 50;
-    cfg.hidden_size = 32;
-    cfg.intermediate_size = 48;
-    cfg.num_layers = 2;
-    cfg.num_heads = 4;
-    cfg.num_kv_heads = 2;
+    ModelConfig cfg = tiny_model_config(arch);
     cfg.tie_embeddings = arch == "gemma2";
     auto model = std::make_shared<model::Transformer>(model::args_from_config(cfg, 0));
     model::init_weights(*model, 0.2, 5);
