@@ -27,7 +27,7 @@ struct RunConfig {
 
 struct ModelConfig {
   std::string path;                        // Hugging Face model dir (config.json + safetensors); empty = from scratch
-  std::string architecture = "llama";      // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
+  std::string architecture = "llama";  // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
   int64_t vocab_size = 0;                  // from scratch: 0 = the tokenizer's vocabulary size
   int64_t hidden_size = 256;               // from scratch: model width
   int64_t intermediate_size = 688;         // from scratch: SwiGLU hidden width
@@ -66,7 +66,7 @@ struct LoraConfig {
   int64_t rank = 8;                                           // adapter rank r
   double alpha = 16.0;                                        // scaling numerator: the update is (alpha / r) * B A x
   double dropout = 0.0;                                       // dropout on the adapter input
-  std::vector<std::string> targets = {"q_proj", "v_proj"};    // projections that get adapters (names, paths, all-linear)
+  std::vector<std::string> targets = {"q_proj", "v_proj"};  // projections that get adapters (names, paths, all-linear)
 
   template <class V> void visit(V& v) {
     v("enabled", enabled);

@@ -207,7 +207,6 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   return weight * h.to(in_dtype);
 }
 
-
 std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& residual, const at::Tensor& delta,
                                                            bool gemm_input) {
   if (!fused || !residual.is_cuda()) {
@@ -371,7 +370,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   const bool gqa = num_heads != num_kv_heads;
   at::Tensor out;  // [B, H, T, D]
   if (softcap) {
-    out = softcapped_attention(q, k, v, mask.mask, mask.causal, scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim))), *softcap);
+    const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    out = softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap);
   } else {
     // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
     const std::optional<at::Tensor> attn_mask =

@@ -99,8 +99,9 @@ class Rotary {
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 // How attention masks keys. With `cu_seqlens` defined: varlen flash attention, causal within each piece (packed
-// rows, or each row one piece when only the sliding window needs a mask). Otherwise is_causal when `mask` is undefined and `causal` is set, else the bool mask [B or 1, 1, T, S]
-// (true = attend) or no mask at all (single-token decoding).
+// rows, or each row one piece when only the sliding window needs a mask). Otherwise is_causal when `mask` is
+// undefined and `causal` is set, else the bool mask [B or 1, 1, T, S] (true = attend) or no mask at all
+// (single-token decoding).
 struct AttentionMask {
   at::Tensor mask;        // Bool [B or 1, 1, T, S] or undefined
   bool causal = true;

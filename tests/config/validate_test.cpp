@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; "
                  "phi3: qkv_proj, o_proj, gate_up_proj, down_proj; or a module path ending in one, "
                  "such as model.layers.3.mlp.down_proj)"},
-        BadValue{"lora.targets=[model.layers.0.mlp.act_fn]", "lora.targets: invalid target 'model.layers.0.mlp.act_fn'"},
+        BadValue{"lora.targets=[model.layers.0.mlp.act_fn]",
+                 "lora.targets: invalid target 'model.layers.0.mlp.act_fn'"},
         BadValue{"lora.targets=[all-linear,q_proj]",
                  "lora.targets: all-linear adapts every projection; list nothing else with it"},
         BadValue{"lora.targets=[q_proj,q_proj]", "lora.targets: 'q_proj' is listed twice"}));

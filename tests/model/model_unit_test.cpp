@@ -163,7 +163,8 @@ TEST(ModelConfig, GemmaFieldsTheModelCannotHonourAreRefusedByName) {
   const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
       "num_attention_heads": 2, "head_dim": 4)";
   const auto refused = [&](const std::string& fields) {
-    return error_of([&] { model::parse_hf_config(R"({"model_type": "gemma2", )" + fields + ", " + sizes + "}", "c.json"); });
+    const std::string text = R"({"model_type": "gemma2", )" + fields + ", " + sizes + "}";
+    return error_of([&] { model::parse_hf_config(text, "c.json"); });
   };
   EXPECT_NE(refused(R"("hidden_activation": "relu")").find("hidden_activation \"relu\""), std::string::npos);
   EXPECT_NE(refused(R"("layer_types": ["full_attention"])").find("one entry per layer (2)"), std::string::npos);
@@ -319,7 +320,8 @@ TEST(ModelLora, AllLinearDottedPathsAndRegexTargetModulesFollowPeft) {
   auto adapted = [](const model::Transformer& m) {
     std::vector<std::string> names;
     for (const auto& [name, t] : model::adapter_tensors(m)) {
-      if (name.find("lora_A") != std::string::npos) names.push_back(name.substr(std::string("base_model.model.").size()));
+      const std::string prefix = "base_model.model.";
+      if (name.find("lora_A") != std::string::npos) names.push_back(name.substr(prefix.size()));
     }
     return names;
   };

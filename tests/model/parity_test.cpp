@@ -120,7 +120,8 @@ TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
   TempDir tmp("ft-family-broken");
   const auto args = model::load_hf_config(model_dir());
   const std::string last = "model.layers." + std::to_string(args.num_layers - 1) + ".";
-  const std::string norm = last + (args.gemma ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
+  const std::string norm =
+      last + (args.gemma ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
   const std::string proj = std::string("model.layers.0.self_attn.") + (args.fused_projections ? "qkv_proj" : "v_proj") +
                            ".weight";
   const auto generate = [&](const std::filesystem::path& dir) {
