@@ -100,9 +100,21 @@ void add_adapters(Transformer& model, const std::vector<std::string>& targets, c
 // the projections (lm_head, norms) names a module we cannot adapt, and matching none is refused too.
 std::vector<std::string> regex_targets(const std::string& pattern, const Transformer& model, const std::string& src) {
   if (pattern == kAllLinear) return {pattern};
+  // A file from elsewhere: a bounded pattern (the regex compiler recurses on nesting), matched in polynomial time
+  // (libstdc++'s breadth-first executor; back-references are refused there) so that no pattern can hang the load.
+  constexpr size_t kMaxPattern = 256;
+  if (pattern.size() > kMaxPattern) {
+    throw ConfigError(src + ": target_modules regex longer than " + std::to_string(kMaxPattern) + " characters",
+                      "list the module names instead");
+  }
+#ifdef _GLIBCXX_RELEASE
+  constexpr auto kFlags = std::regex::ECMAScript | std::regex_constants::__polynomial;
+#else
+  constexpr auto kFlags = std::regex::ECMAScript;
+#endif
   std::regex re;
   try {
-    re = std::regex(pattern, std::regex::ECMAScript);
+    re = std::regex(pattern, kFlags);
   } catch (const std::regex_error& e) {
     throw ConfigError(src + ": target_modules regex \"" + pattern + "\" does not compile (" + e.what() + ")");
   }
