@@ -89,8 +89,8 @@ void add_adapters(Transformer& model, const std::vector<std::string>& targets, c
                   double scaling_alpha, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   for (auto& [path, lin] : projections(model)) {
-    const bool targeted =
-        std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return target_matches(path, t); });
+    bool targeted = false;  // a loop, not a lambda: clang 14 (the fuzz build) cannot capture structured bindings
+    for (const auto& t : targets) targeted = targeted || target_matches(path, t);
     if (targeted && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
   }
 }
