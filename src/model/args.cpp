@@ -18,9 +18,8 @@ struct Reader {
   const std::string& source;
 
   ConfigError missing(const std::string& key) const {
-    return ConfigError(
-        source + ": missing required field \"" + key + "\"",
-        "config.json must come from transformers, of a family `finetune info` lists");
+    return ConfigError(source + ": missing required field \"" + key + "\"",
+                       "config.json must come from transformers, of a family `finetune info` lists");
   }
   int64_t req_int(const std::string& key) const {
     if (!j.contains(key) || j[key].is_null()) throw missing(key);
@@ -31,6 +30,9 @@ struct Reader {
     if (!j.contains(key) || j[key].is_null()) return std::nullopt;
     if (j[key].is_array()) {
       if (j[key].empty()) return std::nullopt;
+      for (const auto& e : j[key]) {  // a float converted unchecked would be undefined behaviour
+        if (!e.is_number_integer()) throw ConfigError(source + ": field \"" + key + "\" must hold integers");
+      }
       return j[key][0].get<int64_t>();
     }
     if (!j[key].is_number_integer()) throw ConfigError(source + ": field \"" + key + "\" must be an integer");
@@ -138,7 +140,12 @@ void parse_rope_object(const Reader& r, const json& rp, const std::string& prefi
     a.rope_scaling.factor = r.num(rp, "factor", 1.0, prefix);
     a.rope_scaling.low_freq_factor = r.num(rp, "low_freq_factor", 1.0, prefix);
     a.rope_scaling.high_freq_factor = r.num(rp, "high_freq_factor", 4.0, prefix);
-    a.rope_scaling.original_max_position_embeddings = rp["original_max_position_embeddings"].get<int64_t>();
+    // Found by tests/fuzz/fuzz_model_config: a float here (1e100) was converted to int64 unchecked (UB).
+    const json& original = rp["original_max_position_embeddings"];
+    if (!original.is_number_integer() || original.get<int64_t>() <= 0) {
+      throw ConfigError(r.source + ": \"" + prefix + "original_max_position_embeddings\" must be a positive integer");
+    }
+    a.rope_scaling.original_max_position_embeddings = original.get<int64_t>();
   }
 }
 

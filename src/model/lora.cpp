@@ -294,7 +294,9 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   ft::LoraConfig cfg;
   cfg.enabled = true;
   try {
-    cfg.rank = need("r").get<int64_t>();
+    const auto& r = need("r");
+    if (!r.is_number_integer()) throw ConfigError(src + ": r must be an integer");  // a float: unchecked UB
+    cfg.rank = r.get<int64_t>();
     cfg.alpha = need("lora_alpha").get<double>();
     const auto& targets = need("target_modules");
     if (targets.is_string()) {

@@ -91,6 +91,25 @@ TEST(ModelConfig, ZeroHeadsAndWrongFieldTypesAreConfigErrors) {
   }
 }
 
+// Found by tests/fuzz/fuzz_model_config: llama3 rope scaling's original context as a huge float was converted to an
+// integer unchecked (undefined behaviour); now a ConfigError naming the field.
+TEST(ModelConfig, Llama3OriginalContextMustBeAPositiveInteger) {
+  const std::string base = R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": )";
+  for (const std::string value : {"1.5e100", "0", "\"8192\""}) {
+    const auto msg = error_of([&] { model::parse_hf_config(base + value + "}}", "c.json"); });
+    EXPECT_NE(msg.find("original_max_position_embeddings\" must be a positive integer"), std::string::npos) << msg;
+  }
+  // The same trap in a list of EOS ids.
+  const auto msg = error_of([&] {
+    model::parse_hf_config(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "eos_token_id": [2, 1e100]})",
+                           "c.json");
+  });
+  EXPECT_NE(msg.find("\"eos_token_id\" must hold integers"), std::string::npos) << msg;
+}
+
 TEST(ModelConfig, SavedConfigParsesBackToTheSameArgs) {
   TempDir dir;
   auto a = tiny_args("mistral");
@@ -521,7 +540,8 @@ TEST(ModelUnit, AdapterConfigOfTheWrongTypesOrHugeSizesIsRefused) {
     const auto msg = error_of([&] { model::load_adapter(*tiny_model(), dir / "a"); });
     EXPECT_NE(msg.find(part), std::string::npos) << key << ": " << msg;
   };
-  expect_refused("r", "2", "a field has an unexpected type");
+  expect_refused("r", "2", "r must be an integer");
+  expect_refused("r", 1e100, "r must be an integer");  // a float converted unchecked was undefined behaviour
   expect_refused("lora_alpha", nlohmann::json::array(), "a field has an unexpected type");
   expect_refused("target_modules", {"q_proj", 7}, "a field has an unexpected type");
   expect_refused("r", int64_t{1} << 40, "must be in [1, hidden_size 32]");
