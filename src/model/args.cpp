@@ -340,6 +340,12 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
   a.hidden_size = r.req_int("hidden_size");
   a.intermediate_size = r.req_int("intermediate_size");
   a.num_layers = r.req_int("num_hidden_layers");
+  // Per-layer settings (Gemma's layer types) are lists of this length: a damaged file must not size one at 10^12.
+  constexpr int64_t kMaxLayers = 10000;
+  if (a.num_layers <= 0 || a.num_layers > kMaxLayers) {
+    throw ConfigError(source + ": num_hidden_layers " + std::to_string(a.num_layers) + " is outside [1, " +
+                      std::to_string(kMaxLayers) + "]");
+  }
   a.num_heads = r.req_int("num_attention_heads");
   a.num_kv_heads = r.opt_int("num_key_value_heads").value_or(a.num_heads);
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {

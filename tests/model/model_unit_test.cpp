@@ -190,6 +190,13 @@ TEST(ModelConfig, GemmaFieldsTheModelCannotHonourAreRefusedByName) {
   EXPECT_NE(refused(R"("layer_types": ["full_attention", "chunked_attention"])").find("chunked_attention"),
             std::string::npos);
   EXPECT_NE(refused(R"("use_bidirectional_attention": true)").find("use_bidirectional_attention"), std::string::npos);
+  // A layer count no model has would size the per-layer list of layer types.
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(R"({"model_type": "gemma2", "vocab_size": 10, "hidden_size": 8,
+                  "intermediate_size": 8, "num_hidden_layers": 1000000000000, "num_attention_heads": 2})",
+                                     "c.json");
+            }).find("num_hidden_layers 1000000000000 is outside [1, 10000]"),
+            std::string::npos);
   EXPECT_NE(refused(R"("attn_logit_softcapping": -1.0)").find("attn_logit_softcapping must be positive"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
