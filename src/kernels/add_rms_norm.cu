@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/add_rms_norm.h"
+#include "kernels/block.cuh"
 #include "kernels/convert.cuh"
 
 namespace ft::kernels {
@@ -18,34 +19,6 @@ namespace {
 // always sees the same columns (its weight-gradient partials need no atomics).
 constexpr int kMaxBlock = 512;
 constexpr int64_t kMaxCols = 16384;
-
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <class T, int V>
-__device__ __forceinline__ Pack<T, V> load(const void* base, int64_t offset) {
-  return *reinterpret_cast<const Pack<T, V>*>(static_cast<const T*>(base) + offset);
-}
-template <class T, int V>
-__device__ __forceinline__ void store(void* base, int64_t offset, const Pack<T, V>& p) {
-  *reinterpret_cast<Pack<T, V>*>(static_cast<T*>(base) + offset) = p;
-}
-
-// Sum over the block in a fixed order (warp shuffles, then the warps' totals in one warp); every thread gets it.
-// blockDim.x is a multiple of 32.
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_totals[32];
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_totals[warp] = v;
-  __syncthreads();
-  float t = lane < static_cast<int>(blockDim.x / 32) ? warp_totals[lane] : 0.0f;
-  for (int off = 16; off > 0; off /= 2) t += __shfl_xor_sync(0xffffffffu, t, off);
-  __syncthreads();  // warp_totals is reused by the next call
-  return t;
-}
 
 template <class TR, class TD, class TW, class TO, int V, int K>
 __global__ void __launch_bounds__(kMaxBlock) forward_kernel(AddRmsNormForward a) {
@@ -254,11 +227,6 @@ void dispatch_shape(const Shape& s, F&& f) {
     default:
       return f(VK<1, 32>{});
   }
-}
-
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));
 }
 
 void check(cudaError_t err, const char* what) {

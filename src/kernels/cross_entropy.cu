@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/block.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/cross_entropy.h"
 
@@ -12,43 +13,6 @@ namespace ft::kernels {
 namespace {
 
 constexpr int kBlock = 512;
-
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
-// A running softmax denominator: s = sum of exp(x - m) over the values seen, m their maximum.
-struct MaxSum {
-  float m, s;
-};
-
-// Symmetric in its arguments up to float addition's commutativity, so every lane of a butterfly gets the same bits.
-__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0f};
-  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
-}
-
-// The block's MaxSum in a fixed order (warp butterflies, then the warps' results in one butterfly); every thread
-// gets it. blockDim.x is a multiple of 32.
-__device__ __forceinline__ MaxSum block_max_sum(MaxSum v) {
-  __shared__ float warp_m[32], warp_s[32];
-  for (int off = 16; off > 0; off /= 2) {
-    v = combine(v, MaxSum{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) {
-    warp_m[warp] = v.m;
-    warp_s[warp] = v.s;
-  }
-  __syncthreads();
-  MaxSum t = lane < static_cast<int>(blockDim.x / 32) ? MaxSum{warp_m[lane], warp_s[lane]} : MaxSum{-INFINITY, 0.0f};
-  for (int off = 16; off > 0; off /= 2) {
-    t = combine(t, MaxSum{__shfl_xor_sync(0xffffffffu, t.m, off), __shfl_xor_sync(0xffffffffu, t.s, off)});
-  }
-  return t;
-}
 
 // One block per row; thread t reads the vectors t, t + B, ... of V columns each.
 template <class T, int V>
@@ -60,15 +24,15 @@ __global__ void __launch_bounds__(kBlock) cross_entropy_kernel(CrossEntropyRows 
   if (label == a.ignore_index) {
     if (threadIdx.x == 0) a.loss[row] = 0.0f;
     if (!a.grad) return;
-    Vec<T, V> zero;
+    Pack<T, V> zero;
 #pragma unroll
     for (int i = 0; i < V; ++i) zero.v[i] = from_f<T>(0.0f);
-    for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) *reinterpret_cast<Vec<T, V>*>(x + j * V) = zero;
+    for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) *reinterpret_cast<Pack<T, V>*>(x + j * V) = zero;
     return;
   }
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
-    const Vec<T, V> p = *reinterpret_cast<const Vec<T, V>*>(x + j * V);
+    const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(x + j * V);
     float f[V];
     float vmax = -INFINITY;
 #pragma unroll
@@ -91,11 +55,11 @@ __global__ void __launch_bounds__(kBlock) cross_entropy_kernel(CrossEntropyRows 
   if (threadIdx.x == 0) a.loss[row] = lse - x_label;
   if (!a.grad) return;
   for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
-    const Vec<T, V> p = *reinterpret_cast<const Vec<T, V>*>(x + j * V);
-    Vec<T, V> g;
+    const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(x + j * V);
+    Pack<T, V> g;
 #pragma unroll
     for (int i = 0; i < V; ++i) g.v[i] = from_f<T>(__expf(to_f(p.v[i]) - lse));
-    *reinterpret_cast<Vec<T, V>*>(x + j * V) = g;
+    *reinterpret_cast<Pack<T, V>*>(x + j * V) = g;
   }
   __syncthreads();  // the label's column was written as a plain softmax entry above
   if (threadIdx.x == 0 && in_range) x[label] = from_f<T>(__expf(x_label - lse) - 1.0f);
@@ -120,10 +84,7 @@ void cross_entropy_rows(const CrossEntropyRows& a, DType dtype, void* stream) {
   if (a.cols <= 0 || a.ld < a.cols) throw std::runtime_error("cross_entropy_rows: bad logits shape");
   if (a.rows > 0x7fffffff) throw std::runtime_error("cross_entropy_rows: more than 2^31 - 1 rows");
   dispatch(dtype, [&](auto z) { launch<decltype(z)>(a, static_cast<cudaStream_t>(stream)); });
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("cross_entropy_rows kernel: ") + cudaGetErrorString(err));
-  }
+  check_launch("cross_entropy_rows kernel");
 }
 
 }  // namespace ft::kernels

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/block.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/rope.h"
 
@@ -38,12 +39,6 @@ __global__ void rope_kernel(const T* __restrict__ x, const T* __restrict__ cos, 
   rotate(x[xbase + i], x[xbase + i + half], cos[t + i], cos[t + i + half], sin[t + i], sin[t + i + half], sign,
          y[base + i], y[base + i + half]);
 }
-
-// N consecutive elements moved as one aligned load or store (16 or 8 bytes).
-template <class T, int N>
-struct alignas(N * sizeof(T)) Pack {
-  T v[N];
-};
 
 // One thread per N consecutive pairs (i .. i + N - 1, with their i + D/2) of one head of one row, with vector loads
 // and stores and 32-bit index math; consecutive threads take consecutive i, then heads, then rows.
@@ -117,9 +112,7 @@ void rope(const void* x, int64_t x_row_stride, const void* cos, const void* sin,
   dispatch(dtype, [&](auto zero) {
     launch<decltype(zero)>(x, x_row_stride, cos, sin, y, rows, heads, half, sin_sign, st);
   });
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string("rope kernel launch failed: ") + cudaGetErrorString(err));
+  check_launch("rope kernel");
 }
 
 }  // namespace ft::kernels

@@ -5,17 +5,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/block.cuh"
 #include "kernels/convert.cuh"
 #include "kernels/swiglu.h"
 
 namespace ft::kernels {
 namespace {
-
-// V consecutive elements, loaded and stored as one aligned vector (16 bytes for 16-bit types at V = 8).
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 template <class T, int V>
 __device__ __forceinline__ Pack<T, V> load(const Matrix& m, int64_t row, int64_t col) {
@@ -114,11 +109,6 @@ void launch_v(K kernel, int64_t rows, int64_t cols, cudaStream_t stream, Args...
   if (threads == 0) return;
   constexpr int kBlock = 256;
   kernel<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream>>>(args..., rows, cols / V);
-}
-
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace

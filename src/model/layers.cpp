@@ -7,6 +7,7 @@
 
 #include "model/norm.h"
 #include "model/rope.h"
+#include "model/softcap_attention.h"
 #include "model/swiglu.h"
 #include "util/error.h"
 
@@ -281,25 +282,6 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
   return x * c + rotated * s;
 }
 
-at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                                bool causal, double scale, double cap) {
-  const int64_t groups = q.size(1) / k.size(1);
-  const at::Tensor keys = groups > 1 ? k.repeat_interleave(groups, 1) : k;    // [B, H, S, D]
-  const at::Tensor values = groups > 1 ? v.repeat_interleave(groups, 1) : v;  // [B, H, S, D]
-  at::Tensor scores = at::matmul(q, keys.transpose(2, 3)) * scale;            // [B, H, T, S]
-  scores = at::tanh(scores / cap) * cap;
-  at::Tensor allowed = mask;  // Bool [B or 1, 1, T, S] or undefined
-  if (!allowed.defined() && causal) {
-    const int64_t t = q.size(2), s = keys.size(2);
-    allowed = at::ones({t, s}, q.options().dtype(at::kBool)).tril(s - t);
-  }
-  if (allowed.defined()) {
-    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-  }
-  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  return at::matmul(probs, values);
-}
-
 AttentionImpl::AttentionImpl(const ModelArgs& a)
     : num_heads(a.num_heads), num_kv_heads(a.num_kv_heads), head_dim(a.head_dim) {
   if (a.query_pre_attn_scalar) scale = 1.0 / std::sqrt(*a.query_pre_attn_scalar);
@@ -371,7 +353,9 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   at::Tensor out;  // [B, H, T, D]
   if (softcap) {
     const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    out = softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap);
+    out = fused_softcap && fused_softcap_available(q, k, v)
+              ? fused_softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap)
+              : softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap);
   } else {
     // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
     const std::optional<at::Tensor> attn_mask =

@@ -111,12 +111,6 @@ struct AttentionMask {
   bool varlen() const { return cu_seqlens.defined(); }
 };
 
-// Attention as transformers' eager_attention_forward computes it, for logit soft-capping (Gemma 2), which SDPA and
-// flash attention lack: q [B, H, T, D], k/v [B, Hkv, S, D], mask as AttentionMask's (undefined + causal: T == S);
-// scores = cap * tanh(q k^T * scale / cap), softmax in F32, back to q's dtype. Returns [B, H, T, D].
-at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                                bool causal, double scale, double cap);
-
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelArgs& args);
@@ -131,6 +125,7 @@ class AttentionImpl : public torch::nn::Module {
   std::optional<double> softcap;  // gemma2: attn_logit_softcapping (the eager path)
   bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
   bool fused_linears = false;  // CUDA: q, k and v projections as one linear_group
+  bool fused_softcap = false;  // CUDA: soft-capped attention through one kernel per direction (softcap_attention.h)
 };
 TORCH_MODULE(Attention);
 

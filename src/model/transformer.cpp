@@ -140,6 +140,7 @@ void Transformer::set_fused_kernels(bool on) {
     if (auto* attention = module->as<AttentionImpl>()) {
       attention->fused_rope = on;
       attention->fused_linears = on;
+      attention->fused_softcap = on;
     }
     if (auto* mlp = module->as<MLPImpl>()) mlp->fused_linears = on;
   }
@@ -154,7 +155,9 @@ bool Transformer::varlen_ok(at::Device device, at::ScalarType compute_dtype) con
 std::string Transformer::attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const {
   std::string path;
   if (args_.attn_logit_softcapping) {
-    path = "eager (logit soft-capping, which SDPA and flash attention lack)";
+    path = fused_ && device.is_cuda() ? "soft-capped attention kernel (logit soft-capping, which SDPA and flash "
+                                        "attention lack)"
+                                      : "eager (logit soft-capping, which SDPA and flash attention lack)";
     if (packed) path += " with a block-diagonal mask (packed rows)";
   } else if (packed && varlen_ok(device, compute_dtype)) {
     path = "varlen flash attention over packed pieces";

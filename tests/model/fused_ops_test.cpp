@@ -340,10 +340,12 @@ std::pair<at::Tensor, std::vector<at::Tensor>> logits_and_grads(
   return {logits.detach(), grads};
 }
 
-// Llama, and Gemma 3 with its (1 + w) norms (q/k norms too), GeGLU, a sliding and a global layer, final soft-capping.
+// Llama; Gemma 3 with its (1 + w) norms (q/k norms too), GeGLU, a sliding and a global layer, final soft-capping;
+// Gemma 2 with attention soft-capping (the fused path's kernel under a dense window mask and under plain causality).
 TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const bool gemma : {false, true}) {
+  for (const std::string family : {"llama", "gemma3_text", "gemma2"}) {
+    const bool gemma = family != "llama";
     for (const bool lora : {false, true}) {
       model::ModelArgs a;
       a.vocab_size = 101;
@@ -356,14 +358,15 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
       a.attention_bias = true;
       a.max_position_embeddings = 64;
       if (gemma) {
-        a.model_type = "gemma3_text";
+        a.model_type = family;
         a.gemma = true;
-        a.qk_norm = true;
+        a.qk_norm = family == "gemma3_text";
         a.hidden_act = "gelu_pytorch_tanh";
         a.query_pre_attn_scalar = 24.0;
         a.sliding_window = 16;
         a.sliding_layers = {true, false};
-        a.local_rope_theta = 100.0;
+        if (family == "gemma3_text") a.local_rope_theta = 100.0;
+        if (family == "gemma2") a.attn_logit_softcapping = 1.5;  // small, so the random scores bend
         a.final_logit_softcapping = 5.0;
       }
       auto model = random_gpu_model(a, 5, lora, /*freeze_embeddings=*/false);
@@ -374,16 +377,19 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
           // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
           // Gemma's norms of layer outputs and heads (4 more per layer) take it when their weights have the input's
           // dtype (bf16 base); with F32 weights under autocast they stay composite.
-          const int64_t norms = 2 * a.num_layers + 1 + (gemma && lora ? 4 * a.num_layers : 0);
-          EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? norms : 0) << (lora ? "lora" : "full") << gemma;
+          const int64_t per_layer = a.qk_norm ? 4 : 2;
+          const int64_t norms = 2 * a.num_layers + 1 + (gemma && lora ? per_layer * a.num_layers : 0);
+          EXPECT_EQ(count_nodes(logits, "AddRmsNorm"), fused ? norms : 0) << (lora ? "lora " : "full ") << family;
+          const int64_t capped = fused && a.attn_logit_softcapping ? a.num_layers : 0;
+          EXPECT_EQ(count_nodes(logits, "SoftcapAttention"), capped) << (lora ? "lora " : "full ") << family;
         });
       };
       const auto [l0, g0] = run(false);
       const auto [l1, g1] = run(true);
-      EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora" : "full") << gemma;
+      EXPECT_LT(rel(l1, l0), 2e-2) << (lora ? "lora " : "full ") << family;
       ASSERT_EQ(g0.size(), g1.size());
       for (size_t i = 0; i < g0.size(); ++i) {
-        EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i << (gemma ? " gemma" : "");
+        EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << (lora ? "lora " : "full ") << i << " " << family;
       }
     }
   }
