@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/block.cuh"
 #include "kernels/convert.cuh"
@@ -113,6 +114,18 @@ bool aligned(int64_t cols, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
+// Calls launch(V, threads) with V the widest vector (16 bytes of T) that the row length and every pointer allow,
+// else 1, and the block size for rows of that many vectors.
+template <class T, class Launch>
+void launch_rows(const SoftcapRows& a, std::initializer_list<const void*> ptrs, Launch&& launch) {
+  constexpr int kWide = 16 / sizeof(T);
+  if (aligned<T>(a.cols, ptrs)) {
+    launch(std::integral_constant<int, kWide>{}, block_for(a.cols / kWide));
+  } else {
+    launch(std::integral_constant<int, 1>{}, block_for(a.cols));
+  }
+}
+
 void check_rows(const SoftcapRows& a, const char* what) {
   if (a.rows > 0x7fffffff) throw std::runtime_error(std::string(what) + ": more than 2^31 - 1 rows");
   if (a.cols <= 0 || a.queries <= 0 || a.rows_per_batch <= 0 || a.rows_per_batch % a.queries != 0) {
@@ -129,14 +142,10 @@ void softcap_softmax_forward(const SoftcapRows& a, void* scores, void* probs, DT
   auto st = static_cast<cudaStream_t>(stream);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    constexpr int kWide = 16 / sizeof(T);
-    const auto grid = static_cast<unsigned>(a.rows);
-    if (aligned<T>(a.cols, {scores, probs})) {
-      forward_kernel<T, kWide><<<grid, block_for(a.cols / kWide), 0, st>>>(a, static_cast<T*>(scores),
-                                                                         static_cast<T*>(probs));
-    } else {
-      forward_kernel<T, 1><<<grid, block_for(a.cols), 0, st>>>(a, static_cast<T*>(scores), static_cast<T*>(probs));
-    }
+    launch_rows<T>(a, {scores, probs}, [&](auto v, int block) {
+      forward_kernel<T, decltype(v)::value>
+          <<<static_cast<unsigned>(a.rows), block, 0, st>>>(a, static_cast<T*>(scores), static_cast<T*>(probs));
+    });
   });
   check_launch("softcap_softmax forward kernel");
 }
@@ -148,16 +157,10 @@ void softcap_softmax_backward(const SoftcapRows& a, const void* t, const void* p
   auto st = static_cast<cudaStream_t>(stream);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    constexpr int kWide = 16 / sizeof(T);
-    const auto grid = static_cast<unsigned>(a.rows);
-    const T* tp = static_cast<const T*>(t);
-    const T* pp = static_cast<const T*>(probs);
-    T* gp = static_cast<T*>(grad);
-    if (aligned<T>(a.cols, {t, probs, grad})) {
-      backward_kernel<T, kWide><<<grid, block_for(a.cols / kWide), 0, st>>>(a, tp, pp, gp);
-    } else {
-      backward_kernel<T, 1><<<grid, block_for(a.cols), 0, st>>>(a, tp, pp, gp);
-    }
+    launch_rows<T>(a, {t, probs, grad}, [&](auto v, int block) {
+      backward_kernel<T, decltype(v)::value><<<static_cast<unsigned>(a.rows), block, 0, st>>>(
+          a, static_cast<const T*>(t), static_cast<const T*>(probs), static_cast<T*>(grad));
+    });
   });
   check_launch("softcap_softmax backward kernel");
 }
