@@ -236,31 +236,28 @@ std::optional<Batch> DataLoader::next() {
 }
 
 nlohmann::json DataLoader::state_dict() const {
-  return {{"epoch", epoch_},
-          {"batch", batch_},
-          {"seed", seed_},
-          {"world", world_},
-          {"packing", packing_},
-          {"micro_batch_size", micro_batch_size_},
-          {"samples", dataset_->size()}};
+  return State{epoch_, batch_, seed_, world_, packing_, micro_batch_size_, dataset_->size()};
 }
 
 void DataLoader::load_state_dict(const nlohmann::json& s) {
+  State saved;
   try {
-    for (const char* key : {"seed", "world", "packing", "micro_batch_size", "samples"}) {
-      if (s.at(key) != state_dict().at(key)) {
-        throw Error(fmt::format("cannot resume the data order: {} was {} and is now {}", key, s.at(key).dump(),
-                                state_dict().at(key).dump()),
-                    "resume with the same seed, world size, packing, micro batch size and data");
-      }
-    }
-    stop_worker();
-    failed_ = nullptr;
-    epoch_ = s.at("epoch").get<int64_t>();
-    batch_ = s.at("batch").get<int64_t>();
+    saved = s.get<State>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("invalid data loader state: ") + e.what(), "the checkpoint's data state is damaged");
   }
+  const nlohmann::json was = saved, now = state_dict();
+  for (const char* key : {"seed", "world", "packing", "micro_batch_size", "samples"}) {
+    if (was.at(key) != now.at(key)) {
+      throw Error(fmt::format("cannot resume the data order: {} was {} and is now {}", key, was.at(key).dump(),
+                              now.at(key).dump()),
+                  "resume with the same seed, world size, packing, micro batch size and data");
+    }
+  }
+  stop_worker();
+  failed_ = nullptr;
+  epoch_ = saved.epoch;
+  batch_ = saved.batch;
   FT_CHECK(epoch_ >= 0 && batch_ >= 0 && batch_ <= batches_per_epoch_, "data loader state out of range");
   start_worker();
 }

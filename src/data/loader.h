@@ -57,6 +57,17 @@ class DataLoader : public ckpt::Stateful {
   DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
              int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch, at::Device device,
              bool shuffle = true);
+  // What a checkpoint keeps of the loader (its "loader" part of trainer_state.json).
+  struct State {
+    int64_t epoch = 0, batch = 0;  // the next batch next() returns
+    uint64_t seed = 0;             // the rest must match on restore: the order of the rows depends on them
+    int64_t world = 1;
+    bool packing = false;
+    int64_t micro_batch_size = 1;
+    int64_t samples = 0;  // of the dataset
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(State, epoch, batch, seed, world, packing, micro_batch_size, samples)
+  };
+
   ~DataLoader() override;
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -68,7 +79,7 @@ class DataLoader : public ckpt::Stateful {
   int64_t rows_per_rank() const;  // rows (samples, or packed rows) each rank sees per epoch
   int64_t epoch() const { return epoch_; }
 
-  // {"epoch", "batch"} of the next batch next() returns, plus the settings that must match on restore.
+  // State as JSON: the position of the next batch next() returns, plus the settings that must match on restore.
   nlohmann::json state_dict() const override;
   // Continues from `state` in O(1): the following batches equal those of an uninterrupted run.
   void load_state_dict(const nlohmann::json& state) override;
