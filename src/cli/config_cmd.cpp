@@ -37,16 +37,17 @@ CLI::App* add_action(CLI::App& parent, const char* name, const char* description
 
 // The template chat data would be rendered with, parsed (auto) or checked against the tokenizer (built-in).
 void check_chat_template(const Config& cfg, const data::Tokenizer& tokenizer) {
-  const auto is_chat = [](const DataSource& s) { return s.format == "chat"; };
+  const auto is_chat = [](const DataSource& s) { return s.format == SourceFormat::kChat; };
   if (std::none_of(cfg.data.train.begin(), cfg.data.train.end(), is_chat) &&
       std::none_of(cfg.data.eval.begin(), cfg.data.eval.end(), is_chat)) {
     return;
   }
-  if (cfg.data.template_name != "auto") {
-    const std::string name = data::resolve_template(cfg.data.template_name, tokenizer);  // mistral: its variant
+  if (cfg.data.template_name != ChatTemplateName::kAuto) {
+    const std::string configured = name_of(cfg.data.template_name);
+    const std::string name = data::resolve_template(configured, tokenizer);  // mistral: its variant
     data::check_template_markers(name, tokenizer);
     std::cout << "chat template: built-in " << name
-              << (name == cfg.data.template_name ? "" : " (data.template " + cfg.data.template_name + ")") << "\n";
+              << (name == configured ? "" : " (data.template " + configured + ")") << "\n";
     return;
   }
   auto source = data::find_chat_template(cfg.model.path);

@@ -90,8 +90,8 @@ void inspect(const InspectOptions& o) {
                            st.samples ? static_cast<double>(st.tokens) / static_cast<double>(st.samples) : 0.0,
                            st.target_tokens, pct(st.target_tokens, st.tokens))
             << fmt::format("truncated: {}, dropped: {}, skipped bad lines: {} (seq_len {}, overlong={}, on_error={})\n",
-                           st.truncated, st.dropped, st.skipped, cfg.data.seq_len, cfg.data.overlong,
-                           cfg.data.on_error);
+                           st.truncated, st.dropped, st.skipped, cfg.data.seq_len,
+                           name_of(cfg.data.overlong), name_of(cfg.data.on_error));
   for (const auto& s : st.sources) {
     std::cout << fmt::format("  {} [{}, weight {}]: {} samples, {} tokens, {} truncated, {} dropped, {} skipped{}{}\n",
                              s.path, s.format, s.weight, s.samples, s.tokens, s.truncated, s.dropped, s.skipped,

@@ -39,7 +39,7 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   // Load and validate before anything starts, so a bad config fails once, with exit code 2.
   const auto loaded = config::load_config(options.config, options.overrides);
   const Config& cfg = loaded.config;
-  const std::string level_name = globals.log_level.empty() ? cfg.logging.level : globals.log_level;
+  const std::string level_name = globals.log_level.empty() ? name_of(cfg.logging.level) : globals.log_level;
   const auto env = dist::read_env();
   log::init(log::parse_level(level_name).value_or(log::Level::kInfo), env.rank, env.world_size);
 
@@ -49,7 +49,8 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   }
   const c10::Device device = resolve_device(cfg.run.device, env.local_rank);
   std::shared_ptr<dist::Communicator> comm =
-      dist::make_communicator(env, cfg.distributed.backend, device, std::chrono::seconds(cfg.distributed.timeout_s));
+      dist::make_communicator(env, name_of(cfg.distributed.backend), device,
+                              std::chrono::seconds(cfg.distributed.timeout_s));
   if (env.distributed()) FT_LOG_INFO("distributed: {} over {}", dist::describe(env), comm->backend());
   // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
   train::Trainer trainer(cfg, config::to_yaml(cfg), env, comm,

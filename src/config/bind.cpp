@@ -182,6 +182,22 @@ class Binder {
     if (ok) out = std::move(v);
   }
 
+  // A closed-set setting: one of its table's names (config/settings.h).
+  template <class E, std::enable_if_t<is_setting_v<E>, int> = 0>
+  void bind(const Node& n, const std::string& key, const std::string& /*normal*/, E& out) {
+    if (n.kind != Node::Kind::kScalar) return type_error(n, key, "one of " + setting_names<E>());
+    if (const auto v = parse_setting<E>(n.scalar)) {
+      out = *v;
+      return;
+    }
+    std::vector<std::string> choices;
+    for (const auto& e : EnumTable<E>::entries) choices.emplace_back(e.name);
+    const std::string near = suggest_key(n.scalar, choices);
+    errors_.add(n.origin, key,
+                "invalid value '" + n.scalar + "' (expected one of: " + setting_names<E>(", ") + ")" +
+                    (near.empty() ? "" : "; did you mean '" + near + "'?"));
+  }
+
   // eval.prompts[i]: a string, or a list of {role, content} turns.
   void bind(const Node& n, const std::string& key, const std::string& normal, EvalPrompt& out) {
     if (n.kind == Node::Kind::kScalar) {
@@ -207,7 +223,7 @@ class Binder {
     out = std::move(v);
   }
 
-  template <class S>
+  template <class S, std::enable_if_t<!is_setting_v<S>, int> = 0>
   void bind(const Node& n, const std::string& key, const std::string& normal, S& section) {
     if (n.kind == Node::Kind::kNull) return;  // `section:` with nothing under it keeps the defaults
     if (n.kind != Node::Kind::kMap) return type_error(n, key, "a map of keys");

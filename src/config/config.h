@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/settings.h"
+
 namespace ft {
 
 struct RunConfig {
@@ -39,7 +41,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;              // from scratch: RMSNorm epsilon
   bool tie_embeddings = false;             // from scratch: LM head shares the embedding matrix
   double init_std = 0.02;                  // from scratch: normal init standard deviation
-  std::string dtype = "fp32";              // parameter dtype: fp32 | bf16
+  ModelDType dtype = ModelDType::kFp32;   // parameter dtype: fp32 | bf16
   bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
 
   template <class V> void visit(V& v) {
@@ -80,7 +82,7 @@ struct LoraConfig {
 struct TokenizerConfig {
   std::string path;                 // tokenizer file or directory (tokenizer.json, sentencepiece or tiktoken tokenizer.model, tekken.json); empty = model.path
   int64_t train_vocab_size = 0;     // > 0: train a sentencepiece model on the training data at start
-  std::string train_model_type = "bpe";  // trained model type: bpe | unigram
+  TokenizerModel train_model_type = TokenizerModel::kBpe;  // trained model type: bpe | unigram
   bool add_bos = true;              // prepend BOS to every sample
   bool add_eos = true;              // append EOS to every completion / text sample
   std::vector<std::string> add_tokens;  // special tokens added to the vocabulary (new embedding/LM-head rows, trained)
@@ -98,7 +100,7 @@ struct TokenizerConfig {
 // One JSON Lines (or pretokenized binary) source of samples.
 struct DataSource {
   std::string path;                  // file path (relative paths are relative to the config file)
-  std::string format = "prompt_completion";  // text | prompt_completion | alpaca | chat | pretokenized
+  SourceFormat format = SourceFormat::kPromptCompletion;  // text | prompt_completion | alpaca | chat | pretokenized
   double weight = 1.0;               // sampling weight relative to the other sources
 
   template <class V> void visit(V& v) {
@@ -148,16 +150,16 @@ struct DataConfig {
   std::vector<DataSource> train;      // training sources
   std::vector<DataSource> eval;       // evaluation sources (optional)
   DataFields fields;                  // JSON field names
-  std::string template_name = "auto";   // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain | gemma | mistral (v1/v3/tekken by the tokenizer) | mistral-v1 | mistral-v3 | mistral-tekken
-  std::string train_on = "all";         // chat with the model's template: loss on all | last assistant turn(s)
+  ChatTemplateName template_name = ChatTemplateName::kAuto;  // chat template: auto (the model's own, else plain) | llama2 | llama3 | chatml | plain | gemma | mistral (v1/v3/tekken by the tokenizer) | mistral-v1 | mistral-v3 | mistral-tekken
+  TrainOn train_on = TrainOn::kAll;     // chat with the model's template: loss on all | last assistant turn(s)
   std::vector<std::string> roles;       // chat: extra role names as name=role (role: system|user|assistant|tool)
   std::string system_prompt;            // chat: system message for conversations without one; empty = none
   int64_t seq_len = 512;              // tokens per row (packing) or longest sample kept
   bool packing = false;               // concatenate samples into seq_len rows (attention stays within a sample)
   bool shuffle = true;                // reshuffle the samples every epoch (false: file order, for reference runs)
-  std::string overlong = "truncate";  // samples longer than seq_len: truncate | drop
-  std::string on_error = "fail";      // a bad line: fail | skip (counted and reported)
-  std::string pretokenized_dtype = "uint16";  // pretokenized files: uint16 | uint32
+  Overlong overlong = Overlong::kTruncate;  // samples longer than seq_len: truncate | drop
+  OnError on_error = OnError::kFail;      // a bad line: fail | skip (counted and reported)
+  TokenDType pretokenized_dtype = TokenDType::kUint16;  // pretokenized files: uint16 | uint32
   std::string cache_dir;              // tokenized cache; empty = <output_dir>/../.cache/data
   int64_t prefetch = 4;               // batches prepared ahead by the background thread
   SynthConfig synth;                  // synthetic data generation
@@ -187,7 +189,7 @@ struct TrainConfig {
   int64_t epochs = 1;              // epochs when max_steps is 0
   int64_t micro_batch_size = 8;    // samples (rows) per forward/backward on each rank
   int64_t grad_accum_steps = 1;    // micro-batches per optimizer step
-  std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 weights) | fp16 (loss scaling) | bf16-pure
+  Precision precision = Precision::kFp32;  // fp32 | bf16 (autocast, fp32 weights) | fp16 (loss scaling) | bf16-pure
   double grad_clip = 1.0;          // clip the global gradient norm to this; 0 = off
   int64_t max_nan_skips = 0;       // steps with a non-finite loss skipped before stopping (bf16/fp32)
   double loss_scale_init = 65536.0;     // fp16: initial loss scale
@@ -213,7 +215,7 @@ struct TrainConfig {
 };
 
 struct OptimizerConfig {
-  std::string name = "adamw";                // adamw (fused at::_fused_adamw_)
+  OptimizerName name = OptimizerName::kAdamW; // adamw (fused at::_fused_adamw_)
   double lr = 3e-4;                          // peak learning rate
   std::vector<double> betas = {0.9, 0.999};  // Adam beta1, beta2
   double eps = 1e-8;                         // Adam epsilon
@@ -231,7 +233,7 @@ struct OptimizerConfig {
 };
 
 struct SchedulerConfig {
-  std::string type = "cosine";  // constant | linear | cosine | wsd (warmup-stable-decay)
+  Schedule type = Schedule::kCosine;  // constant | linear | cosine | wsd (warmup-stable-decay)
   int64_t warmup_steps = 0;     // linear warmup steps (wins over warmup_ratio when > 0)
   double warmup_ratio = 0.0;    // warmup as a fraction of the total steps
   double min_lr_ratio = 0.0;    // floor of the decay, as a fraction of optimizer.lr
@@ -272,7 +274,7 @@ struct EvalConfig {
   int64_t exact_match_samples = 0;      // prompt_completion eval samples scored by greedy exact match
   int64_t max_new_tokens = 32;          // generation length for exact match and samples
   std::vector<EvalPrompt> prompts;      // prompts whose generations are logged at each evaluation: strings or turn lists
-  std::string prompt_format = "auto";   // string prompts as: text | chat (a user turn in the chat template) | auto (chat when training on chat data)
+  PromptFormat prompt_format = PromptFormat::kAuto; // string prompts as: text | chat (a user turn in the chat template) | auto (chat when training on chat data)
 
   template <class V> void visit(V& v) {
     v("every_steps", every_steps);
@@ -301,10 +303,10 @@ struct CheckpointConfig {
 };
 
 struct LoggingConfig {
-  std::string level = "info";     // trace | debug | info | warn | error
+  LogLevel level = LogLevel::kInfo; // trace | debug | info | warn | error
   int64_t every_steps = 1;        // log metrics every N optimizer steps
   bool tensorboard = false;       // also write TensorBoard event files to <output_dir>/tb
-  std::string progress = "auto";  // progress bar: auto (when stderr is a terminal) | on | off
+  Progress progress = Progress::kAuto;  // progress bar: auto (when stderr is a terminal) | on | off
   double peak_tflops = 0.0;       // MFU denominator per GPU; 0 = from the table of known GPUs
 
   template <class V> void visit(V& v) {
@@ -317,10 +319,10 @@ struct LoggingConfig {
 };
 
 struct DistributedConfig {
-  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+  Backend backend = Backend::kAuto;  // auto (nccl on CUDA, gloo on CPU) | nccl | gloo
   int64_t timeout_s = 600;       // collective and rendezvous timeout
   double bucket_cap_mb = 25.0;   // DDP gradient bucket size
-  std::string reduce_dtype = "fp32";  // gradient all-reduce precision: fp32 | bf16 (half the bytes, rounded sums)
+  ReduceDType reduce_dtype = ReduceDType::kFp32;  // gradient all-reduce precision: fp32 | bf16 (half the bytes, rounded sums)
   int64_t zero = 0;              // 0 = replicated optimizer state; 1 = sharded across ranks (ZeRO-1)
 
   template <class V> void visit(V& v) {

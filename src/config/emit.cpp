@@ -39,7 +39,11 @@ class Emitter {
   template <class T>
   void operator()(const char* key, T& field) {
     out_ << YAML::Key << key << YAML::Value;
-    value(field);
+    if constexpr (is_setting_v<T>) {
+      out_ << name_of(field);
+    } else {
+      value(field);
+    }
   }
 
  private:
@@ -107,7 +111,9 @@ class Flattener {
  private:
   template <class T>
   void add(const std::string& path, T& field) {
-    if constexpr (std::is_constructible_v<Leaf, T> && !std::is_class_v<T>) {
+    if constexpr (is_setting_v<T>) {
+      out_.emplace_back(path, Leaf(std::in_place_type<std::string>, name_of(field)));
+    } else if constexpr (std::is_constructible_v<Leaf, T> && !std::is_class_v<T>) {
       out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>> ||
                          std::is_same_v<T, std::vector<double>>) {

@@ -84,7 +84,6 @@ void check_model(const Config& c, Checker& k) {
   const auto& m = c.model;
   k.one_of("model.architecture", m.architecture,
            {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"});
-  k.one_of("model.dtype", m.dtype, {"fp32", "bf16"});
   k.at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
   k.at_least<int64_t>("model.hidden_size", m.hidden_size, 1);
   k.at_least<int64_t>("model.intermediate_size", m.intermediate_size, 1);
@@ -144,7 +143,6 @@ void check_lora(const Config& c, Checker& k) {
 
 void check_tokenizer(const Config& c, Checker& k) {
   const auto& t = c.tokenizer;
-  k.one_of("tokenizer.train_model_type", t.train_model_type, {"bpe", "unigram"});
   k.at_least<int64_t>("tokenizer.train_vocab_size", t.train_vocab_size, 0);
   for (size_t i = 0; i < t.add_tokens.size(); ++i) {
     const std::string at = "tokenizer.add_tokens[" + std::to_string(i) + "]";
@@ -171,7 +169,6 @@ void check_sources(const std::string& key, const std::vector<DataSource>& source
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto& s = sources[i];
     const std::string at = key + "[" + std::to_string(i) + "]";
-    k.one_of(at + ".format", s.format, {"text", "prompt_completion", "alpaca", "chat", "pretokenized"});
     k.positive(at + ".weight", s.weight);
     if (s.path.empty()) {
       // With a synthetic task the first source may leave its path empty: the trainer generates it into the run
@@ -189,10 +186,6 @@ void check_data(const Config& c, Checker& k) {
   if (d.train.empty()) k.fail("data.train", "empty (expected at least one training source)");
   check_sources("data.train", d.train, synth, k);
   check_sources("data.eval", d.eval, synth, k);
-  k.one_of("data.template", d.template_name,
-           {"auto", "llama2", "llama3", "chatml", "plain", "gemma", "mistral", "mistral-v1", "mistral-v3",
-            "mistral-tekken"});
-  k.one_of("data.train_on", d.train_on, {"all", "last"});
   for (size_t i = 0; i < d.roles.size(); ++i) {
     const std::string& entry = d.roles[i];
     const size_t eq = entry.find('=');
@@ -204,9 +197,6 @@ void check_data(const Config& c, Checker& k) {
     }
   }
   k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
-  k.one_of("data.overlong", d.overlong, {"truncate", "drop"});
-  k.one_of("data.on_error", d.on_error, {"fail", "skip"});
-  k.one_of("data.pretokenized_dtype", d.pretokenized_dtype, {"uint16", "uint32"});
   k.at_least<int64_t>("data.prefetch", d.prefetch, 0);
   k.at_least<int64_t>("data.synth.train_samples", d.synth.train_samples, 0);
   k.at_least<int64_t>("data.synth.eval_samples", d.synth.eval_samples, 0);
@@ -223,7 +213,6 @@ void check_training(const Config& c, Checker& k) {
   if (t.max_steps == 0) k.at_least<int64_t>("train.epochs", t.epochs, 1);
   k.at_least<int64_t>("train.micro_batch_size", t.micro_batch_size, 1);
   k.at_least<int64_t>("train.grad_accum_steps", t.grad_accum_steps, 1);
-  k.one_of("train.precision", t.precision, {"fp32", "bf16", "fp16", "bf16-pure"});
   k.at_least("train.grad_clip", t.grad_clip, 0.0);
   k.at_least<int64_t>("train.max_nan_skips", t.max_nan_skips, 0);
   k.positive("train.loss_scale_init", t.loss_scale_init);
@@ -232,7 +221,6 @@ void check_training(const Config& c, Checker& k) {
   k.at_least<int64_t>("train.profile_steps", t.profile_steps, 1);
 
   const auto& o = c.optimizer;
-  k.one_of("optimizer.name", o.name, {"adamw"});
   k.positive("optimizer.lr", o.lr);
   if (o.betas.size() != 2) {
     k.fail("optimizer.betas", "expected exactly 2 values (beta1, beta2), got " + std::to_string(o.betas.size()));
@@ -244,7 +232,6 @@ void check_training(const Config& c, Checker& k) {
   k.at_least("optimizer.weight_decay", o.weight_decay, 0.0);
 
   const auto& s = c.scheduler;
-  k.one_of("scheduler.type", s.type, {"constant", "linear", "cosine", "wsd"});
   k.at_least<int64_t>("scheduler.warmup_steps", s.warmup_steps, 0);
   k.within("scheduler.warmup_ratio", s.warmup_ratio, 0.0, 1.0, false);
   k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
@@ -263,7 +250,6 @@ void check_rest(const Config& c, Checker& k) {
   k.at_least<int64_t>("eval.max_batches", e.max_batches, 0);
   k.at_least<int64_t>("eval.exact_match_samples", e.exact_match_samples, 0);
   k.at_least<int64_t>("eval.max_new_tokens", e.max_new_tokens, 1);
-  k.one_of("eval.prompt_format", e.prompt_format, {"auto", "text", "chat"});
   for (size_t i = 0; i < e.prompts.size(); ++i) {
     const auto& turns = e.prompts[i].messages;
     const std::string at = "eval.prompts[" + std::to_string(i) + "]";
@@ -297,16 +283,12 @@ void check_rest(const Config& c, Checker& k) {
   }
 
   const auto& l = c.logging;
-  k.one_of("logging.level", l.level, {"trace", "debug", "info", "warn", "error"});
   k.at_least<int64_t>("logging.every_steps", l.every_steps, 1);
-  k.one_of("logging.progress", l.progress, {"auto", "on", "off"});
   k.at_least("logging.peak_tflops", l.peak_tflops, 0.0);
 
   const auto& d = c.distributed;
-  k.one_of("distributed.backend", d.backend, {"auto", "nccl", "gloo"});
   k.at_least<int64_t>("distributed.timeout_s", d.timeout_s, 1);
   k.positive("distributed.bucket_cap_mb", d.bucket_cap_mb);
-  k.one_of("distributed.reduce_dtype", d.reduce_dtype, {"fp32", "bf16"});
   if (d.zero != 0 && d.zero != 1) {
     k.fail("distributed.zero", "invalid value " + std::to_string(d.zero) + " (expected one of: 0, 1)");
   }

@@ -43,18 +43,14 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
                                                           const DatasetOptions& o, const Tokenizer& tok,
                                                           SourceStats& st) {
   auto part = std::make_unique<TokenizedDataset::Part>();
-  if (o.pretokenized_dtype == "uint16")
-    part->raw_width = 2;
-  else if (o.pretokenized_dtype == "uint32")
-    part->raw_width = 4;
-  else
-    throw ConfigError("unknown data.pretokenized_dtype '" + o.pretokenized_dtype + "'", "use uint16 or uint32");
+  part->raw_width = o.pretokenized_dtype == TokenDType::kUint16 ? 2 : 4;
   part->raw = io::MappedFile::open(path);
   const auto bytes = static_cast<int64_t>(part->raw->size());
   if (bytes == 0) throw Error(path.string() + ": the file is empty (no tokens)", "check the data path");
   if (bytes % part->raw_width != 0) {
     throw Error(
-        fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), bytes, o.pretokenized_dtype),
+        fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), bytes,
+                    name_of(o.pretokenized_dtype)),
         "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
   }
   const int64_t n_tokens = bytes / part->raw_width;
@@ -62,7 +58,7 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
   part->vocab_size = tok.vocab_size();
   part->n = n_tokens / o.seq_len;
   st.path = path.string();
-  st.format = src.format;
+  st.format = name_of(src.format);
   st.weight = src.weight;
   st.samples = part->n;
   st.tokens = part->n * o.seq_len;
@@ -80,9 +76,9 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
   const auto& d = config.data;
   o.sources = eval ? d.eval : d.train;
   o.fields = d.fields;
-  o.template_name = d.template_name;
+  o.template_name = name_of(d.template_name);
   o.model_dir = config.model.path;
-  o.last_turn_only = d.train_on == "last";
+  o.last_turn_only = d.train_on == TrainOn::kLast;
   for (const std::string& entry : d.roles) {  // name=role, checked by the config validation
     const size_t eq = entry.find('=');
     if (eq != std::string::npos) o.roles[entry.substr(0, eq)] = entry.substr(eq + 1);
@@ -107,12 +103,6 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
 std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOptions& o, const Tokenizer& tok) {
   if (o.sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
   if (o.seq_len < 2) throw ConfigError(fmt::format("data.seq_len must be at least 2, got {}", o.seq_len));
-  if (o.overlong != "truncate" && o.overlong != "drop") {
-    throw ConfigError("unknown data.overlong '" + o.overlong + "'", "use truncate or drop");
-  }
-  if (o.on_error != "fail" && o.on_error != "skip") {
-    throw ConfigError("unknown data.on_error '" + o.on_error + "'", "use fail or skip");
-  }
   check_template_name(o.template_name);
   if (o.template_name == "auto" && !o.chat) {
     // The model's own template (from model.path, else beside the tokenizer file), or the plain built-in.
@@ -126,7 +116,7 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
     }
   }
   const bool has_chat = std::any_of(o.sources.begin(), o.sources.end(),
-                                    [](const DataSource& src) { return parse_format(src.format) == Format::kChat; });
+                                    [](const DataSource& src) { return src.format == Format::kChat; });
   if (has_chat && !o.chat) {
     // A family name (mistral) becomes the variant the tokenizer needs (mistral-v1, mistral-v3, mistral-tekken).
     if (std::string variant = resolve_template(o.template_name, tok); variant != o.template_name) {
@@ -141,7 +131,7 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
   ds->seq_len_ = o.seq_len;
   ds->part_begin_.push_back(0);
   for (const auto& src : o.sources) {
-    const Format format = parse_format(src.format);
+    const Format format = src.format;
     if (!(src.weight >= 0.0) || !std::isfinite(src.weight)) {
       throw ConfigError(fmt::format("data source {}: weight must be a finite number >= 0", src.path));
     }

@@ -42,9 +42,9 @@ struct DatasetOptions {
   std::map<std::string, std::string> roles;   // chat: dataset role name -> system|user|assistant|tool (data.roles)
   std::string system_prompt;                  // chat: system message for conversations without one
   int64_t seq_len = 512;                      // the longest sample kept (tokens); pretokenized row length
-  std::string overlong = "truncate";          // truncate | drop
-  std::string on_error = "fail";              // fail | skip
-  std::string pretokenized_dtype = "uint16";  // uint16 | uint32
+  Overlong overlong = Overlong::kTruncate;              // samples longer than seq_len
+  OnError on_error = OnError::kFail;                    // a bad line
+  TokenDType pretokenized_dtype = TokenDType::kUint16;  // pretokenized files' token width
   bool add_bos = true;
   bool add_eos = true;
   std::filesystem::path cache_dir;  // required for JSON Lines sources

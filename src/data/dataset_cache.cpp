@@ -56,7 +56,7 @@ struct Writer {
 SourceStats tokenize_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
                             const Tokenizer& tokenizer, const std::filesystem::path& dir) {
   RecordOptions ro;
-  ro.format = parse_format(source.format);
+  ro.format = source.format;
   ro.fields = o.fields;
   ro.template_name = o.template_name == "auto" ? "plain" : o.template_name;  // auto without a model template
   ro.chat = o.chat.get();
@@ -65,12 +65,12 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   ro.system_prompt = o.system_prompt;
   ro.add_bos = o.add_bos;
   ro.add_eos = o.add_eos;
-  const bool skip = o.on_error == "skip";
-  const bool drop = o.overlong == "drop";
+  const bool skip = o.on_error == OnError::kSkip;
+  const bool drop = o.overlong == Overlong::kDrop;
 
   SourceStats st;
   st.path = path.string();
-  st.format = source.format;
+  st.format = name_of(source.format);
   st.weight = source.weight;
   RecordReader reader(path);
   Writer w(dir);
@@ -239,8 +239,8 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
   if (o.chat) k["chat_template"] = hex64(o.chat->fingerprint());
   k["last_turn_only"] = o.last_turn_only;
   k["seq_len"] = o.seq_len;
-  k["overlong"] = o.overlong;
-  k["on_error"] = o.on_error;
+  k["overlong"] = name_of(o.overlong);
+  k["on_error"] = name_of(o.on_error);
   k["add_bos"] = o.add_bos;
   k["add_eos"] = o.add_eos;
   const auto& f = o.fields;
@@ -254,7 +254,7 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
                                   const Tokenizer& tokenizer) {
   if (o.cache_dir.empty()) throw ConfigError("no data cache directory", "set data.cache_dir");
   std::filesystem::create_directories(o.cache_dir);
-  const std::string key = source_cache_key(path, source.format, o, tokenizer);
+  const std::string key = source_cache_key(path, name_of(source.format), o, tokenizer);
   const auto dir = o.cache_dir / key;
   FileLock lock(o.cache_dir / (key + ".lock"));  // waits while another process or thread tokenizes this source
   if (std::filesystem::exists(dir / "meta.json")) {

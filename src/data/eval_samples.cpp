@@ -11,7 +11,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
                                                       int64_t max_samples) {
   std::vector<PromptCompletion> out;
   for (const auto& src : sources) {
-    const Format format = parse_format(src.format);
+    const Format format = src.format;
     if (format != Format::kPromptCompletion && format != Format::kAlpaca) continue;
     RecordReader reader(src.path);
     RecordOptions ro;

@@ -164,16 +164,6 @@ json parse_object(std::string_view line) {
 
 }  // namespace
 
-Format parse_format(const std::string& name) {
-  if (name == "text") return Format::kText;
-  if (name == "prompt_completion") return Format::kPromptCompletion;
-  if (name == "alpaca") return Format::kAlpaca;
-  if (name == "chat") return Format::kChat;
-  if (name == "pretokenized") return Format::kPretokenized;
-  throw ConfigError("unknown data format '" + name + "'",
-                    "use text, prompt_completion, alpaca, chat or pretokenized (data.train[].format)");
-}
-
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o) {
   const json j = parse_object(line);
   const auto& f = o.fields;

@@ -12,10 +12,8 @@
 
 namespace ft::data {
 
-// The JSON Lines formats (pretokenized is binary and handled by the dataset).
-enum class Format { kText, kPromptCompletion, kAlpaca, kChat, kPretokenized };
-// Throws ft::ConfigError for unknown names.
-Format parse_format(const std::string& name);
+// The source formats of data.train[].format (pretokenized is binary and handled by the dataset).
+using Format = SourceFormat;
 
 // A bad record; the dataset adds file:line. `field` is the JSON key at fault (empty for whole-line problems).
 class RecordError : public std::runtime_error {

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "config/settings.h"
 #include "data/templates_internal.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
@@ -198,8 +199,13 @@ std::vector<Segment> render_gemma(const std::vector<ChatMessage>& messages, bool
 }  // namespace
 
 const std::vector<std::string>& template_names() {
-  static const std::vector<std::string> names = {"llama2",     "llama3",     "chatml",         "plain",
-                                                 "mistral-v1", "mistral-v3", "mistral-tekken", "gemma"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;  // data.template's names (config/settings.h) but auto and the mistral family
+    for (const auto& e : EnumTable<ChatTemplateName>::entries) {
+      if (e.value != ChatTemplateName::kAuto && e.value != ChatTemplateName::kMistral) out.emplace_back(e.name);
+    }
+    return out;
+  }();
   return names;
 }
 

@@ -48,8 +48,6 @@ std::string format_bar(int64_t step, int64_t total, int width) {
 }
 
 MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const MetricsOptions& opts) : opts_(opts) {
-  if (opts.progress != "auto" && opts.progress != "on" && opts.progress != "off")
-    throw ConfigError("logging.progress: unknown value '" + opts.progress + "'", "use auto, on or off");
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   jsonl_path_ = run_dir / "metrics.jsonl";
@@ -57,7 +55,7 @@ MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const Metrics
   if (!jsonl_)
     throw Error("cannot open '" + jsonl_path_.string() + "' for writing", "check that the run directory is writable");
   if (opts.tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run_dir / "tb");
-  use_bar_ = opts.progress == "on" || (opts.progress == "auto" && ::isatty(STDERR_FILENO) == 1);
+  use_bar_ = opts.progress == Progress::kOn || (opts.progress == Progress::kAuto && ::isatty(STDERR_FILENO) == 1);
 }
 
 MetricsLogger::~MetricsLogger() {

@@ -13,13 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/settings.h"
 #include "metrics/tensorboard.h"
 
 namespace ft::metrics {
 
 struct MetricsOptions {
   bool tensorboard = false;       // also write <run_dir>/tb/events.out.tfevents.*
-  std::string progress = "auto";  // auto (bar when stderr is a TTY) | on | off (plain lines)
+  Progress progress = Progress::kAuto;  // auto (bar when stderr is a TTY) | on | off (plain lines)
   int64_t total_steps = 0;        // for the bar and the ETA
 };
 

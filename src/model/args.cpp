@@ -556,7 +556,7 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
     a.sliding_window = a.max_position_embeddings;  // unused by full layers, but transformers' Gemma2 wants one
     if (cfg.architecture == "gemma3_text") a.local_rope_theta = a.rope_theta;
   }
-  a.torch_dtype = dtype_name(dtype_from_name(cfg.dtype));
+  a.torch_dtype = dtype_name(dtype_from_name(name_of(cfg.dtype)));
   return a;
 }
 

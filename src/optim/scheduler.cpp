@@ -8,14 +8,6 @@
 
 namespace ft::optim {
 
-ScheduleType parse_schedule_type(const std::string& name) {
-  if (name == "constant") return ScheduleType::kConstant;
-  if (name == "linear") return ScheduleType::kLinear;
-  if (name == "cosine") return ScheduleType::kCosine;
-  if (name == "wsd") return ScheduleType::kWsd;
-  throw ConfigError("scheduler.type: unknown schedule '" + name + "'", "use one of constant, linear, cosine, wsd");
-}
-
 LrSchedule::LrSchedule(const ScheduleOptions& opts) : opts_(opts) {
   if (opts.total_steps <= 0)
     throw ConfigError(fmt::format("scheduler: total steps must be > 0 (got {})", opts.total_steps),

@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "config/settings.h"
+
 namespace ft::optim {
 
-enum class ScheduleType { kConstant, kLinear, kCosine, kWsd };
-
-// Parses "constant | linear | cosine | wsd"; throws ft::ConfigError naming scheduler.type otherwise.
-ScheduleType parse_schedule_type(const std::string& name);
+using ScheduleType = Schedule;  // scheduler.type
 
 struct ScheduleOptions {
   ScheduleType type = ScheduleType::kCosine;

@@ -180,7 +180,7 @@ std::string Trainer::fingerprint() const {
   f["data"] = {cfg_.data.seq_len, cfg_.data.packing, cfg_.data.template_name, cfg_.train.micro_batch_size,
                cfg_.train.grad_accum_steps};
   nlohmann::json sources = nlohmann::json::array();
-  for (const auto& s : cfg_.data.train) sources.push_back({s.path, s.format, s.weight});
+  for (const auto& s : cfg_.data.train) sources.push_back({s.path, name_of(s.format), s.weight});
   f["data_sources"] = sources;
   if (!cfg_.tokenizer.add_tokens.empty())
     f["add_tokens"] = cfg_.tokenizer.add_tokens;  // absent: older checkpoints match
@@ -194,7 +194,7 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
   } else {
     model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
   }
-  write_tokenizer_files(cfg_.model.path, *tokenizer_, cfg_.data.template_name, cfg_.tokenizer.add_bos, dir);
+  write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos, dir);
 }
 
 void Trainer::save_checkpoint() {

@@ -105,17 +105,18 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
   const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
   // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
   const bool chat =
-      cfg_.eval.prompt_format == "chat" ||
-      (cfg_.eval.prompt_format == "auto" && std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
-                                                        [](const DataSource& src) { return src.format == "chat"; }));
+      cfg_.eval.prompt_format == PromptFormat::kChat ||
+      (cfg_.eval.prompt_format == PromptFormat::kAuto &&
+       std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
+                   [](const DataSource& src) { return src.format == SourceFormat::kChat; }));
   for (const auto& prompt : cfg_.eval.prompts) {
     std::vector<int64_t> prompt_ids;
     if (!prompt.messages.empty() || chat) {  // turns are always prompted in the chat template
       std::vector<data::ChatMessage> turns;
       for (const auto& t : prompt.messages) turns.push_back({t.role, t.content});
       if (turns.empty()) turns.push_back({"user", prompt.text});
-      prompt_ids =
-          data::chat_prompt_ids(cfg_.data.template_name, cfg_.model.path, *tokenizer_, cfg_.data.system_prompt, turns);
+      prompt_ids = data::chat_prompt_ids(name_of(cfg_.data.template_name), cfg_.model.path, *tokenizer_,
+                                         cfg_.data.system_prompt, turns);
     } else {
       prompt_ids = data::encode_prompt(*tokenizer_, prompt.text, cfg_.tokenizer.add_bos);
     }

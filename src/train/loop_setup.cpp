@@ -102,10 +102,10 @@ void Trainer::setup_tokenizer() {
       for (const auto& source : cfg_.data.train) inputs.emplace_back(source.path);
       data::TokenizerTrainOptions options;
       options.fields = cfg_.data.fields;
-      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, cfg_.tokenizer.train_model_type,
-                            file.parent_path(), options);
-      FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", cfg_.tokenizer.train_vocab_size,
-                  cfg_.tokenizer.train_model_type, file.string());
+      const std::string model_type = name_of(cfg_.tokenizer.train_model_type);
+      data::train_tokenizer(inputs, cfg_.tokenizer.train_vocab_size, model_type, file.parent_path(), options);
+      FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", cfg_.tokenizer.train_vocab_size, model_type,
+                  file.string());
     }
     comm_->barrier();
   }
@@ -279,7 +279,7 @@ void Trainer::setup_optimizer() {
   }
 
   optim::ScheduleOptions sched;
-  sched.type = optim::parse_schedule_type(cfg_.scheduler.type);
+  sched.type = cfg_.scheduler.type;
   sched.peak_lr = cfg_.optimizer.lr;
   sched.total_steps = total_steps_;
   sched.warmup_steps = cfg_.scheduler.warmup_steps;

@@ -5,14 +5,14 @@
 namespace ft::train {
 
 PrecisionPolicy resolve_precision(const Config& cfg) {
-  const std::string& p = cfg.train.precision;
+  const Precision p = cfg.train.precision;
   PrecisionPolicy out;
-  out.param = p == "bf16-pure" || cfg.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  out.autocast = p == "bf16" || p == "fp16";
-  out.autocast_dtype = p == "fp16" ? at::kHalf : at::kBFloat16;
+  out.param = p == Precision::kBf16Pure || cfg.model.dtype == ModelDType::kBf16 ? at::kBFloat16 : at::kFloat;
+  out.autocast = p == Precision::kBf16 || p == Precision::kFp16;
+  out.autocast_dtype = p == Precision::kFp16 ? at::kHalf : at::kBFloat16;
   out.compute = out.autocast ? out.autocast_dtype : out.param;
-  out.reduce = cfg.distributed.reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  out.loss_scaling = p == "fp16";
+  out.reduce = cfg.distributed.reduce_dtype == ReduceDType::kBf16 ? at::kBFloat16 : at::kFloat;
+  out.loss_scaling = p == Precision::kFp16;
   return out;
 }
 

@@ -51,7 +51,8 @@ double seconds_since(Clock::time_point start) {
   throw Error(
       fmt::format("out of {} memory during the training step (train.micro_batch_size={}, data.seq_len={}, "
                   "train.precision={}): {}",
-                  device.is_cuda() ? "GPU" : "CPU", cfg.train.micro_batch_size, cfg.data.seq_len, cfg.train.precision,
+                  device.is_cuda() ? "GPU" : "CPU", cfg.train.micro_batch_size, cfg.data.seq_len,
+                  name_of(cfg.train.precision),
                   what.substr(0, what.find('\n'))),
       "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
       "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
@@ -214,7 +215,7 @@ ExitCode Trainer::run() {
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
               total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, world_size_, cfg_.data.seq_len,
-              cfg_.train.precision);
+              name_of(cfg_.train.precision));
 
   const auto run_start = Clock::now();
   metrics::LogWindow window(device_);  // the steps since the last log line

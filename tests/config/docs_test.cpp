@@ -75,23 +75,31 @@ void flatten(const YAML::Node& n, const std::string& path, std::map<std::string,
 
 class TypeNames {
  public:
-  TypeNames(std::map<std::string, std::string>& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
+  TypeNames(std::map<std::string, std::string>& out, std::string prefix,
+            std::map<std::string, std::vector<std::string>>* values)
+      : out_(out), prefix_(std::move(prefix)), values_(values) {}
   template <class T> void operator()(const char* key, T& field) {
     const std::string path = prefix_ + key;
     if constexpr (std::is_same_v<T, bool>) out_[path] = "bool";
     else if constexpr (std::is_same_v<T, int64_t>) out_[path] = "int";
     else if constexpr (std::is_same_v<T, double>) out_[path] = "float";
     else if constexpr (std::is_same_v<T, std::string>) out_[path] = "string";
+    else if constexpr (is_setting_v<T>) {
+      out_[path] = "enum";
+      std::vector<std::string> names;
+      for (const auto& e : EnumTable<T>::entries) names.emplace_back(e.name);
+      (*values_)[path] = names;
+    }
     else if constexpr (std::is_same_v<T, std::vector<std::string>>) out_[path] = "list[string]";
     else if constexpr (std::is_same_v<T, std::vector<double>>) out_[path] = "list[float]";
     else if constexpr (std::is_same_v<T, std::vector<EvalPrompt>>) out_[path] = "list[prompt]";
     else if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
       out_[path] = "list[source]";
       DataSource element;
-      TypeNames sub(out_, path + "[].");
+      TypeNames sub(out_, path + "[].", values_);
       element.visit(sub);
     } else {
-      TypeNames sub(out_, path + ".");
+      TypeNames sub(out_, path + ".", values_);
       field.visit(sub);
     }
   }
@@ -99,6 +107,7 @@ class TypeNames {
  private:
   std::map<std::string, std::string>& out_;
   std::string prefix_;
+  std::map<std::string, std::vector<std::string>>* values_;  // enum keys: their table's names
 };
 
 TEST(ConfigDocs, EveryKeyDocumentedWithItsTypeDefaultAndComment) {
@@ -111,7 +120,8 @@ TEST(ConfigDocs, EveryKeyDocumentedWithItsTypeDefaultAndComment) {
   std::map<std::string, std::string> defaults;
   flatten(YAML::Load(config::to_yaml(with_sources)), "", defaults);
   std::map<std::string, std::string> types;
-  TypeNames names(types, "");
+  std::map<std::string, std::vector<std::string>> enum_values;
+  TypeNames names(types, "", &enum_values);
   with_sources.visit(names);
 
   for (const auto& [key, value] : defaults) {
@@ -125,6 +135,11 @@ TEST(ConfigDocs, EveryKeyDocumentedWithItsTypeDefaultAndComment) {
     EXPECT_EQ(it->second.default_text, shown) << key;
     EXPECT_EQ(it->second.type, types[key]) << key;
     EXPECT_FALSE(it->second.description.empty()) << key;
+    // An enum's description lists every name of its table (config/settings.h), so a new value reaches the docs.
+    for (const auto& name : enum_values[key]) {
+      EXPECT_NE((" " + it->second.description + " ").find(name), std::string::npos)
+          << key << ": the description does not list '" << name << "'";
+    }
     EXPECT_NE(header.find("// " + it->second.description + "\n"), std::string::npos)
         << key << ": the description is not config.h's comment: " << it->second.description;
   }

@@ -21,7 +21,7 @@ TEST_F(ConfigLoad, MinimalConfigKeepsEveryOtherDefault) {
   const auto loaded = load(kMinimalConfig);
   Config expected;
   expected.tokenizer.train_vocab_size = 64;
-  expected.data.train = {DataSource{(dir_ / "train.jsonl").string(), "text", 1.0}};
+  expected.data.train = {DataSource{(dir_ / "train.jsonl").string(), SourceFormat::kText, 1.0}};
   expected.run.output_dir = "runs/run";  // the default "runs/${run.name}", interpolated
   EXPECT_TRUE(config::equal(loaded.config, expected)) << config::to_yaml(loaded.config);
   EXPECT_EQ(loaded.file, dir_ / "config.yaml");
@@ -109,7 +109,7 @@ TEST_F(ConfigLoad, OverridesSetScalarsListsAndListsOfMaps) {
   EXPECT_EQ(c.run.output_dir, "runs/abc");
   ASSERT_EQ(c.data.train.size(), 1u);
   EXPECT_EQ(c.data.train[0].path, (dir_ / "other.jsonl").string());
-  EXPECT_EQ(c.data.train[0].format, "prompt_completion");
+  EXPECT_EQ(c.data.train[0].format, SourceFormat::kPromptCompletion);
   EXPECT_EQ(c.data.train[0].weight, 2.0);
   EXPECT_EQ(loaded.where("train.max_steps"), "<override 'train.max_steps=10'>");
 }
@@ -310,35 +310,35 @@ Config all_changed(const std::filesystem::path& dir) {
   c.model.rms_norm_eps = 1.5e-6;
   c.model.tie_embeddings = true;
   c.model.init_std = 0.1 + 0.2;  // not exactly 0.3: the printer must keep every bit
-  c.model.dtype = "bf16";
+  c.model.dtype = ModelDType::kBf16;
   c.model.activation_checkpointing = true;
   c.lora = {true, 4, 8.5, 0.05, {"k_proj", "down_proj"}};
-  c.tokenizer = {(dir / "tok.model").string(), 0, "unigram", false, false, {"<|im_start|>"}};
-  c.data.train = {DataSource{(dir / "train.jsonl").string(), "chat", 0.25},
-                  DataSource{(dir / "train.jsonl").string(), "alpaca", 3}};
-  c.data.eval = {DataSource{(dir / "train.jsonl").string(), "text", 1}};
+  c.tokenizer = {(dir / "tok.model").string(), 0, TokenizerModel::kUnigram, false, false, {"<|im_start|>"}};
+  c.data.train = {DataSource{(dir / "train.jsonl").string(), SourceFormat::kChat, 0.25},
+                  DataSource{(dir / "train.jsonl").string(), SourceFormat::kAlpaca, 3}};
+  c.data.eval = {DataSource{(dir / "train.jsonl").string(), SourceFormat::kText, 1}};
   c.data.fields = {"t", "p", "i", "c", "m", "r", "x"};
-  c.data.template_name = "chatml";
+  c.data.template_name = ChatTemplateName::kChatml;
   c.data.roles = {"bot=assistant", "narrator=system"};
   c.data.system_prompt = "Be brief: yes.";
   c.data.seq_len = 33;
   c.data.packing = true;
   c.data.shuffle = false;
-  c.data.overlong = "drop";
-  c.data.on_error = "skip";
-  c.data.pretokenized_dtype = "uint32";
+  c.data.overlong = Overlong::kDrop;
+  c.data.on_error = OnError::kSkip;
+  c.data.pretokenized_dtype = TokenDType::kUint32;
   c.data.cache_dir = (dir / "cache").string();
   c.data.prefetch = 0;
   c.data.synth = {"add", 5, 6, 7};
-  c.train = {12, 2, 3, 4, "bf16-pure", 0.5, 2, 1024.0, 100};
-  c.optimizer = {"adamw", 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
-  c.scheduler = {"wsd", 2, 0.1, 0.05, 0.2};
-  c.eval = {5, 6, 7, 8, {}, "chat"};
+  c.train = {12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100};
+  c.optimizer = {OptimizerName::kAdamW, 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
+  c.scheduler = {Schedule::kWsd, 2, 0.1, 0.05, 0.2};
+  c.eval = {5, 6, 7, 8, {}, PromptFormat::kChat};
   for (const char* text : {"true", "", "null", "123", "a: b", "${not-a-ref}"}) c.eval.prompts.push_back({text, {}});
   c.eval.prompts.push_back({"", {{"system", "null"}, {"user", "a: ${b}"}}});
   c.checkpoint = {10, 0, true, "never", 100};
-  c.logging = {"debug", 2, true, "off", 989.5};
-  c.distributed = {"gloo", 60, 12.5, "bf16", 1};
+  c.logging = {LogLevel::kDebug, 2, true, Progress::kOff, 989.5};
+  c.distributed = {Backend::kGloo, 60, 12.5, ReduceDType::kBf16, 1};
   return c;
 }
 

@@ -24,7 +24,7 @@ struct Fixture {
   DatasetOptions options(const std::string& file, const std::string& format, const std::string& text) {
     write_file(dir / file, text);
     DatasetOptions o;
-    o.sources = {{(dir / file).string(), format, 1.0}};
+    o.sources = {{(dir / file).string(), parse_setting<SourceFormat>(format).value(), 1.0}};
     o.cache_dir = dir / "cache";
     o.seq_len = 64;
     return o;
@@ -129,7 +129,7 @@ TEST(Dataset, PretokenizedUint16IsSplitIntoRows) {
   std::vector<uint16_t> tokens = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
   write_file(f.dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
   DatasetOptions o;
-  o.sources = {{(f.dir / "p.bin").string(), "pretokenized", 1.0}};
+  o.sources = {{(f.dir / "p.bin").string(), SourceFormat::kPretokenized, 1.0}};
   o.seq_len = 4;
   const auto ds = TokenizedDataset::build(o, *f.tok);
   ASSERT_EQ(ds->size(), 2);
@@ -150,7 +150,7 @@ TEST(Dataset, OverlongSamplesAreTruncatedOrDroppedAndCounted) {
   EXPECT_EQ(ds->size(), 2);
   EXPECT_EQ(ds->stats().truncated, 1);
   EXPECT_EQ(ds->length(1), 8);
-  o.overlong = "drop";
+  o.overlong = Overlong::kDrop;
   ds = TokenizedDataset::build(o, *f.tok);
   EXPECT_EQ(ds->size(), 1);
   EXPECT_EQ(ds->stats().dropped, 1);
@@ -267,7 +267,7 @@ TEST(Dataset, BadInputsNameFileLineAndField) {
       EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what();
     }
-    o.on_error = "skip";
+    o.on_error = OnError::kSkip;
     const auto ds = TokenizedDataset::build(o, *f.tok);
     EXPECT_EQ(ds->size(), 2) << c.bad_line;
     EXPECT_EQ(ds->stats().skipped, 1);

@@ -26,7 +26,7 @@ struct Samples {
     }
     write_file(dir / "d.jsonl", lines);
     data::DatasetOptions o;
-    o.sources = {{(dir / "d.jsonl").string(), "prompt_completion", 1.0}};
+    o.sources = {{(dir / "d.jsonl").string(), SourceFormat::kPromptCompletion, 1.0}};
     o.cache_dir = dir / "cache";
     o.seq_len = seq_len;
     ds = TokenizedDataset::build(o, *tok);
@@ -163,7 +163,7 @@ TEST(Loader, WorkerErrorsSurfaceInNext) {
   write_file(dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
   const auto tok = load_test_tokenizer();
   data::DatasetOptions o;
-  o.sources = {{(dir / "p.bin").string(), "pretokenized", 1.0}};
+  o.sources = {{(dir / "p.bin").string(), SourceFormat::kPretokenized, 1.0}};
   o.seq_len = 4;
   auto ds = TokenizedDataset::build(o, *tok);
   data::LoaderOptions lo;

@@ -49,7 +49,7 @@ void target_setup() {
     lines += "\n";
   }
   write_bytes(dir / "train.jsonl", lines);
-  options.sources = {{(dir / "train.jsonl").string(), "prompt_completion", 1.0}};
+  options.sources = {{(dir / "train.jsonl").string(), SourceFormat::kPromptCompletion, 1.0}};
   options.cache_dir = dir / "cache";
   options.seq_len = 32;
   const auto ds = data::TokenizedDataset::build(options, *tokenizer);

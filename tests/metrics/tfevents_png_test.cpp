@@ -15,7 +15,7 @@ TEST(TensorBoard, EventFileParsesWithValidCrcsAndValues) {
   ScratchDir run;
   std::filesystem::path file;
   {
-    metrics::MetricsLogger log(run.path(), {true, "off", 5});
+    metrics::MetricsLogger log(run.path(), {true, Progress::kOff, 5});
     for (int step = 1; step <= 5; ++step)
       log.log("train", step, {{"loss", 3.0 / step}, {"lr", 1e-4 * step}, {"note", "text is not a scalar"}});
     log.log("eval", 5, {{"loss", 0.75}});

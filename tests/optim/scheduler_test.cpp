@@ -28,7 +28,7 @@ TEST(LrSchedule, EveryStepMatchesTransformers) {
   std::vector<LrSchedule> schedules;
   for (const auto& c : cases) {
     ScheduleOptions o;
-    o.type = optim::parse_schedule_type(c.type);
+    o.type = parse_setting<Schedule>(c.type).value();
     o.peak_lr = 3e-4;
     o.total_steps = c.total;
     o.warmup_steps = c.warmup_steps;
@@ -60,7 +60,7 @@ TEST(LrSchedule, EveryStepMatchesTransformers) {
 }
 
 TEST(LrSchedule, RejectsBadOptions) {
-  EXPECT_THROW(optim::parse_schedule_type("exp"), ConfigError);
+  EXPECT_FALSE(parse_setting<Schedule>("exp").has_value());
   ScheduleOptions o;
   o.total_steps = 0;
   EXPECT_THROW(LrSchedule{o}, ConfigError);

@@ -10,9 +10,9 @@ namespace {
 train::PrecisionPolicy policy(const std::string& precision, const std::string& model_dtype = "fp32",
                               const std::string& reduce = "fp32") {
   Config cfg;
-  cfg.train.precision = precision;
-  cfg.model.dtype = model_dtype;
-  cfg.distributed.reduce_dtype = reduce;
+  cfg.train.precision = parse_setting<Precision>(precision).value();
+  cfg.model.dtype = parse_setting<ModelDType>(model_dtype).value();
+  cfg.distributed.reduce_dtype = parse_setting<ReduceDType>(reduce).value();
   return train::resolve_precision(cfg);
 }
 
