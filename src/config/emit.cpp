@@ -40,7 +40,8 @@ class Emitter {
   void operator()(const char* key, T& field) {
     out_ << YAML::Key << key << YAML::Value;
     if constexpr (is_setting_v<T>) {
-      out_ << name_of(field);
+      std::string name = name_of(field);  // as a string: "on" and "off" stay quoted for YAML 1.1 readers
+      value(name);
     } else {
       value(field);
     }

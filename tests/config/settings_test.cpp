@@ -56,7 +56,8 @@ TEST_F(SettingsLoad, EnumSettingsBindFromNamesAndPrintAsNames) {
   EXPECT_EQ(loaded.config.logging.progress, Progress::kOff);
   EXPECT_EQ(loaded.config.scheduler.type, Schedule::kWsd);
   const std::string yaml = config::to_yaml(loaded.config);
-  for (const char* line : {"precision: bf16-pure", "template: mistral-tekken", "progress: off", "type: wsd"}) {
+  // "off" quoted: a YAML 1.1 reader (PyYAML) would read a bare off as false.
+  for (const char* line : {"precision: bf16-pure", "template: mistral-tekken", "progress: \"off\"", "type: wsd"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << "\n" << yaml;
   }
 }
