@@ -192,10 +192,7 @@ class Binder {
     }
     std::vector<std::string> choices;
     for (const auto& e : EnumTable<E>::entries) choices.emplace_back(e.name);
-    const std::string near = suggest_key(n.scalar, choices);
-    errors_.add(n.origin, key,
-                "invalid value '" + n.scalar + "' (expected one of: " + setting_names<E>(", ") + ")" +
-                    (near.empty() ? "" : "; did you mean '" + near + "'?"));
+    errors_.add(n.origin, key, detail::invalid_choice(n.scalar, choices));
   }
 
   // eval.prompts[i]: a string, or a list of {role, content} turns.

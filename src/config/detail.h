@@ -43,6 +43,9 @@ void bind(const Node& root, Config& config, std::map<std::string, Origin>& locat
 void validate(const Config& config, const std::map<std::string, Origin>& locations, const Origin& fallback,
               Errors& errors);
 
+// "invalid value 'v' (expected one of: a, b); did you mean 'a'?": the message for a value outside its choices.
+std::string invalid_choice(const std::string& value, const std::vector<std::string>& choices);
+
 // Shortest decimal text that parses back to exactly `v`.
 std::string format_double(double v);
 

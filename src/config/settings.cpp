@@ -1,6 +1,7 @@
 #include "config/settings.h"
 
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace ft {
 

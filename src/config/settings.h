@@ -6,7 +6,6 @@
 #include <array>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -26,7 +25,8 @@ struct EnumTable;
 enum class ModelDType { kFp32, kBf16 };
 template <>
 struct EnumTable<ModelDType> {
-  static constexpr std::array<EnumName<ModelDType>, 2> entries{{{ModelDType::kFp32, "fp32"}, {ModelDType::kBf16, "bf16"}}};
+  static constexpr std::array<EnumName<ModelDType>, 2> entries{
+      {{ModelDType::kFp32, "fp32"}, {ModelDType::kBf16, "bf16"}}};
 };
 
 enum class TokenizerModel { kBpe, kUnigram };
@@ -39,27 +39,40 @@ struct EnumTable<TokenizerModel> {
 enum class SourceFormat { kText, kPromptCompletion, kAlpaca, kChat, kPretokenized };
 template <>
 struct EnumTable<SourceFormat> {
-  static constexpr std::array<EnumName<SourceFormat>, 5> entries{{{SourceFormat::kText, "text"},
-                                                                  {SourceFormat::kPromptCompletion, "prompt_completion"},
-                                                                  {SourceFormat::kAlpaca, "alpaca"},
-                                                                  {SourceFormat::kChat, "chat"},
-                                                                  {SourceFormat::kPretokenized, "pretokenized"}}};
+  static constexpr std::array<EnumName<SourceFormat>, 5> entries{
+      {{SourceFormat::kText, "text"},
+       {SourceFormat::kPromptCompletion, "prompt_completion"},
+       {SourceFormat::kAlpaca, "alpaca"},
+       {SourceFormat::kChat, "chat"},
+       {SourceFormat::kPretokenized, "pretokenized"}}};
 };
 
 // data.template: auto (the model's own) or a built-in; mistral names the family, resolved by the tokenizer.
-enum class ChatTemplateName { kAuto, kLlama2, kLlama3, kChatml, kPlain, kGemma, kMistral, kMistralV1, kMistralV3, kMistralTekken };
+enum class ChatTemplateName {
+  kAuto,
+  kLlama2,
+  kLlama3,
+  kChatml,
+  kPlain,
+  kGemma,
+  kMistral,
+  kMistralV1,
+  kMistralV3,
+  kMistralTekken
+};
 template <>
 struct EnumTable<ChatTemplateName> {
-  static constexpr std::array<EnumName<ChatTemplateName>, 10> entries{{{ChatTemplateName::kAuto, "auto"},
-                                                                       {ChatTemplateName::kLlama2, "llama2"},
-                                                                       {ChatTemplateName::kLlama3, "llama3"},
-                                                                       {ChatTemplateName::kChatml, "chatml"},
-                                                                       {ChatTemplateName::kPlain, "plain"},
-                                                                       {ChatTemplateName::kGemma, "gemma"},
-                                                                       {ChatTemplateName::kMistral, "mistral"},
-                                                                       {ChatTemplateName::kMistralV1, "mistral-v1"},
-                                                                       {ChatTemplateName::kMistralV3, "mistral-v3"},
-                                                                       {ChatTemplateName::kMistralTekken, "mistral-tekken"}}};
+  static constexpr std::array<EnumName<ChatTemplateName>, 10> entries{
+      {{ChatTemplateName::kAuto, "auto"},
+       {ChatTemplateName::kLlama2, "llama2"},
+       {ChatTemplateName::kLlama3, "llama3"},
+       {ChatTemplateName::kChatml, "chatml"},
+       {ChatTemplateName::kPlain, "plain"},
+       {ChatTemplateName::kGemma, "gemma"},
+       {ChatTemplateName::kMistral, "mistral"},
+       {ChatTemplateName::kMistralV1, "mistral-v1"},
+       {ChatTemplateName::kMistralV3, "mistral-v3"},
+       {ChatTemplateName::kMistralTekken, "mistral-tekken"}}};
 };
 
 enum class TrainOn { kAll, kLast };
@@ -71,7 +84,8 @@ struct EnumTable<TrainOn> {
 enum class Overlong { kTruncate, kDrop };
 template <>
 struct EnumTable<Overlong> {
-  static constexpr std::array<EnumName<Overlong>, 2> entries{{{Overlong::kTruncate, "truncate"}, {Overlong::kDrop, "drop"}}};
+  static constexpr std::array<EnumName<Overlong>, 2> entries{
+      {{Overlong::kTruncate, "truncate"}, {Overlong::kDrop, "drop"}}};
 };
 
 enum class OnError { kFail, kSkip };
@@ -83,7 +97,8 @@ struct EnumTable<OnError> {
 enum class TokenDType { kUint16, kUint32 };
 template <>
 struct EnumTable<TokenDType> {
-  static constexpr std::array<EnumName<TokenDType>, 2> entries{{{TokenDType::kUint16, "uint16"}, {TokenDType::kUint32, "uint32"}}};
+  static constexpr std::array<EnumName<TokenDType>, 2> entries{
+      {{TokenDType::kUint16, "uint16"}, {TokenDType::kUint32, "uint32"}}};
 };
 
 enum class Precision { kFp32, kBf16, kFp16, kBf16Pure };
@@ -144,7 +159,8 @@ struct EnumTable<Backend> {
 enum class ReduceDType { kFp32, kBf16 };
 template <>
 struct EnumTable<ReduceDType> {
-  static constexpr std::array<EnumName<ReduceDType>, 2> entries{{{ReduceDType::kFp32, "fp32"}, {ReduceDType::kBf16, "bf16"}}};
+  static constexpr std::array<EnumName<ReduceDType>, 2> entries{
+      {{ReduceDType::kFp32, "fp32"}, {ReduceDType::kBf16, "bf16"}}};
 };
 
 // True for the enums above (the loader binds them as names).

@@ -30,16 +30,12 @@ class Checker {
   }
 
   void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
-    std::string list;
     std::vector<std::string> choices;
     for (const char* a : allowed) {
       if (value == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
       choices.emplace_back(a);
     }
-    const std::string near = suggest_key(value, choices);
-    fail(key, "invalid value '" + value + "' (expected one of: " + list + ")" +
-                  (near.empty() ? "" : "; did you mean '" + near + "'?"));
+    fail(key, invalid_choice(value, choices));
   }
 
   template <class T>
@@ -295,6 +291,14 @@ void check_rest(const Config& c, Checker& k) {
 }
 
 }  // namespace
+
+std::string invalid_choice(const std::string& value, const std::vector<std::string>& choices) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  const std::string near = suggest_key(value, choices);
+  return "invalid value '" + value + "' (expected one of: " + list + ")" +
+         (near.empty() ? "" : "; did you mean '" + near + "'?");
+}
 
 void validate(const Config& config, const std::map<std::string, Origin>& locations, const Origin& fallback,
               Errors& errors) {
