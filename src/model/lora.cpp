@@ -170,6 +170,20 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const std::v
   holder.token_rows.copy_(st.tensor(name).index_select(0, at::tensor(order, at::kLong)));
 }
 
+// Each layer's grouped projections of the frozen base (q/k/v, gate/up) share one weight buffer: one GEMM per group
+// and direction (join_frozen_weights).
+void join_frozen_groups(Transformer& model) {
+  for (int64_t i = 0; i < model.args().num_layers; ++i) {
+    DecoderLayer layer = model.layer(i);
+    auto& attn = *layer->self_attn;
+    auto& mlp = *layer->mlp;
+    if (attn.q_proj && attn.k_proj && attn.v_proj) {
+      join_frozen_weights({attn.q_proj.get(), attn.k_proj.get(), attn.v_proj.get()});
+    }
+    if (mlp.gate_proj && mlp.up_proj) join_frozen_weights({mlp.gate_proj.get(), mlp.up_proj.get()});
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> lora_target_names(const ModelArgs& args) {
@@ -190,6 +204,7 @@ void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
   if (cfg.dropout < 0.0 || cfg.dropout >= 1.0) throw ConfigError("lora.dropout must be in [0, 1)");
   for (auto& p : model.parameters()) p.set_requires_grad(false);
   add_adapters(model, targets, cfg, cfg.alpha, seed);
+  join_frozen_groups(model);
 }
 
 std::vector<at::Tensor> trainable_parameters(Transformer& model) {

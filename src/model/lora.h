@@ -22,7 +22,8 @@ std::vector<std::string> lora_target_names(const ModelArgs& args);
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, const ModelArgs& args);
 
 // Freezes every base parameter and adds lora_A (F32 [r, in], kaiming-uniform from `seed`) and lora_B (F32 [out, r],
-// zeros) to each targeted projection (resolve_lora_targets). Throws ft::ConfigError for a target that matches no
+// zeros) to each targeted projection (resolve_lora_targets); each layer's q/k/v and gate/up weights then share one
+// buffer (join_frozen_weights), so call it once the base is on its device and in its dtype. Throws ft::ConfigError for a target that matches no
 // projection of this model, or rank < 1.
 void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed);
 

@@ -122,8 +122,13 @@ struct GroupRun {
   std::vector<at::Tensor> grads;    // x's, then every layer's parameters in order
 };
 
-// q/k/v-like layers (LoRA on the first and last) through linear_group, fused or not; loss = sum(y * cos(y)).
-GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, double dropout) {
+// How the group's base weights train: with gradients, frozen (LoRA), or frozen and joined into one buffer.
+enum class Base { kTrainable, kFrozen, kJoined };
+
+// q/k/v-like layers (LoRA on the first and last) through linear_group, fused or not; loss = sum(y * cos(y)). A frozen
+// base is in `base_dtype` (the adapters stay F32).
+GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, double dropout,
+                   Base base = Base::kTrainable, at::ScalarType base_dtype = at::kFloat) {
   at::manual_seed(7);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
   std::vector<model::Linear> layers = {model::Linear(48, 64, bias), model::Linear(48, 16, bias),
@@ -139,10 +144,22 @@ GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, doub
     at::NoGradGuard g;
     if (l->has_lora()) l->lora_b.normal_(0, 0.2);
     l->to(device);
+    if (base == Base::kTrainable) continue;
+    l->weight.set_data(l->weight.to(base_dtype));
+    l->weight.set_requires_grad(false);
+    if (bias) l->bias.set_data(l->bias.to(base_dtype));
+    if (bias) l->bias.set_requires_grad(false);
   }
   at::Tensor x = at::randn({2, 5, 48}).to(device).requires_grad_(true);
   std::vector<model::LinearImpl*> ptrs;
   for (auto& l : layers) ptrs.push_back(l.get());
+  if (base == Base::kJoined) {
+    EXPECT_TRUE(model::join_frozen_weights(ptrs));
+    for (size_t i = 1; i < ptrs.size(); ++i) {
+      EXPECT_TRUE(ptrs[i]->weight.storage().is_alias_of(ptrs[0]->weight.storage()));
+      EXPECT_TRUE(ptrs[i]->named_parameters()["weight"].is_same(ptrs[i]->weight));
+    }
+  }
   GroupRun run;
   at::Tensor loss = at::zeros({}, at::TensorOptions().device(device));
   {
@@ -158,7 +175,9 @@ GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, doub
   loss.backward();
   run.grads.push_back(x.grad());
   for (auto& l : layers) {
-    for (const auto& p : l->parameters()) run.grads.push_back(p.grad());
+    for (const auto& p : l->parameters()) {
+      if (p.requires_grad()) run.grads.push_back(p.grad());
+    }
   }
   return run;
 }
@@ -221,6 +240,39 @@ TEST(LinearGroup, AdaptersAddIntoTheBaseOutputWithoutCopySlices) {
     if (autocast) guard = std::make_unique<model::AutocastGuard>(at::kCPU, at::kBFloat16, true);
     const auto out = model::linear_group(x, {layers[0].get(), layers[1].get()}, true).outputs;
     EXPECT_EQ(count_autograd_nodes(out[0].grad_fn(), "CopySlices"), 0) << autocast;
+  }
+}
+
+// A frozen base (LoRA) joined into one weight buffer runs as one GEMM per direction and still gives each layer's
+// output and the same input and adapter gradients.
+TEST(LinearGroup, FrozenWeightsJoinedIntoOneBufferGiveTheSameOutputsAndGradients) {
+  for (const bool bias : {false, true}) {
+    for (const double dropout : {0.0, 0.1}) {
+      const GroupRun plain = run_group(false, false, at::kCPU, bias, dropout, Base::kFrozen);
+      expect_group_match(run_group(true, false, at::kCPU, bias, dropout, Base::kJoined), plain, 1e-5);
+      expect_group_match(run_group(true, false, at::kCPU, bias, dropout, Base::kFrozen), plain, 1e-5);
+    }
+  }
+  std::vector<model::Linear> layers = {model::Linear(8, 4, false), model::Linear(8, 2, false)};
+  std::vector<model::LinearImpl*> ptrs = {layers[0].get(), layers[1].get()};
+  const at::Tensor x = at::randn({3, 8});
+  EXPECT_FALSE(model::join_frozen_weights(ptrs));  // trainable weights stay apart
+  EXPECT_FALSE(model::linear_group(x, ptrs, true).joint.defined());
+  for (auto* l : ptrs) l->weight.set_requires_grad(false);
+  const at::Tensor before = at::cat({layers[0]->weight, layers[1]->weight});
+  ASSERT_TRUE(model::join_frozen_weights(ptrs));
+  EXPECT_TRUE(at::equal(at::cat({layers[0]->weight, layers[1]->weight}), before));
+  EXPECT_TRUE(model::linear_group(x, ptrs, true).joint.defined());  // one GEMM
+  model::Linear other(6, 2, false);
+  other->weight.set_requires_grad(false);
+  EXPECT_FALSE(model::join_frozen_weights({layers[0].get(), other.get()}));  // input sizes differ
+}
+
+TEST(LinearGroup, GpuBf16FrozenJoinedBaseUnderAutocastMatchesSeparateLayers) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  for (const double dropout : {0.0, 0.1}) {
+    const GroupRun plain = run_group(false, true, at::kCUDA, true, dropout, Base::kFrozen, at::kBFloat16);
+    expect_group_match(run_group(true, true, at::kCUDA, true, dropout, Base::kJoined, at::kBFloat16), plain, 2e-2);
   }
 }
 
