@@ -29,7 +29,7 @@ struct RunConfig {
 
 struct ModelConfig {
   std::string path;                        // Hugging Face model dir (config.json + safetensors); empty = from scratch
-  std::string architecture = "llama";  // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
+  ModelFamily architecture = ModelFamily::kLlama;  // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
   int64_t vocab_size = 0;                  // from scratch: 0 = the tokenizer's vocabulary size
   int64_t hidden_size = 256;               // from scratch: model width
   int64_t intermediate_size = 688;         // from scratch: SwiGLU hidden width

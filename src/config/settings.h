@@ -29,6 +29,19 @@ struct EnumTable<ModelDType> {
       {{ModelDType::kFp32, "fp32"}, {ModelDType::kBf16, "bf16"}}};
 };
 
+// A model family, named by config.json's model_type (model/args.h holds each one's transformers class).
+enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3Text };
+template <>
+struct EnumTable<ModelFamily> {
+  static constexpr std::array<EnumName<ModelFamily>, 7> entries{{{ModelFamily::kLlama, "llama"},
+                                                                 {ModelFamily::kMistral, "mistral"},
+                                                                 {ModelFamily::kQwen2, "qwen2"},
+                                                                 {ModelFamily::kQwen3, "qwen3"},
+                                                                 {ModelFamily::kPhi3, "phi3"},
+                                                                 {ModelFamily::kGemma2, "gemma2"},
+                                                                 {ModelFamily::kGemma3Text, "gemma3_text"}}};
+};
+
 enum class TokenizerModel { kBpe, kUnigram };
 template <>
 struct EnumTable<TokenizerModel> {

@@ -78,8 +78,6 @@ bool is_device(const std::string& d) {
 
 void check_model(const Config& c, Checker& k) {
   const auto& m = c.model;
-  k.one_of("model.architecture", m.architecture,
-           {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"});
   k.at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
   k.at_least<int64_t>("model.hidden_size", m.hidden_size, 1);
   k.at_least<int64_t>("model.intermediate_size", m.intermediate_size, 1);

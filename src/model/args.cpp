@@ -278,23 +278,32 @@ std::string dtype_name(at::ScalarType type) {
 }
 
 const std::vector<Family>& families() {
+  using ft::ModelFamily;
+  const auto family = [](ModelFamily id, const char* architecture, const char* releases) {
+    return Family{id, name_of(id), architecture, releases};
+  };
   static const std::vector<Family> table = {
-      {"llama", "LlamaForCausalLM", "Llama 2/3/3.x"},
-      {"mistral", "MistralForCausalLM", "Mistral 7B, Mistral Nemo"},
-      {"qwen2", "Qwen2ForCausalLM", "Qwen2/2.5"},
-      {"qwen3", "Qwen3ForCausalLM", "Qwen3 dense"},
-      {"phi3", "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"},
-      {"gemma2", "Gemma2ForCausalLM", "Gemma 2"},
-      {"gemma3_text", "Gemma3ForCausalLM", "Gemma 3 1B and other text-only Gemma 3 checkpoints"},
+      family(ModelFamily::kLlama, "LlamaForCausalLM", "Llama 2/3/3.x"),
+      family(ModelFamily::kMistral, "MistralForCausalLM", "Mistral 7B, Mistral Nemo"),
+      family(ModelFamily::kQwen2, "Qwen2ForCausalLM", "Qwen2/2.5"),
+      family(ModelFamily::kQwen3, "Qwen3ForCausalLM", "Qwen3 dense"),
+      family(ModelFamily::kPhi3, "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"),
+      family(ModelFamily::kGemma2, "Gemma2ForCausalLM", "Gemma 2"),
+      family(ModelFamily::kGemma3Text, "Gemma3ForCausalLM", "Gemma 3 1B and other text-only Gemma 3 checkpoints"),
   };
   return table;
 }
 
 const Family* find_family(const std::string& model_type) {
+  const auto id = parse_setting<ft::ModelFamily>(model_type);
+  return id ? &find_family(*id) : nullptr;
+}
+
+const Family& find_family(ft::ModelFamily id) {
   for (const auto& f : families()) {
-    if (model_type == f.model_type) return &f;
+    if (f.id == id) return f;
   }
-  return nullptr;
+  throw Error(std::string("model family ") + name_of(id) + " has no entry in model::families()");
 }
 
 std::string families_text() {
@@ -520,11 +529,10 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
 }
 
 ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
-  if (find_family(cfg.architecture) == nullptr) {
-    throw ConfigError("model.architecture: unsupported \"" + cfg.architecture + "\"", "use one of " + families_text());
-  }
+  using ft::ModelFamily;
+  const ModelFamily family = cfg.architecture;
   ModelArgs a;
-  a.model_type = cfg.architecture;
+  a.model_type = find_family(family).model_type;
   a.vocab_size = cfg.vocab_size > 0 ? cfg.vocab_size : vocab_size;
   if (a.vocab_size <= 0)
     throw ConfigError("model.vocab_size: unknown vocabulary size", "set model.vocab_size or a tokenizer");
@@ -544,17 +552,17 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
   a.rope_theta = cfg.rope_theta;
   a.rms_norm_eps = cfg.rms_norm_eps;
   a.tie_word_embeddings = cfg.tie_embeddings;
-  a.attention_bias = cfg.architecture == "qwen2";
-  a.qk_norm = cfg.architecture == "qwen3" || cfg.architecture == "gemma3_text";
-  a.fused_projections = cfg.architecture == "phi3";
-  if (cfg.architecture == "gemma2" || cfg.architecture == "gemma3_text") {
+  a.attention_bias = family == ModelFamily::kQwen2;
+  a.qk_norm = family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3Text;
+  a.fused_projections = family == ModelFamily::kPhi3;
+  if (family == ModelFamily::kGemma2 || family == ModelFamily::kGemma3Text) {
     // The Gemma block with full attention in every layer, no soft-capping, the usual 1/sqrt(head_dim) scale.
     a.gemma = true;
     a.hidden_act = "gelu_pytorch_tanh";
     a.query_pre_attn_scalar = static_cast<double>(a.head_dim);
     a.sliding_layers.assign(static_cast<size_t>(a.num_layers), false);
     a.sliding_window = a.max_position_embeddings;  // unused by full layers, but transformers' Gemma2 wants one
-    if (cfg.architecture == "gemma3_text") a.local_rope_theta = a.rope_theta;
+    if (family == ModelFamily::kGemma3Text) a.local_rope_theta = a.rope_theta;
   }
   a.torch_dtype = dtype_name(dtype_from_name(name_of(cfg.dtype)));
   return a;

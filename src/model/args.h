@@ -78,14 +78,16 @@ struct ModelArgs {
 
 // A model family this build implements: config.json's model_type, transformers' class, the releases it covers.
 struct Family {
-  const char* model_type;
-  const char* architecture;
+  ft::ModelFamily id;        // model.architecture's value for it
+  const char* model_type;    // name_of(id)
+  const char* architecture;  // transformers' class
   const char* releases;
 };
-// Every supported family, in the order `finetune info` lists them.
+// Every supported family, one per ModelFamily in its order (the order `finetune info` lists them).
 const std::vector<Family>& families();
 // The family of `model_type`, or nullptr.
 const Family* find_family(const std::string& model_type);
+const Family& find_family(ft::ModelFamily id);
 // "llama (Llama 2/3/3.x), mistral (...), ...": for error hints and `finetune info`.
 std::string families_text();
 

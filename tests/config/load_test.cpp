@@ -298,7 +298,7 @@ Config all_changed(const std::filesystem::path& dir) {
   Config c;
   c.run = {"rt", "out/rt", 7, "cuda:1", true};
   c.model.path = (dir / "model").string();
-  c.model.architecture = "qwen2";
+  c.model.architecture = ModelFamily::kQwen2;
   c.model.vocab_size = 99;
   c.model.hidden_size = 64;
   c.model.intermediate_size = 100;

@@ -24,6 +24,7 @@ void expect_round_trips() {
 
 TEST(Settings, EveryNameParsesBackAndTravelsAsJsonText) {
   expect_round_trips<ModelDType>();
+  expect_round_trips<ModelFamily>();
   expect_round_trips<TokenizerModel>();
   expect_round_trips<SourceFormat>();
   expect_round_trips<ChatTemplateName>();

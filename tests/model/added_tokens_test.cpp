@@ -18,7 +18,7 @@ constexpr int64_t kVocab = 50;
 
 std::shared_ptr<model::Transformer> tiny_model(bool tied, uint64_t seed = 1) {
   ModelConfig cfg;
-  cfg.architecture = tied ? "qwen2" : "llama";
+  cfg.architecture = tied ? ModelFamily::kQwen2 : ModelFamily::kLlama;
   cfg.vocab_size = kVocab;
   cfg.hidden_size = 32;
   cfg.intermediate_size = 48;

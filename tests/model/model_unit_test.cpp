@@ -45,6 +45,21 @@ std::string error_of(F&& f) {
   return "<no error>";
 }
 
+// model.architecture's table and the families the model code implements are one list: each value has its family,
+// found by its config.json model_type.
+TEST(ModelConfig, EveryArchitectureSettingHasItsFamilyInOrder) {
+  const auto& table = EnumTable<ModelFamily>::entries;
+  ASSERT_EQ(model::families().size(), table.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    const model::Family& f = model::families()[i];
+    EXPECT_EQ(f.id, table[i].value);
+    EXPECT_STREQ(f.model_type, table[i].name);
+    EXPECT_EQ(model::find_family(table[i].name), &f);
+    EXPECT_EQ(model::args_from_config(tiny_model_config(table[i].name), 0).model_type, table[i].name);
+  }
+  EXPECT_EQ(model::find_family("gpt2"), nullptr);
+}
+
 TEST(ModelConfig, MissingFieldNamesFileAndField) {
   TempDir dir;
   write_file(dir / "config.json", R"({"model_type": "llama", "vocab_size": 10, "intermediate_size": 8,
