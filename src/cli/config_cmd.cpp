@@ -14,6 +14,7 @@
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "dist/env.h"
+#include "train/build.h"
 #include "util/device.h"
 #include "util/fmt.h"
 
@@ -151,9 +152,7 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     // Pre-flight without loading weights: the tokenizer, the chat template and the model's context length, so a
     // problem fails here with exit code 2 rather than after the model has loaded.
     if (cfg.tokenizer.train_vocab_size == 0) {
-      const std::filesystem::path where = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
-      const auto tokenizer = data::Tokenizer::load(where, cfg.model.path);
-      if (!cfg.tokenizer.add_tokens.empty()) tokenizer->add_tokens(cfg.tokenizer.add_tokens);  // as training does
+      const auto tokenizer = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
       std::cout << "tokenizer: " << tokenizer->model_file().string() << " (" << tokenizer->kind() << ", "
                 << tokenizer->vocab_size() << " tokens)\n";
       check_chat_template(cfg, *tokenizer);

@@ -5,11 +5,13 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "config/derived_paths.h"
 #include "config/loader.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
+#include "train/build.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -69,17 +71,11 @@ std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>
   return out;
 }
 
-std::filesystem::path tokenizer_file(const Config& cfg) {
-  if (!cfg.tokenizer.path.empty()) return cfg.tokenizer.path;
-  if (!cfg.model.path.empty()) return cfg.model.path;  // the model directory: Tokenizer::resolve picks the file
-  return std::filesystem::path(cfg.run.output_dir) / "tokenizer" / "tokenizer.model";  // trained by a run
-}
-
 void inspect(const InspectOptions& o) {
-  const auto loaded = config::load_config(o.config, o.overrides);
-  const Config& cfg = loaded.config;
-  const auto tok = data::Tokenizer::load(tokenizer_file(cfg), cfg.model.path);
-  if (!cfg.tokenizer.add_tokens.empty()) tok->add_tokens(cfg.tokenizer.add_tokens);  // as training does
+  auto loaded = config::load_config(o.config, o.overrides);
+  Config& cfg = loaded.config;
+  config::fill_derived_paths(cfg);  // a run's generated data and trained tokenizer, where the run puts them
+  const auto tok = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
   const auto options = data::DatasetOptions::from_config(cfg, o.eval);
   const auto ds = data::TokenizedDataset::build(options, *tok);
   const auto& st = ds->stats();

@@ -7,10 +7,12 @@
 #include "dist/comm.h"
 #include "dist/env.h"
 #include "dist/launcher.h"
+#include "train/build.h"
 #include "train/trainer.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/signals.h"
 
 namespace ft::cli {
 namespace {
@@ -37,8 +39,8 @@ std::vector<std::string> worker_args(const std::vector<std::string>& argv) {
 
 int run_train(const TrainOptions& options, const Globals& globals) {
   // Load and validate before anything starts, so a bad config fails once, with exit code 2.
-  const auto loaded = config::load_config(options.config, options.overrides);
-  const Config& cfg = loaded.config;
+  auto loaded = config::load_config(options.config, options.overrides);
+  Config& cfg = loaded.config;
   const std::string level_name = globals.log_level.empty() ? name_of(cfg.logging.level) : globals.log_level;
   const auto env = dist::read_env();
   log::init(log::parse_level(level_name).value_or(log::Level::kInfo), env.rank, env.world_size);
@@ -47,14 +49,19 @@ int run_train(const TrainOptions& options, const Globals& globals) {
     const int nproc = dist::parse_nproc(options.nproc_per_node);
     if (nproc > 1) return dist::launch_local(nproc, worker_args(globals.argv));
   }
-  const c10::Device device = resolve_device(cfg.run.device, env.local_rank);
-  std::shared_ptr<dist::Communicator> comm =
-      dist::make_communicator(env, name_of(cfg.distributed.backend), device,
-                              std::chrono::seconds(cfg.distributed.timeout_s));
-  if (env.distributed()) FT_LOG_INFO("distributed: {} over {}", dist::describe(env), comm->backend());
+  train::RunContext ctx;
+  ctx.rank = env.rank;
+  ctx.world_size = env.world_size;
+  ctx.device = resolve_device(cfg.run.device, env.local_rank);
+  ctx.comm = dist::make_communicator(env, name_of(cfg.distributed.backend), ctx.device,
+                                     std::chrono::seconds(cfg.distributed.timeout_s));
+  if (env.distributed()) FT_LOG_INFO("distributed: {} over {}", dist::describe(env), ctx.comm->backend());
+  // SIGINT/SIGTERM from here on stop the run gracefully: one seen during setup stops it after the first step.
+  signals::install();
+  // Generated data and a trained tokenizer get their paths in the config; from here on it is frozen.
+  train::prepare_run(cfg, ctx);
   // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
-  train::Trainer trainer(cfg, config::to_yaml(cfg), env, comm,
-                         [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
+  train::Trainer trainer(cfg, ctx, [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
   return static_cast<int>(trainer.run());
 }
 

@@ -145,7 +145,7 @@ void check_tokenizer(const Config& c, Checker& k) {
       if (t.add_tokens[j] == t.add_tokens[i]) k.fail(at, "'" + t.add_tokens[i] + "' is listed twice");
     }
   }
-  if (t.train_vocab_size > 0) return;  // trained at start (and written to tokenizer.path when set)
+  if (t.train_vocab_size > 0) return;  // trained at start, into tokenizer.path when set (train/build.h)
   if (!t.path.empty()) {
     std::error_code ec;
     if (!fs::exists(t.path, ec)) {

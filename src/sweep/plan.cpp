@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/derived_paths.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -111,6 +112,7 @@ Plan make_plan(const PlanOptions& options) {
     std::vector<std::string> lines;
     try {
       tp.loaded = config::load_config(options.base_config, tp.overrides);
+      config::fill_derived_paths(tp.loaded.config);  // as the trial will: its config.yaml names its files
       if (spec.metric.rfind("eval.", 0) == 0 && tp.loaded.config.data.eval.empty()) {
         lines.push_back((spec.metric_where.empty() ? spec.file.string() : spec.metric_where) +
                         ": metric: " + spec.metric + " needs evaluation data, and this trial's data.eval is empty");

@@ -202,33 +202,33 @@ void Trainer::save_checkpoint() {
   // Every rank contributes its data position and RNG state; rank 0 writes.
   const ckpt::StateSnapshot snapshot =
       state_parts_->snapshot({{"fingerprint", fingerprint()},
-                              {"world_size", world_size_},
+                              {"world_size", ctx_.world_size},
                               {"versions", {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}}}});
   const bool sharded = !zero_owners_.empty();
   std::filesystem::path tmp;
-  if (rank_ == 0) tmp = checkpoints_->begin(progress_.step);
+  if (ctx_.rank == 0) tmp = checkpoints_->begin(progress_.step);
   if (sharded) {
     // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
-    tmp = dist::all_gather_strings(*comm_, tmp.string()).at(0);
+    tmp = dist::all_gather_strings(*ctx_.comm, tmp.string()).at(0);
     std::string failure;
-    if (rank_ != 0) {
+    if (ctx_.rank != 0) {
       try {
-        io::write_safetensors(tmp / optimizer_file(true, rank_), optimizer_->state_dict());
+        io::write_safetensors(tmp / optimizer_file(true, ctx_.rank), optimizer_->state_dict());
       } catch (const Error& e) {
         failure = e.what();
       }
     }
-    const auto failures = dist::all_gather_strings(*comm_, failure);
+    const auto failures = dist::all_gather_strings(*ctx_.comm, failure);
     for (size_t r = 0; r < failures.size(); ++r) {
       if (failures[r].empty()) continue;
-      if (rank_ == 0) checkpoints_->abort();
+      if (ctx_.rank == 0) checkpoints_->abort();
       throw Error(fmt::format("checkpoint of step {} not saved: rank {} could not write its optimizer state: {}",
                               progress_.step, r, failures[r]),
                   "with distributed.zero=1 every rank writes into the run directory: it must be one shared "
                   "filesystem with free space");
     }
   }
-  if (rank_ == 0) {
+  if (ctx_.rank == 0) {
     try {
       write_model_dir(tmp / (cfg_.lora.enabled ? "adapter" : "model"));
       io::write_safetensors(tmp / optimizer_file(sharded, 0), optimizer_->state_dict());
@@ -257,7 +257,7 @@ void Trainer::save_checkpoint() {
       throw;
     }
   }
-  comm_->barrier();
+  ctx_.comm->barrier();
 }
 
 bool Trainer::try_resume() {
@@ -266,7 +266,7 @@ bool Trainer::try_resume() {
   // Rank 0 picks and verifies the checkpoint, reading every file once rather than once per rank; every rank then
   // acts on its answer: {"path": the checkpoint or "" for none, "problem": why an explicit path is invalid}.
   nlohmann::json choice = {{"path", ""}, {"problem", ""}};
-  if (rank_ == 0) {
+  if (ctx_.rank == 0) {
     if (mode == "auto") {
       if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_))
         choice["path"] = latest->path.string();
@@ -275,7 +275,7 @@ bool Trainer::try_resume() {
       choice["problem"] = ckpt::CheckpointStore::verify(mode).problem;
     }
   }
-  choice = nlohmann::json::parse(dist::all_gather_strings(*comm_, choice.dump()).at(0));
+  choice = nlohmann::json::parse(dist::all_gather_strings(*ctx_.comm, choice.dump()).at(0));
   const std::string problem = choice.at("problem").get<std::string>();
   if (!problem.empty()) {
     throw ConfigError("checkpoint.resume: " + mode + " is not a valid checkpoint: " + problem,
@@ -290,9 +290,9 @@ bool Trainer::try_resume() {
                           "), use another run.output_dir, or set checkpoint.resume=never");
   }
   const int saved_world = state.at("world_size").get<int>();
-  if (saved_world != world_size_) {
+  if (saved_world != ctx_.world_size) {
     throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",
-                                  dir.string(), saved_world, world_size_),
+                                  dir.string(), saved_world, ctx_.world_size),
                       "resume with the same number of processes (--nproc-per-node / torchrun), or start a new run");
   }
   if (cfg_.lora.enabled) {
@@ -314,17 +314,17 @@ std::filesystem::path Trainer::final_model_dir() const {
 bool Trainer::final_model_is_current() const {
   // Every rank answers alike: the files are on the shared run directory, and rank 0's answer is broadcast.
   nlohmann::json answer = false;
-  if (rank_ == 0) {
+  if (ctx_.rank == 0) {
     const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_);
     std::error_code ec;
     const auto model_time = std::filesystem::last_write_time(final_model_dir(), ec);
     answer = latest && !ec && model_time >= std::filesystem::last_write_time(latest->path, ec) && !ec;
   }
-  return nlohmann::json::parse(dist::all_gather_strings(*comm_, answer.dump()).at(0)).get<bool>();
+  return nlohmann::json::parse(dist::all_gather_strings(*ctx_.comm, answer.dump()).at(0)).get<bool>();
 }
 
 void Trainer::save_final_model() {
-  if (rank_ == 0) {
+  if (ctx_.rank == 0) {
     // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
     const auto final_dir = final_model_dir();
     StagedDir staged(final_dir, run_dir_ / (final_dir.filename().string() + ".tmp"));
@@ -332,7 +332,7 @@ void Trainer::save_final_model() {
     staged.commit();
     FT_LOG_INFO("final {} written to {}", cfg_.lora.enabled ? "adapter" : "model", final_dir.string());
   }
-  comm_->barrier();
+  ctx_.comm->barrier();
 }
 
 }  // namespace ft::train

@@ -43,9 +43,9 @@ EvalResult Trainer::evaluate() {
   model::EvalModeGuard eval_mode(*model_);
   at::NoGradGuard no_grad;
 
-  data::DataLoader loader(eval_set_, loader_options(/*shuffle=*/false));
+  data::DataLoader loader(eval_set_, loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false));
 
-  auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
   int64_t tokens = 0;
   int64_t batches = 0;
   while (auto batch = loader.next()) {
@@ -58,7 +58,7 @@ EvalResult Trainer::evaluate() {
   result.loss = all_reduce_sum(loss_sum.item<double>()) / std::max<double>(1.0, static_cast<double>(result.tokens));
 
   // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
-  if (rank_ == 0 && cfg_.eval.exact_match_samples > 0) {
+  if (ctx_.rank == 0 && cfg_.eval.exact_match_samples > 0) {
     const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
     int64_t correct = 0;
     const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
@@ -66,14 +66,14 @@ EvalResult Trainer::evaluate() {
       const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
       std::vector<int64_t> generated;
       {
-        model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
+        model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
         generated = model::generate(*model_, prompt_ids, gen);
       }
       if (data::exact_match(tokenizer_->decode(model::without_stop(generated, gen)), sample.completion)) ++correct;
     }
     if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
   }
-  if (rank_ == 0) {
+  if (ctx_.rank == 0) {
     nlohmann::json m;
     m["loss"] = result.loss;
     m["perplexity"] = std::exp(std::min(result.loss, 50.0));
@@ -96,7 +96,7 @@ EvalResult Trainer::evaluate() {
   last_eval_loss_ = result.loss;
   last_eval_step_ = progress_.step;
   if (!progress_.best_eval_loss || result.loss < *progress_.best_eval_loss) progress_.best_eval_loss = result.loss;
-  comm_->barrier();
+  ctx_.comm->barrier();
   return result;
 }
 
@@ -122,7 +122,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
     }
     std::vector<int64_t> generated;
     {
-      model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
+      model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
       generated = model::generate(*model_, prompt_ids, gen);
     }
     // A prompt given as turns is shown by its last (user) turn.

@@ -1,4 +1,4 @@
-// The step and the loop. Setup lives in loop_setup.cpp, evaluation in loop_eval.cpp, checkpoints in
+// Assembling the parts (train/build.h), the step and the loop. Evaluation lives in loop_eval.cpp, checkpoints in
 // loop_checkpoint.cpp.
 #include "train/trainer.h"
 
@@ -11,6 +11,7 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
+#include "config/loader.h"
 #include "data/batch.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -66,23 +67,54 @@ bool is_cpu_allocation_failure(const c10::Error& e) {
 
 }  // namespace
 
-Trainer::Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env,
-                 std::shared_ptr<dist::Communicator> comm, std::function<void()> accepted)
+Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
     : cfg_(std::move(config)),
-      resolved_yaml_(std::move(resolved_yaml)),
+      resolved_yaml_(config::to_yaml(cfg_)),
       accepted_(std::move(accepted)),
-      rank_(env.rank),
-      world_size_(env.world_size),
-      local_rank_(env.local_rank),
-      comm_(std::move(comm)),
-      precision_(resolve_precision(cfg_)) {}
+      ctx_(std::move(ctx)),
+      run_dir_(cfg_.run.output_dir),
+      precision_(resolve_precision(cfg_)),
+      fused_loss_(cfg_.train.fused_kernels && ctx_.device.is_cuda()) {
+  checkpoints_ = std::make_unique<ckpt::CheckpointStore>(
+      run_dir_, ckpt::CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
+  tokenizer_ = build_tokenizer(cfg_);
+  ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
+  model_ = std::move(model.model);
+  trainable_ = std::move(model.trainable);
+  flops_per_token_ = model.flops_per_token;
+  peak_tflops_ = model.peak_tflops;
+  DataParts data = build_data(cfg_, *tokenizer_, ctx_);
+  train_set_ = std::move(data.train_set);
+  eval_set_ = std::move(data.eval_set);
+  train_loader_ = std::move(data.train_loader);
+  total_steps_ = data.total_steps;
+  OptimizerParts optimizer = build_optimizer(cfg_, trainable_, total_steps_, ctx_);
+  optimizer_ = std::move(optimizer.optimizer);
+  zero_owners_ = std::move(optimizer.zero_owners);
+  schedule_ = std::move(optimizer.schedule);
+  scaler_ = build_scaler(cfg_, precision_, ctx_.device);
+  metrics_ = build_metrics(cfg_, total_steps_, ctx_.rank);
+  profiler_ = build_profiler(cfg_, ctx_);
+  ddp_ = build_ddp(cfg_, trainable_, precision_, ctx_);
+  // What a checkpoint saves besides weights and optimizer state (trainer_state.json, rng.safetensors).
+  state_parts_ = std::make_unique<ckpt::CheckpointManager>(ctx_.comm, ctx_.rank);
+  state_parts_->add_shared("progress", progress_);
+  state_parts_->add_shared("scaler", *scaler_);
+  state_parts_->add_per_rank("loader", *train_loader_);
+
+  FT_LOG_INFO("precision: {}", precision_.describe());
+  FT_LOG_INFO("kernels: attention {}; {}{}", model_->attention_path(cfg_.data.packing, ctx_.device, precision_.compute),
+              fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
+                          : "full logits + cross-entropy, composite RMSNorm and RoPE",
+              model_->args().final_logit_softcapping ? "; final logit soft-capping" : "");
+}
 
 Trainer::~Trainer() = default;
 
 std::vector<double> Trainer::all_reduce_sum(std::vector<double> values) const {
-  if (world_size_ == 1) return values;
+  if (ctx_.world_size == 1) return values;
   std::vector<at::Tensor> t{at::tensor(values, at::TensorOptions().dtype(at::kDouble))};
-  comm_->all_reduce_(t, dist::ReduceOp::kSum);
+  ctx_.comm->all_reduce_(t, dist::ReduceOp::kSum);
   const auto summed = t[0].cpu();
   return std::vector<double>(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
 }
@@ -108,19 +140,19 @@ data::Batch Trainer::next_batch(double& wait_s) {
 }
 
 at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
-  const auto input_ids = batch.input_ids.to(device_, /*non_blocking=*/true);
-  const auto labels = batch.labels.to(device_, /*non_blocking=*/true);
-  const auto positions = batch.position_ids.to(device_, /*non_blocking=*/true);
-  const auto segments = batch.segment_ids.defined() ? batch.segment_ids.to(device_, true) : at::Tensor();
+  const auto input_ids = batch.input_ids.to(ctx_.device, /*non_blocking=*/true);
+  const auto labels = batch.labels.to(ctx_.device, /*non_blocking=*/true);
+  const auto positions = batch.position_ids.to(ctx_.device, /*non_blocking=*/true);
+  const auto segments = batch.segment_ids.defined() ? batch.segment_ids.to(ctx_.device, true) : at::Tensor();
   model::PackedPieces packed;
   if (batch.cu_seqlens.defined()) {
-    packed.cu_seqlens = batch.cu_seqlens.to(device_, /*non_blocking=*/true);
+    packed.cu_seqlens = batch.cu_seqlens.to(ctx_.device, /*non_blocking=*/true);
     packed.max_seqlen = batch.max_seqlen;
   }
   if (fused_loss_) {
     at::Tensor hidden;  // [B, T, hidden]
     {
-      model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
+      model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
       hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
     }
     return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
@@ -129,7 +161,7 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {
-    model::AutocastGuard autocast(device_.type(), precision_.autocast_dtype, precision_.autocast);
+    model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
     logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
   }
   const int64_t vocab = logits.size(-1);
@@ -156,7 +188,7 @@ Trainer::StepOutput Trainer::train_step() {
   // DDP sums gradients over ranks (GradReduction::kSum), which with this normalisation is the single-process gradient.
   const double loss_factor = 1.0 / global_tokens;
 
-  out.loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
+  out.loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(ctx_.device));
   for (size_t i = 0; i < batches.size(); ++i) {
     // Gradients of accumulation micro-steps stay local; the last one all-reduces the accumulated sum.
     if (ddp_) ddp_->prepare_for_forward(/*sync=*/i + 1 == batches.size());
@@ -188,7 +220,7 @@ Trainer::StepOutput Trainer::train_step() {
     std::vector<at::Tensor> params;
     params.reserve(trainable_.size());
     for (const auto& [name, param] : trainable_) params.push_back(param);
-    dist::broadcast_from_owners(*comm_, params, zero_owners_);
+    dist::broadcast_from_owners(*ctx_.comm, params, zero_owners_);
   }
   if (scaler_->enabled()) scaler_->update();
   for (auto& [name, param] : trainable_) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
@@ -197,15 +229,8 @@ Trainer::StepOutput Trainer::train_step() {
 }
 
 ExitCode Trainer::run() {
-  signals::install();
-  setup_run_dir();
-  prepare_synthetic_data();
-  setup_tokenizer();
-  setup_model();
-  setup_data();
-  setup_optimizer();
   const bool resumed = try_resume();
-  if (rank_ == 0 && accepted_) accepted_();
+  if (ctx_.rank == 0 && accepted_) accepted_();
   if (!resumed) {
     FT_LOG_INFO("starting a new run in {}", run_dir_.string());
   } else if (progress_.step >= total_steps_ && final_model_is_current()) {
@@ -214,11 +239,11 @@ ExitCode Trainer::run() {
     return ExitCode::kOk;
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
-              total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, world_size_, cfg_.data.seq_len,
+              total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size, cfg_.data.seq_len,
               name_of(cfg_.train.precision));
 
   const auto run_start = Clock::now();
-  metrics::LogWindow window(device_);  // the steps since the last log line
+  metrics::LogWindow window(ctx_.device);  // the steps since the last log line
   bool interrupted = false;
 
   while (progress_.step < total_steps_) {
@@ -230,9 +255,9 @@ ExitCode Trainer::run() {
     try {
       out = train_step();
     } catch (const c10::OutOfMemoryError& e) {
-      rethrow_oom(cfg_, device_, e.what_without_backtrace());
+      rethrow_oom(cfg_, ctx_.device, e.what_without_backtrace());
     } catch (const c10::Error& e) {
-      if (is_cpu_allocation_failure(e)) rethrow_oom(cfg_, device_, e.what_without_backtrace());
+      if (is_cpu_allocation_failure(e)) rethrow_oom(cfg_, ctx_.device, e.what_without_backtrace());
       throw;
     }
     ++progress_.step;
@@ -259,16 +284,16 @@ ExitCode Trainer::run() {
       m["tokens_seen"] = progress_.tokens_seen;
       m["epoch"] = progress_.epoch;
       m["skipped_steps"] = progress_.nan_skips + scaler_->skipped_steps();
-      m["peak_memory_gib"] = peak_memory_gib(device_);
-      if (device_.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(device_, /*reserved=*/true);
-      if (peak_tflops_ > 0) m["mfu"] = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, world_size_);
-      if (rank_ == 0) {
+      m["peak_memory_gib"] = peak_memory_gib(ctx_.device);
+      if (ctx_.device.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(ctx_.device, /*reserved=*/true);
+      if (peak_tflops_ > 0) m["mfu"] = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, ctx_.world_size);
+      if (ctx_.rank == 0) {
         metrics_->log("train", progress_.step, m);
         metrics_->progress(progress_.step, m);
       }
       window.reset();
     }
-    if (rank_ == 0) metrics_->tick(progress_.step);
+    if (ctx_.rank == 0) metrics_->tick(progress_.step);
     if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0 && !last) {
       evaluate();
     }

@@ -1,6 +1,6 @@
-// The training loop of `finetune train`: builds the run from the resolved config (tokenizer, data, model, optimizer,
-// distributed engine), trains with micro-batches and gradient accumulation, evaluates, logs and checkpoints, and
-// resumes exactly from the newest valid checkpoint.
+// The training loop of `finetune train`: assembles the run from the parts that train/build.h builds out of the frozen
+// config (tokenizer, data, model, optimizer, loss scaler, metrics, distributed engine), trains with micro-batches and
+// gradient accumulation, evaluates, logs and checkpoints, and resumes exactly from the newest valid checkpoint.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,39 +13,18 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/build.h"
 #include "train/precision.h"
 #include "train/train_state.h"
 #include "util/error.h"
 
-namespace ft::dist {
-class Communicator;
-class DistributedDataParallel;
-struct DistEnv;
-}  // namespace ft::dist
 namespace ft::data {
-class Tokenizer;
-class DataLoader;
-class TokenizedDataset;
 struct Batch;
-struct LoaderOptions;
-}  // namespace ft::data
-namespace ft::model {
-class Transformer;
 }
-
-namespace ft::optim {
-class AdamW;
-class GradScaler;
-class LrSchedule;
-}  // namespace ft::optim
 namespace ft::ckpt {
 class CheckpointManager;
 class CheckpointStore;
 }  // namespace ft::ckpt
-namespace ft::metrics {
-class MetricsLogger;
-class StepProfiler;
-}  // namespace ft::metrics
 
 namespace ft::train {
 
@@ -61,29 +40,20 @@ double peak_memory_gib(c10::Device device, bool reserved = false);
 
 class Trainer {
  public:
-  // `resolved_yaml` is the config as to_yaml prints it (saved in checkpoints); `comm` spans every rank of the job.
-  // `accepted` runs on rank 0 once the run is set up and its resume accepted, before the first step: it writes the
-  // run directory's config.yaml, so that a refused start leaves the one there untouched.
-  Trainer(Config config, std::string resolved_yaml, const dist::DistEnv& env, std::shared_ptr<dist::Communicator> comm,
-          std::function<void()> accepted = {});
+  // `config` is frozen: prepare_run filled it in. Builds every part (train/build.h) in order: tokenizer, model, data,
+  // optimizer and schedule, loss scaler, metrics, profiler, DDP. `accepted` runs on rank 0 once the run is set up and
+  // its resume accepted, before the first step: it writes the run directory's config.yaml, so that a refused start
+  // leaves the one there untouched.
+  Trainer(Config config, RunContext ctx, std::function<void()> accepted = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Trains to the end (ExitCode::kOk) or until SIGINT/SIGTERM, after which it saves a checkpoint and returns
-  // ExitCode::kInterrupted.
+  // Trains to the end (ExitCode::kOk) or until SIGINT/SIGTERM (as util/signals.h records them once the caller has
+  // called signals::install()), after which it saves a checkpoint and returns ExitCode::kInterrupted.
   ExitCode run();
 
  private:
-  // Setup, in order (loop_setup.cpp).
-  void setup_run_dir();
-  void prepare_synthetic_data();
-  void setup_tokenizer();
-  void setup_model();
-  void setup_data();
-  void setup_optimizer();
-  data::LoaderOptions loader_options(bool shuffle) const;  // the run's batch layout, for train and eval loaders
-
   // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
   struct StepOutput {
     at::Tensor loss_sum;           // F32 [] this rank's summed token losses (device)
@@ -122,43 +92,38 @@ class Trainer {
   std::vector<double> all_reduce_sum(std::vector<double> values) const;  // element-wise, one collective
   bool any_rank(bool flag) const;                                        // true if any rank has flag set
 
-  Config cfg_;
-  std::string resolved_yaml_;
+  const Config cfg_;
+  const std::string resolved_yaml_;  // cfg_ as to_yaml prints it (saved in checkpoints)
   std::function<void()> accepted_;
-  int rank_ = 0;
-  int world_size_ = 1;
-  int local_rank_ = 0;
-  std::shared_ptr<dist::Communicator> comm_;
-  c10::Device device_{c10::kCPU};
-  std::filesystem::path run_dir_;
-  std::filesystem::path tokenizer_file_;  // the tokenizer.model in use
+  const RunContext ctx_;  // rank, world size, communicator, device
+  const std::filesystem::path run_dir_;
 
+  std::unique_ptr<ckpt::CheckpointStore> checkpoints_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::shared_ptr<model::Transformer> model_;
+  std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
+  double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
+  double peak_tflops_ = 0;      // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::shared_ptr<const data::TokenizedDataset> train_set_;
   std::shared_ptr<const data::TokenizedDataset> eval_set_;
   std::unique_ptr<data::DataLoader> train_loader_;
-  std::shared_ptr<model::Transformer> model_;
-  std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
-  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  int64_t total_steps_ = 0;                  // optimizer steps of the whole run
   std::unique_ptr<optim::AdamW> optimizer_;  // with ZeRO-1, over this rank's own parameters only
   std::vector<int> zero_owners_;             // ZeRO-1: owner rank of each trainable_ entry; empty without ZeRO-1
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::GradScaler> scaler_;
-  std::unique_ptr<metrics::MetricsLogger> metrics_;
-  std::unique_ptr<ckpt::CheckpointStore> checkpoints_;
-  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
+  std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only
   std::unique_ptr<metrics::StepProfiler> profiler_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
 
   // Precision, resolved once from the config (train/precision.h).
-  PrecisionPolicy precision_;
-  bool fused_loss_ = false;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
+  const PrecisionPolicy precision_;
+  const bool fused_loss_;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
 
   // Progress.
   TrainState progress_;                                        // step, epoch, tokens seen, skips, best eval loss
-  int64_t total_steps_ = 0;                                    // optimizer steps of the whole run
   std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
-  double flops_per_token_ = 0;                                 // training FLOPs per token (6N + attention), for MFU
-  double peak_tflops_ = 0;                // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
   int64_t last_eval_step_ = -1;           // the step of that evaluation
 };

@@ -58,6 +58,46 @@ TEST_F(TrainRunDir, FinishedRunRerunSaysItIsCompleteAndRewritesNothing) {
   EXPECT_NE(read_file(run_dir / "config.yaml").find("max_steps: 12"), std::string::npos);
 }
 
+// The run directory's config.yaml is written after the synthetic data and the tokenizer were made, so it names
+// them: training again from it resumes the run on the same files instead of generating or training anew.
+TEST_F(TrainRunDir, ConfigYamlNamesTheGeneratedDataAndTrainedTokenizerAndARerunFromItResumes) {
+  const auto config = write_config("g");
+  const auto first = run(train_cmd(config, "train.max_steps=4 checkpoint.every_steps=2 scheduler.warmup_steps=1"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("generated 4000 synthetic 'reverse' samples"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("trained a 300-piece bpe tokenizer"), std::string::npos) << first.output;
+  const auto run_dir = fs::absolute(dir_ / "g");
+  const std::string yaml = read_file(run_dir / "config.yaml");
+  EXPECT_NE(yaml.find((run_dir / "data" / "reverse-train.jsonl").string()), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find((run_dir / "tokenizer" / "tokenizer.model").string()), std::string::npos) << yaml;
+
+  // From another working directory, with only config.yaml: the same files, the run continues from step 4.
+  const auto again = run("cd / && " + train_cmd(run_dir / "config.yaml", "train.max_steps=6"));
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resum"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("generated"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("trained a"), std::string::npos) << again.output;
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
+  EXPECT_EQ(losses(run_dir).size(), 6u);
+}
+
+// tokenizer.train_vocab_size with a tokenizer.path that does not exist yet trains the tokenizer into that path at
+// the first start and loads it from there afterwards.
+TEST_F(TrainRunDir, TrainedTokenizerGoesToTokenizerPathWhenItDoesNotExistYet) {
+  const auto config = write_config("t");
+  const auto file = fs::absolute(dir_ / "tok" / "sp.model");
+  const std::string overrides = "train.max_steps=2 scheduler.warmup_steps=1 tokenizer.path=" + file.string();
+  const auto first = run(train_cmd(config, overrides));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("trained a 300-piece bpe tokenizer into " + file.string()), std::string::npos)
+      << first.output;
+  EXPECT_TRUE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(dir_ / "t" / "tokenizer"));
+  const auto second = run(train_cmd(config, overrides + " train.max_steps=3"));
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(second.output.find("trained a"), std::string::npos) << second.output;
+}
+
 TEST_F(TrainRunDir, MicroBatchLargerThanTheDataWarns) {
   const auto r = run(train_cmd(write_config("m"), "train.max_steps=1 scheduler.warmup_steps=0 train.micro_batch_size=5000"));
   EXPECT_EQ(r.exit_code, 0) << r.output;

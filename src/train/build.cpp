@@ -1,0 +1,356 @@
+// The build_* functions of train/build.h: each part of a run from the frozen config.
+#include "train/build.h"
+
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "config/derived_paths.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/synth.h"
+#include "data/tokenizer.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "dist/zero.h"
+#include "metrics/metrics.h"
+#include "metrics/mfu.h"
+#include "metrics/profiler.h"
+#include "model/lora.h"
+#include "model/pretrained.h"
+#include "model/transformer.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+#include "util/error.h"
+#include "util/fmt.h"
+#include "util/log.h"
+
+#ifdef FT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace ft::train {
+namespace {
+
+void log_dataset_stats(const char* split, const data::DatasetStats& stats) {
+  FT_LOG_INFO("{} data: {} samples per epoch, {} tokens ({} targets); {} truncated, {} dropped, {} bad lines skipped",
+              split, stats.epoch_samples, stats.tokens, stats.target_tokens, stats.truncated, stats.dropped,
+              stats.skipped);
+  for (const auto& source : stats.sources) {
+    if (source.skipped > 0) {
+      FT_LOG_WARN("{}: skipped {} bad lines (first: {})", source.path, source.skipped,
+                  fmt::join(source.skipped_lines, ", "));
+    }
+  }
+}
+
+std::string device_name(c10::Device device) {
+#ifdef FT_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  return device.str();
+}
+
+// data.synth: rank 0 generates the sources fill_derived_paths named, unless they exist.
+void generate_synthetic_data(const Config& cfg, const RunContext& ctx) {
+  const auto& synth = cfg.data.synth;
+  if (synth.task.empty() || ctx.rank != 0) return;
+  auto generate = [&](const std::vector<DataSource>& sources, int64_t count, int64_t seed_offset) {
+    if (sources.empty() || count <= 0 || std::filesystem::exists(sources.front().path)) return;
+    data::write_synthetic(synth.task, count, static_cast<uint64_t>(synth.seed + seed_offset), sources.front().path);
+    FT_LOG_INFO("generated {} synthetic '{}' samples into {}", count, synth.task, sources.front().path);
+  };
+  generate(cfg.data.train, synth.train_samples, 0);
+  generate(cfg.data.eval, synth.eval_samples, 1000003);
+}
+
+// tokenizer.train_vocab_size > 0: the file a sentencepiece model is to be trained into at the first start,
+// tokenizer.path (fill_derived_paths names one in the run directory when the config names none), or <path>/
+// tokenizer.model for a name without an extension (a directory). Nothing when tokenizer.path exists (given, or
+// trained by an earlier start) or the tokenizer comes with model.path. Decided before anything is trained, so
+// every rank decides alike.
+std::optional<std::filesystem::path> tokenizer_to_train(const Config& cfg) {
+  namespace fs = std::filesystem;
+  const auto& t = cfg.tokenizer;
+  if (t.train_vocab_size <= 0) return std::nullopt;
+  if (t.path.empty()) {
+    FT_LOG_WARN("tokenizer.train_vocab_size={} is not used: the tokenizer of model.path comes with its weights (set "
+                "tokenizer.path to train one elsewhere)",
+                t.train_vocab_size);
+    return std::nullopt;
+  }
+  if (fs::exists(t.path)) return std::nullopt;
+  fs::path file = fs::absolute(t.path);
+  if (!file.has_extension()) file /= "tokenizer.model";
+  return file;
+}
+
+// Trains the tokenizer of tokenizer_to_train into `file` unless it is there.
+void train_tokenizer_into(const Config& cfg, const std::filesystem::path& file) {
+  namespace fs = std::filesystem;
+  if (fs::exists(file)) return;
+  const auto& t = cfg.tokenizer;
+  std::vector<fs::path> inputs;
+  for (const auto& source : cfg.data.train) inputs.emplace_back(source.path);
+  data::TokenizerTrainOptions options;
+  options.fields = cfg.data.fields;
+  const std::string model_type = name_of(t.train_model_type);
+  data::train_tokenizer(inputs, t.train_vocab_size, model_type, file.parent_path(), options);
+  if (file.filename() != "tokenizer.model") fs::rename(file.parent_path() / "tokenizer.model", file);
+  FT_LOG_INFO("trained a {}-piece {} tokenizer into {}", t.train_vocab_size, model_type, file.string());
+}
+
+}  // namespace
+
+void prepare_run(Config& cfg, const RunContext& ctx) {
+  const std::filesystem::path run_dir = cfg.run.output_dir;
+  if (ctx.rank == 0) {
+    std::filesystem::create_directories(run_dir);
+    log::add_file_sink((run_dir / "train.log").string());
+  }
+  if (cfg.run.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
+  FT_LOG_INFO("run directory {} on {} (rank {}/{})", run_dir.string(), ctx.device.str(), ctx.rank, ctx.world_size);
+  config::fill_derived_paths(cfg);
+  generate_synthetic_data(cfg, ctx);
+  const auto tokenizer_file = tokenizer_to_train(cfg);
+  ctx.comm->barrier();  // the data is written and every rank has decided before the tokenizer trains on it
+  if (tokenizer_file) {
+    if (ctx.rank == 0) train_tokenizer_into(cfg, *tokenizer_file);
+    cfg.tokenizer.path = tokenizer_file->string();
+    ctx.comm->barrier();
+  }
+}
+
+std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg) {
+  // An empty tokenizer.path means model.path: Tokenizer::load picks the file in the model directory.
+  const std::filesystem::path file = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
+  auto tokenizer = data::Tokenizer::load(file, std::filesystem::path(cfg.model.path));
+  if (!cfg.tokenizer.add_tokens.empty()) {
+    const auto& tokens = cfg.tokenizer.add_tokens;
+    const auto ids = tokenizer->add_tokens(tokens);
+    std::vector<std::string> added, existing;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      (ids[i].created ? added : existing).push_back(fmt::format("{} #{}", tokens[i], ids[i].id));
+    }
+    FT_LOG_INFO("tokenizer.add_tokens: {} new ({}){}", added.size(), fmt::join(added, ", "),
+                existing.empty()
+                    ? std::string()
+                    : fmt::format("; already in the vocabulary, now special: {}", fmt::join(existing, ", ")));
+  }
+  FT_LOG_INFO("tokenizer: {} ({}, {} tokens; bos {}, eos {}, pad {})", tokenizer->model_file().string(),
+              tokenizer->kind(), tokenizer->vocab_size(), tokenizer->bos_id(), tokenizer->eos_id(),
+              tokenizer->pad_id());
+  return tokenizer;
+}
+
+ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
+                       const RunContext& ctx) {
+  ModelParts parts;
+  const auto seed = static_cast<uint64_t>(cfg.run.seed);
+  at::manual_seed(seed);
+  std::shared_ptr<model::Transformer> m;
+  if (!cfg.model.path.empty()) {
+    m = model::load_pretrained(cfg.model.path, ctx.device, precision.param);
+  } else {
+    m = std::make_shared<model::Transformer>(model::args_from_config(cfg.model, tokenizer.vocab_size()));
+    model::init_weights(*m, cfg.model.init_std, seed);
+    m->to(ctx.device, precision.param);
+  }
+  if (cfg.data.seq_len > m->args().max_position_embeddings) {
+    FT_LOG_WARN(
+        "data.seq_len {} exceeds the model's max_position_embeddings {}: positions past it were never "
+        "trained (lower data.seq_len, or extend the context with rope scaling)",
+        cfg.data.seq_len, m->args().max_position_embeddings);
+  }
+  // tokenizer.add_tokens: the new tokens get rows, the mean of the old ones (as transformers'
+  // resize_token_embeddings), in the embedding and the LM head; under LoRA those rows are trained too.
+  std::vector<int64_t> created;
+  for (const auto& t : tokenizer.added_tokens()) {
+    if (t.created) created.push_back(t.id);
+  }
+  const int64_t old_vocab = m->args().vocab_size;
+  const int64_t vocab = std::max(old_vocab, tokenizer.vocab_size());
+  // A model trained from scratch was built with rows for them (random, like every other row).
+  if (!created.empty() && (!cfg.model.path.empty() || vocab > old_vocab)) {
+    // mean_rows: new ids inside the old matrices of a pretrained model (a padded vocabulary); fresh: all rows that
+    // start as the mean.
+    std::vector<int64_t> mean_rows, fresh;
+    for (int64_t id : created) {
+      if (id < old_vocab && !cfg.model.path.empty()) mean_rows.push_back(id);
+      if (id >= old_vocab || !cfg.model.path.empty()) fresh.push_back(id);
+    }
+    m->resize_token_embeddings(vocab, mean_rows);
+    FT_LOG_INFO(
+        "tokenizer.add_tokens: embedding and LM head{} from {} to {} rows; rows {} start as the mean of the "
+        "old rows{}",
+        m->args().tie_word_embeddings ? " (tied)" : "", old_vocab, vocab, fmt::join(fresh, ", "),
+        cfg.lora.enabled ? " and are trained with the adapters" : "");
+  }
+  if (cfg.lora.enabled) model::apply_lora(*m, cfg.lora, seed);
+  if (cfg.lora.enabled && !created.empty()) m->add_token_rows(created);
+  m->set_activation_checkpointing(cfg.model.activation_checkpointing);
+  m->set_fused_kernels(cfg.train.fused_kernels);
+  m->train();
+  int64_t trainable_count = 0;
+  int64_t total_count = 0;
+  for (const auto& item : m->named_parameters()) {
+    total_count += item.value().numel();
+    if (!item.value().requires_grad()) continue;
+    parts.trainable.emplace_back(item.key(), item.value());
+    trainable_count += item.value().numel();
+  }
+  // Dropout and sampling differ per rank; weights were initialised identically above.
+  at::manual_seed(seed + 7919ull * static_cast<uint64_t>(ctx.rank + 1));
+
+  const auto& args = m->args();
+  metrics::FlopsModel flops;
+  flops.n_layers = args.num_layers;
+  flops.hidden = args.hidden_size;
+  flops.intermediate = args.intermediate_size;
+  flops.vocab = args.vocab_size;
+  flops.seq_len = cfg.data.seq_len;
+  flops.heads = args.num_heads;
+  flops.kv_heads = args.num_kv_heads;
+  flops.head_dim = args.head_dim;
+  flops.frozen_base = cfg.lora.enabled;
+  flops.adapter_params = cfg.lora.enabled ? trainable_count : 0;
+  parts.flops_per_token = metrics::flops_per_token(flops);
+  parts.peak_tflops = metrics::peak_tflops(device_name(ctx.device), cfg.logging.peak_tflops);
+  FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
+              args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
+              static_cast<double>(total_count) / 1e6, static_cast<double>(trainable_count) / 1e6,
+              cfg.lora.enabled ? " (LoRA)" : "");
+  parts.model = std::move(m);
+  return parts;
+}
+
+DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx) {
+  DataParts parts;
+  parts.train_set = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/false), tokenizer);
+  log_dataset_stats("train", parts.train_set->stats());
+  if (!cfg.data.eval.empty()) {
+    parts.eval_set = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/true), tokenizer);
+    log_dataset_stats("eval", parts.eval_set->stats());
+  }
+  parts.train_loader =
+      std::make_unique<data::DataLoader>(parts.train_set, loader_options(cfg, tokenizer, ctx, cfg.data.shuffle));
+  const auto& loader = *parts.train_loader;
+  if (loader.rows_per_rank() < cfg.train.micro_batch_size) {
+    FT_LOG_WARN(
+        "data.train gives each rank {} row(s) per epoch, fewer than train.micro_batch_size={}: every micro-batch "
+        "holds only those rows (lower train.micro_batch_size, or add data)",
+        loader.rows_per_rank(), cfg.train.micro_batch_size);
+  }
+  const int64_t per_epoch = loader.batches_per_epoch() / cfg.train.grad_accum_steps;
+  FT_CHECK(per_epoch > 0 || cfg.train.max_steps > 0,
+           fmt::format("one epoch holds {} micro-batches per rank, fewer than train.grad_accum_steps={}",
+                       loader.batches_per_epoch(), cfg.train.grad_accum_steps));
+  parts.total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : per_epoch * cfg.train.epochs;
+  return parts;
+}
+
+data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
+                                   bool shuffle) {
+  data::LoaderOptions loader;
+  loader.micro_batch_size = cfg.train.micro_batch_size;
+  loader.seq_len = cfg.data.seq_len;
+  loader.packing = cfg.data.packing;
+  loader.pad_id = tokenizer.pad_id();
+  loader.seed = static_cast<uint64_t>(cfg.run.seed);
+  loader.rank = ctx.rank;
+  loader.world_size = ctx.world_size;
+  loader.prefetch = cfg.data.prefetch;
+  loader.shuffle = shuffle;
+  loader.pin_memory = ctx.device.is_cuda();
+  return loader;
+}
+
+OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
+                               int64_t total_steps, const RunContext& ctx) {
+  OptimizerParts parts;
+  optim::AdamWOptions opts;
+  opts.lr = cfg.optimizer.lr;
+  opts.beta1 = cfg.optimizer.betas.at(0);
+  opts.beta2 = cfg.optimizer.betas.at(1);
+  opts.eps = cfg.optimizer.eps;
+  opts.weight_decay = cfg.optimizer.weight_decay;
+  opts.decay_norms_and_biases = cfg.optimizer.decay_norms_and_biases;
+  if (cfg.distributed.zero == 1 && ctx.world_size > 1) {
+    // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h).
+    std::vector<int64_t> numels;
+    for (const auto& [name, param] : trainable) numels.push_back(param.numel());
+    parts.zero_owners = dist::assign_owners(numels, ctx.world_size);
+    std::vector<optim::NamedParam> owned;
+    int64_t owned_numel = 0;
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      if (parts.zero_owners[i] != ctx.rank) continue;
+      owned.push_back(trainable[i]);
+      owned_numel += trainable[i].second.numel();
+    }
+    FT_LOG_INFO(
+        "ZeRO-1: optimizer state for {} of {} trainable tensors ({:.1f}% of the elements) on this rank", owned.size(),
+        trainable.size(),
+        100.0 * static_cast<double>(owned_numel) /
+            std::max<double>(1.0, static_cast<double>(std::accumulate(numels.begin(), numels.end(), int64_t{0}))));
+    parts.optimizer = std::make_unique<optim::AdamW>(owned, opts);
+  } else {
+    parts.optimizer = std::make_unique<optim::AdamW>(trainable, opts);
+  }
+
+  optim::ScheduleOptions sched;
+  sched.type = cfg.scheduler.type;
+  sched.peak_lr = cfg.optimizer.lr;
+  sched.total_steps = total_steps;
+  sched.warmup_steps = cfg.scheduler.warmup_steps;
+  sched.warmup_ratio = cfg.scheduler.warmup_ratio;
+  sched.min_lr_ratio = cfg.scheduler.min_lr_ratio;
+  sched.decay_ratio = cfg.scheduler.decay_ratio;
+  parts.schedule = std::make_unique<optim::LrSchedule>(sched);
+  return parts;
+}
+
+std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const PrecisionPolicy& precision,
+                                                c10::Device device) {
+  optim::GradScalerOptions scaler;
+  scaler.enabled = precision.loss_scaling;
+  scaler.init_scale = cfg.train.loss_scale_init;
+  scaler.growth_interval = cfg.train.loss_scale_interval;
+  return std::make_unique<optim::GradScaler>(scaler, device);
+}
+
+std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t total_steps, int rank) {
+  if (rank != 0) return nullptr;
+  metrics::MetricsOptions options;
+  options.tensorboard = cfg.logging.tensorboard;
+  options.progress = cfg.logging.progress;
+  options.total_steps = total_steps;
+  return std::make_unique<metrics::MetricsLogger>(cfg.run.output_dir, options);
+}
+
+std::unique_ptr<metrics::StepProfiler> build_profiler(const Config& cfg, const RunContext& ctx) {
+  return std::make_unique<metrics::StepProfiler>(cfg.train.profile_start_step, cfg.train.profile_steps,
+                                                 std::filesystem::path(cfg.run.output_dir) / "profile", ctx.rank,
+                                                 ctx.device);
+}
+
+std::unique_ptr<dist::DistributedDataParallel> build_ddp(
+    const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
+    const PrecisionPolicy& precision, const RunContext& ctx) {
+  if (ctx.world_size <= 1) return nullptr;
+  std::vector<at::Tensor> params;
+  params.reserve(trainable.size());
+  for (const auto& [name, param] : trainable) params.push_back(param);
+  dist::DdpOptions ddp;
+  ddp.bucket_cap_mb = cfg.distributed.bucket_cap_mb;
+  ddp.reduction = dist::GradReduction::kSum;
+  ddp.reduce_dtype = precision.reduce;
+  return std::make_unique<dist::DistributedDataParallel>(*ctx.comm, std::move(params), ddp);
+}
+
+}  // namespace ft::train

@@ -1,0 +1,108 @@
+// The parts of a training run, each built by a free function from the frozen config (torchtitan's build_*
+// functions): prepare_run fills in what the config names but does not yet hold, then the Trainer assembles the
+// tokenizer, model, data, optimizer, loss scaler, metrics, profiler and DDP engine that these return.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "train/precision.h"
+
+namespace ft::dist {
+class Communicator;
+class DistributedDataParallel;
+}  // namespace ft::dist
+namespace ft::data {
+class Tokenizer;
+class DataLoader;
+class TokenizedDataset;
+struct LoaderOptions;
+}  // namespace ft::data
+namespace ft::model {
+class Transformer;
+}
+namespace ft::optim {
+class AdamW;
+class GradScaler;
+class LrSchedule;
+}  // namespace ft::optim
+namespace ft::metrics {
+class MetricsLogger;
+class StepProfiler;
+}  // namespace ft::metrics
+
+namespace ft::train {
+
+// Where this process trains: its place in the job and its device, resolved once by the command.
+struct RunContext {
+  int rank = 0;                               // global rank
+  int world_size = 1;                         // ranks in the job
+  std::shared_ptr<dist::Communicator> comm;   // spans every rank of the job
+  c10::Device device{c10::kCPU};              // this rank's device (run.device)
+};
+
+// What the config names but does not hold yet, made before the config is frozen and written: the run directory and
+// its train.log, the paths of the files the run makes for itself (config::fill_derived_paths), synthetic data
+// (data.synth: missing files are generated) and a trained tokenizer (tokenizer.train_vocab_size > 0: into a
+// tokenizer.path that does not exist yet, <path>/tokenizer.model for a directory; tokenizer.path then names the file).
+// So config.yaml names the files the run used, and a rerun from it finds them. Also applies run.deterministic. Rank 0
+// writes; every rank returns once the files exist.
+void prepare_run(Config& cfg, const RunContext& ctx);
+
+// The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
+std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg);
+
+struct ModelParts {
+  std::shared_ptr<model::Transformer> model;                  // on ctx.device, in precision.param, in train mode
+  std::vector<std::pair<std::string, at::Tensor>> trainable;  // name, parameter (requires grad), in model order
+  double flops_per_token = 0;                                 // training FLOPs per token (6N + attention), for MFU
+  double peak_tflops = 0;  // the device's peak dense bf16 TFLOP/s (logging.peak_tflops, else known GPUs); 0 = unknown
+};
+// The model: model.path's weights or a fresh init from run.seed, embedding rows for tokenizer.add_tokens, LoRA
+// adapters, activation checkpointing and fused kernels as configured. Leaves the generator seeded per rank (dropout
+// differs between ranks, the weights do not).
+ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
+                       const RunContext& ctx);
+
+struct DataParts {
+  std::shared_ptr<const data::TokenizedDataset> train_set;  // data.train, tokenized (cached)
+  std::shared_ptr<const data::TokenizedDataset> eval_set;   // data.eval, or null
+  std::unique_ptr<data::DataLoader> train_loader;           // this rank's shard of train_set
+  int64_t total_steps = 0;                                  // optimizer steps of the whole run
+};
+DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx);
+
+// The run's batch layout for a loader of this rank (train or eval).
+data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
+                                   bool shuffle);
+
+struct OptimizerParts {
+  std::unique_ptr<optim::AdamW> optimizer;  // with ZeRO-1, over this rank's own parameters only
+  std::vector<int> zero_owners;             // ZeRO-1: owner rank of each trainable entry; empty without ZeRO-1
+  std::unique_ptr<optim::LrSchedule> schedule;
+};
+OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
+                               int64_t total_steps, const RunContext& ctx);
+
+// Dynamic loss scaling under fp16; a pass-through scaler otherwise.
+std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const PrecisionPolicy& precision,
+                                                c10::Device device);
+
+// metrics.jsonl, TensorBoard and the progress line in the run directory: rank 0 only (null elsewhere).
+std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t total_steps, int rank);
+
+// The Kineto trace of train.profile_steps steps from train.profile_start_step into <run>/profile.
+std::unique_ptr<metrics::StepProfiler> build_profiler(const Config& cfg, const RunContext& ctx);
+
+// The gradient all-reduce over the trainable parameters when the job has more than one rank, else null.
+std::unique_ptr<dist::DistributedDataParallel> build_ddp(
+    const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
+    const PrecisionPolicy& precision, const RunContext& ctx);
+
+}  // namespace ft::train
