@@ -255,6 +255,10 @@ TEST(LinearGroup, FrozenWeightsJoinedIntoOneBufferGiveTheSameOutputsAndGradients
   }
   std::vector<model::Linear> layers = {model::Linear(8, 4, false), model::Linear(8, 2, false)};
   std::vector<model::LinearImpl*> ptrs = {layers[0].get(), layers[1].get()};
+  for (auto* l : ptrs) {
+    at::NoGradGuard g;
+    l->weight.normal_();  // a Linear starts uninitialised, and NaN garbage would fail the comparison below
+  }
   const at::Tensor x = at::randn({3, 8});
   EXPECT_FALSE(model::join_frozen_weights(ptrs));  // trainable weights stay apart
   EXPECT_FALSE(model::linear_group(x, ptrs, true).joint.defined());
@@ -268,12 +272,13 @@ TEST(LinearGroup, FrozenWeightsJoinedIntoOneBufferGiveTheSameOutputsAndGradients
   EXPECT_FALSE(model::join_frozen_weights({layers[0].get(), other.get()}));  // input sizes differ
 }
 
+// Without adapter dropout: on CUDA the group draws its masks over the input already cast to bf16, a separate layer
+// over the F32 input autocast will cast, and CUDA's dropout lays out its random numbers by dtype, so the masks differ
+// (the CPU tests above check that both draw one mask per layer, in layer order).
 TEST(LinearGroup, GpuBf16FrozenJoinedBaseUnderAutocastMatchesSeparateLayers) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const double dropout : {0.0, 0.1}) {
-    const GroupRun plain = run_group(false, true, at::kCUDA, true, dropout, Base::kFrozen, at::kBFloat16);
-    expect_group_match(run_group(true, true, at::kCUDA, true, dropout, Base::kJoined, at::kBFloat16), plain, 2e-2);
-  }
+  const GroupRun plain = run_group(false, true, at::kCUDA, true, 0.0, Base::kFrozen, at::kBFloat16);
+  expect_group_match(run_group(true, true, at::kCUDA, true, 0.0, Base::kJoined, at::kBFloat16), plain, 2e-2);
 }
 
 TEST(LinearGroup, GpuBf16AutocastMatchesSeparateLayers) {
