@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/args.h"
+#include "model/linear.h"
 
 namespace ft::model {
 
@@ -22,51 +23,6 @@ struct KVCache {
   // Appends k, v ([B, Hkv, T, D]) for `layer` at position `length`; returns the filled prefix of keys and values.
   std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
 };
-
-// nn.Linear with an optional LoRA adapter (PEFT semantics: y = W x + b + (alpha/r) * B A dropout(x)).
-class LinearImpl : public torch::nn::Module {
- public:
-  LinearImpl(int64_t in_features, int64_t out_features, bool bias);
-  at::Tensor forward(const at::Tensor& x);  // [..., in] -> [..., out]
-
-  // Adds lora_A [r, in] (kaiming-uniform, as PEFT) and lora_B [out, r] (zeros), both F32, on the weight's device.
-  void add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen);
-  bool has_lora() const { return lora_a.defined(); }
-  // W += scaling * B A (in W's dtype), then drops the adapter.
-  void merge_lora();
-  // Points weight (and bias, when defined) at other frozen tensors of the same values: views of a joint buffer
-  // (join_frozen_weights).
-  void replace_frozen(at::Tensor new_weight, at::Tensor new_bias);
-
-  at::Tensor weight;  // [out, in]
-  at::Tensor bias;    // [out] or undefined
-  at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
-  at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
-  double lora_scaling = 0.0;
-  double lora_dropout = 0.0;
-};
-TORCH_MODULE(Linear);
-
-// The outputs of several Linear layers on one input.
-struct LinearGroupOutput {
-  std::vector<at::Tensor> outputs;  // per layer: [..., out_i]
-  at::Tensor joint;                 // [N, sum out_i] (N = rows of x) when one GEMM made them all, else undefined
-};
-
-// The outputs of `layers` (all [out_i, in] weights of one dtype, all with or all without bias) on the same input x
-// [..., in]. With `fused`: x cast once to the compute dtype (autocast's, else the weights'); one GEMM over the
-// concatenated weights when they need a cast anyway (F32 weights under autocast) or are row blocks of one buffer
-// (join_frozen_weights), else one GEMM per layer on the shared input; one GEMM over the concatenated lora_A of the adapted layers when no adapter dropout is active; the
-// adapters' B GEMMs add into the outputs in place. Otherwise, or when the layers do not fit the rule, each layer's own
-// forward. Both agree up to the rounding of the GEMMs.
-LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
-
-// Moves the frozen weights of `layers` into one [sum out_i, in] buffer, each layer's weight (and bias) becoming a row
-// block of it, so that linear_group runs a frozen base (LoRA) as one GEMM per direction without concatenating the
-// weights every step: the input gradient then comes out of one GEMM instead of one per layer plus the sums. Values
-// are unchanged. Returns false, changing nothing, unless every weight is frozen, contiguous, and of one dtype, device
-// and input size (biases: all or none).
-bool join_frozen_weights(const std::vector<LinearImpl*>& layers);
 
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale (Llama). With `unit_offset` (Gemma):
 // normalize and scale by (1 + weight) in F32, then cast back; the weight starts at zero.

@@ -1,0 +1,237 @@
+#include "model/linear.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace ft::model {
+
+LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
+  weight = register_parameter("weight", at::empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out_features}));
+}
+
+namespace {
+
+// The input of the adapter's GEMMs: under autocast the GEMM casts it to the compute dtype anyway, so `x` (or the copy
+// already cast for the base GEMM) serves; elsewhere x in the adapter's dtype, as PEFT's lora_A(x.to(A.dtype)).
+at::Tensor adapter_input(const at::Tensor& x, const LinearImpl& layer) {
+  if (at::autocast::is_autocast_enabled(x.device().type())) return x;
+  return x.to(layer.lora_a.scalar_type());
+}
+
+// y2d [N, out] += scaling * down [N, r] B^T, in place in the GEMM's epilogue: B [out, r] is scaled (cheap) instead
+// of the product [N, out], and no separate add pass runs. y2d must not be a view: autograd turns an in-place op on a
+// view into CopySlices, whose backward copies the whole output gradient three times.
+void add_adapter_(at::Tensor& y2d, const at::Tensor& down, const at::Tensor& lora_b, double scaling) {
+  const at::ScalarType dtype = y2d.scalar_type();
+  y2d.addmm_(down.reshape({-1, down.size(-1)}).to(dtype), (lora_b * scaling).to(dtype).t());
+}
+
+// x [..., in] as [N, in] and a layer output [N, out] back as [..., out].
+at::Tensor as_rows(const at::Tensor& x) {
+  return x.reshape({-1, x.size(-1)});
+}
+at::Tensor from_rows(const at::Tensor& y2d, const at::Tensor& x) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = y2d.size(1);
+  return y2d.view(shape);
+}
+
+// `parts` (weights [out_i, in] or biases [out_i]) as one tensor when they are frozen, contiguous, consecutive row
+// blocks of one buffer (join_frozen_weights), else undefined.
+at::Tensor joined_rows(const std::vector<at::Tensor>& parts) {
+  const at::Tensor& first = parts.at(0);
+  if (first.requires_grad() || !first.is_contiguous() || first.dim() < 1 || first.dim() > 2) return {};
+  int64_t rows = first.size(0);
+  const char* next = static_cast<const char*>(first.const_data_ptr()) + first.nbytes();
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const at::Tensor& t = parts[i];
+    if (t.requires_grad() || !t.is_contiguous() || t.scalar_type() != first.scalar_type() ||
+        t.sizes().slice(1) != first.sizes().slice(1) || !t.storage().is_alias_of(first.storage()) ||
+        static_cast<const char*>(t.const_data_ptr()) != next) {
+      return {};
+    }
+    rows += t.size(0);
+    next += t.nbytes();
+  }
+  if (first.dim() == 1) return first.as_strided({rows}, {1});
+  return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
+}
+
+}  // namespace
+
+void LinearImpl::replace_frozen(at::Tensor new_weight, at::Tensor new_bias) {
+  weight = new_weight;
+  parameters_["weight"] = std::move(new_weight);
+  if (bias.defined()) {
+    bias = new_bias;
+    parameters_["bias"] = std::move(new_bias);
+  }
+}
+
+bool join_frozen_weights(const std::vector<LinearImpl*>& layers) {
+  if (layers.size() < 2) return false;
+  const at::Tensor& w0 = layers[0]->weight;
+  const bool with_bias = layers[0]->bias.defined();
+  for (const LinearImpl* l : layers) {
+    const at::Tensor& w = l->weight;
+    if (w.requires_grad() || !w.is_contiguous() || w.dim() != 2 || w.scalar_type() != w0.scalar_type() ||
+        w.device() != w0.device() || w.size(1) != w0.size(1) || l->bias.defined() != with_bias) {
+      return false;
+    }
+    if (with_bias && (l->bias.requires_grad() || l->bias.scalar_type() != layers[0]->bias.scalar_type() ||
+                      l->bias.device() != w0.device())) {
+      return false;
+    }
+  }
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> weights, biases;
+  for (const LinearImpl* l : layers) {
+    weights.push_back(l->weight);
+    if (with_bias) biases.push_back(l->bias);
+  }
+  const at::Tensor joint_weight = at::cat(weights);  // [sum out_i, in]
+  const at::Tensor joint_bias = with_bias ? at::cat(biases) : at::Tensor();  // [sum out_i] or undefined
+  int64_t row = 0;
+  for (LinearImpl* l : layers) {
+    const int64_t n = l->weight.size(0);
+    l->replace_frozen(joint_weight.narrow(0, row, n), with_bias ? joint_bias.narrow(0, row, n) : at::Tensor());
+    row += n;
+  }
+  return true;
+}
+
+at::Tensor LinearImpl::forward(const at::Tensor& x) {
+  if (!has_lora()) return at::linear(x, weight, bias);  // [..., out]
+  at::Tensor y = at::linear(as_rows(x), weight, bias);  // [N, out]
+  at::Tensor h = adapter_input(x, *this);
+  if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
+  add_adapter_(y, at::linear(h, lora_a), lora_b, lora_scaling);
+  return from_rows(y, x);
+}
+
+void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
+  FT_CHECK(!has_lora(), "add_lora: layer already has an adapter");
+  const int64_t in = weight.size(1);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)), as PEFT
+  at::Tensor a = at::empty({rank, in}, at::kFloat).uniform_(-bound, bound, gen);
+  lora_a = register_parameter("lora_A", a.to(weight.device()));
+  lora_b = register_parameter("lora_B", at::zeros({weight.size(0), rank}, at::TensorOptions().device(weight.device())));
+  lora_scaling = alpha / static_cast<double>(rank);
+  lora_dropout = dropout;
+}
+
+void LinearImpl::merge_lora() {
+  if (!has_lora()) return;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor delta = at::matmul(lora_b.to(at::kFloat), lora_a.to(at::kFloat)) * lora_scaling;
+    weight.copy_((weight.to(at::kFloat) + delta).to(weight.scalar_type()));
+  }
+  parameters_.erase("lora_A");
+  parameters_.erase("lora_B");
+  lora_a = at::Tensor();
+  lora_b = at::Tensor();
+}
+
+LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
+  const auto separate = [&] {
+    LinearGroupOutput out;
+    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x));
+    return out;
+  };
+  if (!fused || layers.size() < 2) return separate();
+  const at::ScalarType weight_dtype = layers[0]->weight.scalar_type();
+  const bool with_bias = layers[0]->bias.defined();
+  for (const LinearImpl* layer : layers) {
+    if (layer->weight.scalar_type() != weight_dtype || layer->bias.defined() != with_bias) return separate();
+  }
+  const auto device_type = x.device().type();
+  const bool autocast = at::autocast::is_autocast_enabled(device_type);
+  const at::ScalarType dtype = autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
+  const at::Tensor xin = as_rows(x.to(dtype));  // [N, in]: cast once instead of once per layer
+  std::vector<int64_t> sizes;
+  for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
+  std::vector<at::Tensor> out;  // per layer: [N, out_i], then [..., out_i]
+  at::Tensor fused_out;         // [N, sum out_i] when one GEMM computes them all
+  if (weight_dtype != dtype) {
+    // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM.
+    std::vector<at::Tensor> weights, biases;
+    for (const LinearImpl* layer : layers) {
+      weights.push_back(layer->weight.to(dtype));
+      if (with_bias) biases.push_back(layer->bias.to(dtype));
+    }
+    fused_out = at::linear(xin, at::cat(weights), with_bias ? at::cat(biases) : at::Tensor());
+  } else {
+    std::vector<at::Tensor> weights, biases;
+    for (const LinearImpl* layer : layers) {
+      weights.push_back(layer->weight);
+      if (with_bias) biases.push_back(layer->bias);
+    }
+    const at::Tensor joint = joined_rows(weights);
+    const at::Tensor joint_bias = with_bias ? joined_rows(biases) : at::Tensor();
+    if (joint.defined() && joint_bias.defined() == with_bias) {
+      fused_out = at::linear(xin, joint, joint_bias);  // a frozen base joined at setup (join_frozen_weights)
+    } else {
+      // Weights already in the compute dtype and apart: concatenating them would copy every weight each step, so
+      // only the input is shared.
+      for (const LinearImpl* layer : layers) out.push_back(at::linear(xin, layer->weight, layer->bias));
+    }
+  }
+  // Adapters: with dropout each layer draws its own mask (as PEFT), so their A GEMMs stay apart.
+  std::vector<size_t> adapted;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i]->has_lora()) adapted.push_back(i);
+  }
+  if (!adapted.empty()) {
+    const bool train_dropout = [&] {
+      for (size_t i : adapted) {
+        if (layers[i]->lora_dropout > 0.0 && layers[i]->is_training()) return true;
+      }
+      return false;
+    }();
+    const at::Tensor h = autocast ? xin : adapter_input(x, *layers[adapted[0]]);
+    std::vector<at::Tensor> down;  // per adapted layer: [N, r_i]
+    if (train_dropout) {
+      for (size_t i : adapted) {
+        const LinearImpl& l = *layers[i];
+        down.push_back(at::linear(l.lora_dropout > 0.0 ? at::dropout(h, l.lora_dropout, true) : h, l.lora_a));
+      }
+    } else {
+      std::vector<at::Tensor> a;
+      std::vector<int64_t> ranks;
+      for (size_t i : adapted) {
+        a.push_back(layers[i]->lora_a);
+        ranks.push_back(layers[i]->lora_a.size(0));
+      }
+      down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
+    }
+    if (fused_out.defined()) {
+      // One GEMM adds every adapter into the joint output (a column block of it would be a view): the scaled B
+      // matrices form a block-diagonal [sum out_i, sum r_i], an empty block for a layer without an adapter.
+      std::vector<at::Tensor> blocks;
+      size_t next = 0;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const LinearImpl& l = *layers[i];
+        const bool has = next < adapted.size() && adapted[next] == i;
+        const auto b_options = layers[adapted[0]]->lora_b.options();
+        blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({sizes[i], 0}, b_options));
+        next += has ? 1 : 0;
+      }
+      add_adapter_(fused_out, at::cat(down, -1), at::block_diag(blocks), 1.0);
+    } else {
+      for (size_t j = 0; j < adapted.size(); ++j) {
+        const LinearImpl& l = *layers[adapted[j]];
+        add_adapter_(out[adapted[j]], down[j], l.lora_b, l.lora_scaling);
+      }
+    }
+  }
+  if (fused_out.defined()) out = fused_out.split_with_sizes(sizes, 1);
+  for (at::Tensor& y : out) y = from_rows(y, x);
+  return {out, fused_out};
+}
+
+}  // namespace ft::model

@@ -1,0 +1,342 @@
+// PEFT adapter directories: save_adapter writes adapter_config.json and adapter_model.safetensors as PEFT does,
+// load_adapter reads them back (also PEFT's other spellings of target_modules and trainable tokens).
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "io/safe_path.h"
+#include "io/safetensors.h"
+#include "model/lora.h"
+#include "model/lora_internal.h"
+#include "util/error.h"
+#include "util/file_writer.h"
+#include "util/fmt.h"
+
+namespace ft::model {
+
+using lora_detail::add_adapters;
+using lora_detail::check_targets;
+using lora_detail::kAllLinear;
+using lora_detail::kEmbedPath;
+using lora_detail::kLmHeadPath;
+using lora_detail::kPeftPrefix;
+using lora_detail::kTokenBase;
+using lora_detail::kTokenDelta;
+using lora_detail::projections;
+
+namespace {
+
+// Optional fields of adapter_config.json (json::value() trips GCC 12's -Wnull-dereference).
+bool opt_bool(const nlohmann::json& j, const char* key, bool fallback) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+double opt_number(const nlohmann::json& j, const char* key, double fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+// target_modules as one string: PEFT's all-linear, or a regex PEFT matches against whole module paths
+// (re.fullmatch); returned as the paths of the projections it matches. A regex that matches modules other than
+// the projections (lm_head, norms) names a module we cannot adapt, and matching none is refused too.
+std::vector<std::string> regex_targets(const std::string& pattern, const Transformer& model, const std::string& src) {
+  if (pattern == kAllLinear) return {pattern};
+  // A file from elsewhere: a bounded pattern (the regex compiler recurses on nesting), matched in polynomial time
+  // (libstdc++'s breadth-first executor; back-references are refused there) so that no pattern can hang the load.
+  constexpr size_t kMaxPattern = 256;
+  if (pattern.size() > kMaxPattern) {
+    throw ConfigError(src + ": target_modules regex longer than " + std::to_string(kMaxPattern) + " characters",
+                      "list the module names instead");
+  }
+#ifdef _GLIBCXX_RELEASE
+  constexpr auto kFlags = std::regex::ECMAScript | std::regex_constants::__polynomial;
+#else
+  constexpr auto kFlags = std::regex::ECMAScript;
+#endif
+  std::regex re;
+  try {
+    re = std::regex(pattern, kFlags);
+  } catch (const std::regex_error& e) {
+    throw ConfigError(src + ": target_modules regex \"" + pattern + "\" does not compile (" + e.what() + ")");
+  }
+  for (const char* other : {"lm_head", "model.embed_tokens", "model.norm"}) {
+    if (std::regex_match(other, re)) {
+      throw ConfigError(
+          src + ": target_modules regex \"" + pattern + "\" matches " + other + ", which this build cannot adapt",
+          "LoRA adapts the attention and MLP projections only");
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, lin] : projections(model)) {
+    if (std::regex_match(path, re)) paths.push_back(path);
+  }
+  if (paths.empty()) {
+    throw ConfigError(src + ": target_modules regex \"" + pattern + "\" matches none of the model's projections",
+                      "PEFT matches it against whole module paths such as model.layers.0.self_attn.q_proj");
+  }
+  return paths;
+}
+
+std::vector<int64_t> index_list(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_array()) throw ConfigError(where + " must be a list of token ids");
+  std::vector<int64_t> ids;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0) throw ConfigError(where + " must hold token ids >= 0");
+    ids.push_back(x.get<int64_t>());
+  }
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw ConfigError(where + " lists a token id twice");
+  }
+  return ids;
+}
+
+// The token rows of `holder` (`path`: model.embed_tokens or lm_head) from the adapter file: rows stored in the
+// order of `file_ids`, the holder's rows sorted by id.
+void load_token_rows(WeightHolder& holder, const std::string& path, const std::vector<int64_t>& file_ids,
+                     io::SafetensorsFile& st, const std::filesystem::path& file) {
+  const std::string name = kPeftPrefix + path + kTokenDelta;
+  if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
+  const std::vector<int64_t> want{static_cast<int64_t>(file_ids.size()), holder.weight.size(1)};
+  if (st.info(name).shape != want) {
+    throw Error("tensor '" + name + "' in " + file.string() + " does not hold one row of " + std::to_string(want[1]) +
+                " per id of trainable_token_indices");
+  }
+  std::vector<int64_t> order;  // file row of each sorted id
+  for (int64_t id : holder.token_ids()) {
+    order.push_back(std::find(file_ids.begin(), file_ids.end(), id) - file_ids.begin());
+  }
+  at::NoGradGuard no_grad;
+  holder.token_rows.copy_(st.tensor(name).index_select(0, at::tensor(order, at::kLong)));
+}
+
+}  // namespace
+
+void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
+                  const std::string& base_model_name_or_path) {
+  const auto tensors = adapter_tensors(model);
+  FT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA adapters or token rows (apply_lora first)");
+  std::filesystem::create_directories(dir);
+  io::TensorMap map;
+  for (const auto& [name, t] : tensors) map.emplace(name, t.detach().to(at::kFloat));
+  io::write_safetensors(dir / "adapter_model.safetensors", map);
+  std::vector<std::string> targets = resolve_lora_targets(cfg.targets, model.args());  // as PEFT saves all-linear
+  std::sort(targets.begin(), targets.end());
+  nlohmann::json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", base_model_name_or_path},
+                      {"r", cfg.rank},
+                      {"lora_alpha", cfg.alpha},
+                      {"lora_dropout", cfg.dropout},
+                      {"target_modules", targets},
+                      {"bias", "none"},
+                      {"fan_in_fan_out", false},
+                      {"inference_mode", true},
+                      {"init_lora_weights", true},
+                      {"use_rslora", false},
+                      {"use_dora", false},
+                      {"modules_to_save", nullptr},
+                      {"layers_to_transform", nullptr},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()},
+                      {"revision", nullptr}};
+  // The rows of added tokens, as PEFT's trainable_token_indices: a list trains the input embedding (and a tied LM
+  // head with it); untied models name both modules.
+  const auto& embed_ids = model.embed_tokens().token_ids();
+  const std::vector<int64_t> lm_ids =
+      model.lm_head() != nullptr ? model.lm_head()->token_ids() : std::vector<int64_t>();
+  if (!lm_ids.empty()) {
+    j["trainable_token_indices"] = {{"embed_tokens", embed_ids}, {"lm_head", lm_ids}};
+    if (embed_ids.empty()) j["trainable_token_indices"].erase("embed_tokens");
+  } else if (!embed_ids.empty()) {
+    j["trainable_token_indices"] = embed_ids;
+  }
+  ft::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
+}
+
+ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {
+  const auto cfg_path = dir / "adapter_config.json";
+  std::ifstream in(cfg_path);
+  if (!in) throw ConfigError("cannot read " + cfg_path.string(), "--adapter must be a PEFT LoRA adapter directory");
+  // An adapter made by someone else must not make us read elsewhere (adapter_model.safetensors -> /dev/zero).
+  io::require_inside_model_dir(cfg_path, dir);
+  io::require_inside_model_dir(dir / "adapter_model.safetensors", dir);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(cfg_path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  const std::string src = cfg_path.string();
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key) || j[key].is_null()) throw ConfigError(src + ": missing field \"" + key + "\"");
+    return j[key];
+  };
+  if (j.contains("peft_type") && j["peft_type"] != "LORA") {
+    throw ConfigError(src + ": peft_type " + j["peft_type"].dump() + " is not LORA");
+  }
+  if (opt_bool(j, "use_dora", false)) throw ConfigError(src + ": use_dora=true (DoRA) is not supported");
+  if (j.contains("bias") && j["bias"].is_string() && j["bias"] != "none") {
+    throw ConfigError(src + ": bias=\"" + j["bias"].get<std::string>() + "\" is not supported", "use bias=none");
+  }
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (j.contains(key) && j[key].is_object() && !j[key].empty()) {
+      throw ConfigError(src + ": per-module \"" + std::string(key) + "\" is not supported");
+    }
+  }
+  if (j.contains("modules_to_save") && j["modules_to_save"].is_array() && !j["modules_to_save"].empty()) {
+    throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
+  }
+  ft::LoraConfig cfg;
+  cfg.enabled = true;
+  try {
+    const auto& r = need("r");
+    if (!r.is_number_integer()) throw ConfigError(src + ": r must be an integer");  // a float: unchecked UB
+    cfg.rank = r.get<int64_t>();
+    cfg.alpha = need("lora_alpha").get<double>();
+    const auto& targets = need("target_modules");
+    if (targets.is_string()) {
+      cfg.targets = regex_targets(targets.get<std::string>(), model, src);
+    } else if (targets.is_array()) {
+      cfg.targets = targets.get<std::vector<std::string>>();
+    } else {
+      throw ConfigError(src + ": target_modules must be a list of module names or a regex string");
+    }
+  } catch (const nlohmann::json::exception& e) {  // r, lora_alpha or a target of the wrong JSON type
+    throw ConfigError(src + ": a field has an unexpected type (" + e.what() + ")",
+                      "compare it with the adapter_config.json PEFT writes");
+  }
+  cfg.dropout = opt_number(j, "lora_dropout", 0.0);
+  cfg.targets = resolve_lora_targets(cfg.targets, model.args());
+  check_targets(cfg.targets, model, src + " target_modules");
+  // A rank beyond the projection's own dims adds nothing; the bound keeps a damaged file from sizing huge matrices.
+  if (cfg.rank < 1 || cfg.rank > model.args().hidden_size) {
+    throw ConfigError(src + ": r " + std::to_string(cfg.rank) + " must be in [1, hidden_size " +
+                      std::to_string(model.args().hidden_size) + "]");
+  }
+  // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
+  const double alpha =
+      opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
+  add_adapters(model, cfg.targets, cfg, alpha, 0);
+
+  const auto file = dir / "adapter_model.safetensors";
+  io::SafetensorsFile st(file);
+
+  // trainable_token_indices (added tokens): a list for the input embedding (a tied LM head follows it), or
+  // {"embed_tokens": [...], "lm_head": [...]}.
+  std::vector<int64_t> embed_ids, lm_ids;
+  if (j.contains("trainable_token_indices") && !j["trainable_token_indices"].is_null()) {
+    const auto& t = j["trainable_token_indices"];
+    const std::string where = src + ": trainable_token_indices";
+    if (t.is_array()) {
+      embed_ids = index_list(t, where);
+    } else if (t.is_object()) {
+      for (const auto& [key, value] : t.items()) {
+        if (key == "embed_tokens" || key == kEmbedPath) {
+          embed_ids = index_list(value, where + "." + key);
+        } else if (key == kLmHeadPath) {
+          lm_ids = index_list(value, where + "." + key);
+        } else {
+          throw ConfigError(where + ": module '" + key + "' is not supported", "use embed_tokens and lm_head");
+        }
+      }
+    } else {
+      throw ConfigError(where + " must be a list of token ids or an object of module -> ids");
+    }
+  }
+  const bool tied = model.lm_head() == nullptr;
+  if (tied && !lm_ids.empty()) {
+    std::vector<int64_t> a = embed_ids, b = lm_ids;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) {
+      throw ConfigError(src +
+                        ": trainable_token_indices gives the LM head other ids than the embedding, but this "
+                        "model ties them");
+    }
+    lm_ids.clear();  // the tied LM head is the embedding
+  }
+  // The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present. New ids
+  // extend the vocabulary: one far past it (the rows in between would be allocated) is refused.
+  int64_t vocab = model.args().vocab_size;
+  const int64_t max_id = model.args().vocab_size + static_cast<int64_t>(embed_ids.size() + lm_ids.size()) + 1024;
+  for (const auto* ids : {&embed_ids, &lm_ids}) {
+    for (int64_t id : *ids) {
+      if (id >= max_id) {
+        throw ConfigError(src + ": trainable_token_indices lists id " + std::to_string(id) + ", far beyond the " +
+                          std::to_string(model.args().vocab_size) + " tokens of the base model");
+      }
+      vocab = std::max(vocab, id + 1);
+    }
+  }
+  const std::string embed_base = kPeftPrefix + kEmbedPath + kTokenBase;
+  const std::string lm_base = kPeftPrefix + kLmHeadPath + kTokenBase;
+  for (const auto& name : {embed_base, lm_base}) {
+    if (!st.contains(name)) continue;
+    const auto& shape = st.info(name).shape;
+    if (shape.size() != 2 || shape[1] != model.args().hidden_size) {
+      throw Error("tensor '" + name + "' in " + file.string() + " is not a [vocab, hidden_size] matrix");
+    }
+    vocab = std::max(vocab, shape[0]);
+  }
+  if (vocab > model.args().vocab_size) model.resize_token_embeddings(vocab);
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, holder] : {std::pair{embed_base, &model.embed_tokens()}, {lm_base, model.lm_head()}}) {
+      if (holder == nullptr || !st.contains(name) || holder->has_token_rows()) continue;  // resumed: rows hold them
+      const at::Tensor w = st.tensor(name);
+      holder->weight.narrow(0, 0, w.size(0)).copy_(w);
+    }
+  }
+  auto attach = [&](WeightHolder* holder, const std::vector<int64_t>& ids, const std::string& what) {
+    if (holder == nullptr || ids.empty()) return;
+    std::vector<int64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    if (!holder->has_token_rows()) {
+      holder->add_token_rows(sorted);
+    } else if (holder->token_ids() != sorted) {
+      throw ConfigError(src + ": trainable_token_indices of " + what + " differ from the model's token rows");
+    }
+  };
+  attach(&model.embed_tokens(), embed_ids, "embed_tokens");
+  attach(model.lm_head(), lm_ids, "lm_head");
+
+  std::map<std::string, at::Tensor> wanted;
+  for (const auto& [name, t] : adapter_tensors(model)) {
+    if (name.find(kTokenDelta) == std::string::npos) wanted.emplace(name, t);
+  }
+  // Every tensor that does not fit this base (another model's adapter): all named at once, before anything loads.
+  std::vector<std::string> misfits;
+  for (const auto& name : st.names()) {
+    const bool token_tensor = name == embed_base || name == lm_base ||
+                              (name == kPeftPrefix + kEmbedPath + kTokenDelta && !embed_ids.empty()) ||
+                              (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!lm_ids.empty() || tied));
+    if (!wanted.count(name) && !token_tensor) misfits.push_back("'" + name + "' has no place in this model");
+  }
+  for (const auto& [name, param] : wanted) {
+    if (!st.contains(name)) {
+      misfits.push_back("'" + name + "' is missing");
+    } else if (st.info(name).shape != param.sizes().vec()) {
+      misfits.push_back(fmt::format("'{}' is [{}], this model needs [{}] for r={}", name,
+                                    fmt::join(st.info(name).shape, ", "), fmt::join(param.sizes(), ", "), cfg.rank));
+    }
+  }
+  if (!misfits.empty()) {
+    std::string list;
+    for (size_t i = 0; i < misfits.size() && i < 4; ++i) list += "\n    " + misfits[i];
+    if (misfits.size() > 4) list += fmt::format("\n    ... and {} more", misfits.size() - 4);
+    const auto& a = model.args();
+    throw ConfigError(fmt::format("{} does not fit the base model ({}, hidden_size {}, {} layers): {} of its tensors "
+                                  "do not match:{}",
+                                  file.string(), a.model_type, a.hidden_size, a.num_layers, misfits.size(), list),
+                      "pass the base model the adapter was trained on (adapter_config.json base_model_name_or_path)");
+  }
+  if (!embed_ids.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, embed_ids, st, file);
+  if (!lm_ids.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, lm_ids, st, file);
+  at::NoGradGuard no_grad;
+  for (auto& [name, param] : wanted) param.copy_(st.tensor(name));
+  return cfg;
+}
+
+}  // namespace ft::model
