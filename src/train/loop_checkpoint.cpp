@@ -29,6 +29,7 @@
 #include "model/transformer.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
+#include "train/fingerprint.h"
 #include "train/trainer.h"
 #include "util/build_info.h"
 #include "util/file_writer.h"
@@ -284,7 +285,7 @@ bool Trainer::try_resume() {
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
-  if (state.at("fingerprint").get<std::string>() != fingerprint()) {
+  if (!same_fingerprint(state.at("fingerprint").get<std::string>(), fingerprint())) {
     throw ConfigError("cannot resume from " + dir.string() + ": " + fingerprint_differences(dir),
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or set checkpoint.resume=never");
