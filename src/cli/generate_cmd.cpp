@@ -45,7 +45,11 @@ constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", 
 
 void run_generate(const GenerateArgs& a) {
   const std::filesystem::path model_dir(a.model);
-  const at::Device device = resolve_device(a.device, 0);
+  const std::optional<DeviceSetting> setting = DeviceSetting::parse(a.device);
+  if (!setting) {
+    throw ConfigError("--device: invalid value '" + a.device + "'", std::string("expected ") + DeviceSetting::kExpected);
+  }
+  const at::Device device = resolve_device(*setting, 0, "--device");
   if (!a.adapter.empty()) model::check_adapter_base(a.adapter, model_dir, a.force);
   auto model = model::load_pretrained(model_dir, device, model::dtype_from_name(a.dtype));
   if (!a.adapter.empty()) {

@@ -25,7 +25,7 @@ class KeyCollector {
   void operator()(const char* key, T& field) {
     const std::string path = prefix_ + key;
     out_.push_back(path);
-    if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string> &&
+    if constexpr (std::is_class_v<T> && !is_open_setting_v<T> && !std::is_same_v<T, std::string> &&
                   !std::is_same_v<T, std::vector<std::string>> && !std::is_same_v<T, std::vector<double>> &&
                   !std::is_same_v<T, std::vector<EvalPrompt>>) {
       if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
@@ -195,6 +195,17 @@ class Binder {
     errors_.add(n.origin, key, detail::invalid_choice(n.scalar, choices));
   }
 
+  // A keyword-or-value setting (config/settings.h).
+  template <class T, std::enable_if_t<is_open_setting_v<T>, int> = 0>
+  void bind(const Node& n, const std::string& key, const std::string& /*normal*/, T& out) {
+    if (n.kind != Node::Kind::kScalar) return type_error(n, key, T::kExpected);
+    if (const auto v = T::parse(n.scalar)) {
+      out = *v;
+      return;
+    }
+    errors_.add(n.origin, key, "invalid value '" + n.scalar + "' (expected " + T::kExpected + ")");
+  }
+
   // eval.prompts[i]: a string, or a list of {role, content} turns.
   void bind(const Node& n, const std::string& key, const std::string& normal, EvalPrompt& out) {
     if (n.kind == Node::Kind::kScalar) {
@@ -220,7 +231,7 @@ class Binder {
     out = std::move(v);
   }
 
-  template <class S, std::enable_if_t<!is_setting_v<S>, int> = 0>
+  template <class S, std::enable_if_t<!is_setting_v<S> && !is_open_setting_v<S>, int> = 0>
   void bind(const Node& n, const std::string& key, const std::string& normal, S& section) {
     if (n.kind == Node::Kind::kNull) return;  // `section:` with nothing under it keeps the defaults
     if (n.kind != Node::Kind::kMap) return type_error(n, key, "a map of keys");

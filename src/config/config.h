@@ -15,7 +15,7 @@ struct RunConfig {
   std::string name = "run";                      // run name; usable as ${run.name}
   std::string output_dir = "runs/${run.name}";   // run directory: resolved config, metrics, checkpoints, model
   int64_t seed = 1234;                           // seed for weight init, data order, dropout and sampling
-  std::string device = "auto";                   // auto | cpu | cuda | cuda:N
+  DeviceSetting device;                          // auto | cpu | cuda | cuda:N
   bool deterministic = false;                    // bit-reproducible runs (deterministic kernels, fixed threads)
 
   template <class V> void visit(V& v) {
@@ -290,7 +290,7 @@ struct CheckpointConfig {
   int64_t every_steps = 0;      // save every N optimizer steps; 0 = only at the end
   int64_t keep_last = 2;        // checkpoints kept (older ones deleted); 0 = keep all
   bool keep_best = false;       // also keep the checkpoint with the lowest eval loss
-  std::string resume = "auto";  // auto (newest valid in output_dir) | never | PATH
+  ResumeSetting resume;         // auto (newest valid in output_dir) | never | PATH
   int64_t shard_size_mb = 5000; // safetensors shard size for saved models, in MB (10^6 bytes, as transformers' "5GB")
 
   template <class V> void visit(V& v) {

@@ -39,8 +39,8 @@ class Emitter {
   template <class T>
   void operator()(const char* key, T& field) {
     out_ << YAML::Key << key << YAML::Value;
-    if constexpr (is_setting_v<T>) {
-      std::string name = name_of(field);  // as a string: "on" and "off" stay quoted for YAML 1.1 readers
+    if constexpr (is_setting_v<T> || is_open_setting_v<T>) {
+      std::string name = setting_text(field);  // as a string: "on" and "off" stay quoted for YAML 1.1 readers
       value(name);
     } else {
       value(field);
@@ -112,8 +112,8 @@ class Flattener {
  private:
   template <class T>
   void add(const std::string& path, T& field) {
-    if constexpr (is_setting_v<T>) {
-      out_.emplace_back(path, Leaf(std::in_place_type<std::string>, name_of(field)));
+    if constexpr (is_setting_v<T> || is_open_setting_v<T>) {
+      out_.emplace_back(path, Leaf(std::in_place_type<std::string>, setting_text(field)));
     } else if constexpr (std::is_constructible_v<Leaf, T> && !std::is_class_v<T>) {
       out_.emplace_back(path, Leaf(std::in_place_type<T>, field));
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<std::string>> ||

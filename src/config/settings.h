@@ -10,6 +10,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "config/open_settings.h"
+
 namespace ft {
 
 template <class E>
@@ -212,6 +214,16 @@ std::string setting_names(const char* last_sep = " or ") {
     out += entries[i].name;
   }
   return out;
+}
+
+// A setting of either kind as the text a config file gives it.
+template <class T>
+std::string setting_text(const T& value) {
+  if constexpr (is_open_setting_v<T>) {
+    return value.str();
+  } else {
+    return name_of(value);
+  }
 }
 
 // JSON as the name (nlohmann would write the integer otherwise), so files stay readable and stable; reading an

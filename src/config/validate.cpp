@@ -70,12 +70,6 @@ class Checker {
   Errors& errors_;
 };
 
-bool is_device(const std::string& d) {
-  if (d == "auto" || d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
-  return d.find_first_not_of("0123456789", 5) == std::string::npos;
-}
-
 void check_model(const Config& c, Checker& k) {
   const auto& m = c.model;
   k.at_least<int64_t>("model.vocab_size", m.vocab_size, 0);
@@ -272,8 +266,9 @@ void check_rest(const Config& c, Checker& k) {
            "checkpoint.every_steps a multiple of eval.every_steps (> 0)");
   }
   std::error_code ec;
-  if (ck.resume != "auto" && ck.resume != "never" && !fs::exists(ck.resume, ec)) {
-    k.fail("checkpoint.resume", "'" + ck.resume + "' does not exist (expected auto, never or a checkpoint path)");
+  if (ck.resume.mode == ResumeSetting::Mode::kPath && !fs::exists(ck.resume.path, ec)) {
+    k.fail("checkpoint.resume",
+           "'" + ck.resume.path + "' does not exist (expected " + std::string(ResumeSetting::kExpected) + ")");
   }
 
   const auto& l = c.logging;
@@ -303,9 +298,6 @@ void validate(const Config& config, const std::map<std::string, Origin>& locatio
   Checker k(locations, fallback, errors);
   if (config.run.name.empty()) k.fail("run.name", "empty (expected a name)");
   if (config.run.output_dir.empty()) k.fail("run.output_dir", "empty (expected a directory)");
-  if (!is_device(config.run.device)) {
-    k.fail("run.device", "invalid value '" + config.run.device + "' (expected one of: auto, cpu, cuda, cuda:N)");
-  }
   check_model(config, k);
   check_lora(config, k);
   check_tokenizer(config, k);

@@ -48,7 +48,9 @@ using detail::Supervisor;
 // The GPUs the trials can use: none when every trial runs on the CPU or no GPU is visible.
 std::vector<std::string> visible_gpus(const Plan& plan) {
   const bool all_cpu = std::all_of(plan.trials.begin(), plan.trials.end(),
-                                   [](const TrialPlan& t) { return t.loaded.config.run.device.rfind("cpu", 0) == 0; });
+                                   [](const TrialPlan& t) {
+                                     return t.loaded.config.run.device.kind == DeviceSetting::Kind::kCpu;
+                                   });
   if (all_cpu) return {};
   const int count = static_cast<int>(torch::cuda::device_count());
   if (count <= 0) return {};

@@ -39,7 +39,7 @@ class TypeCollector {
       out_[path] = Type::kInt;
     } else if constexpr (std::is_same_v<T, double>) {
       out_[path] = Type::kDouble;
-    } else if constexpr (std::is_same_v<T, std::string> || is_setting_v<T>) {
+    } else if constexpr (std::is_same_v<T, std::string> || is_setting_v<T> || is_open_setting_v<T>) {
       out_[path] = Type::kString;  // an enum's name is checked by the config loader of each trial
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
       out_[path] = Type::kStrings;

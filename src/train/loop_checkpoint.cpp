@@ -262,24 +262,24 @@ void Trainer::save_checkpoint() {
 }
 
 bool Trainer::try_resume() {
-  const std::string& mode = cfg_.checkpoint.resume;
-  if (mode == "never") return false;
+  const ResumeSetting& resume = cfg_.checkpoint.resume;
+  if (resume.mode == ResumeSetting::Mode::kNever) return false;
   // Rank 0 picks and verifies the checkpoint, reading every file once rather than once per rank; every rank then
   // acts on its answer: {"path": the checkpoint or "" for none, "problem": why an explicit path is invalid}.
   nlohmann::json choice = {{"path", ""}, {"problem", ""}};
   if (ctx_.rank == 0) {
-    if (mode == "auto") {
+    if (resume.mode == ResumeSetting::Mode::kAuto) {
       if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_))
         choice["path"] = latest->path.string();
     } else {
-      choice["path"] = mode;
-      choice["problem"] = ckpt::CheckpointStore::verify(mode).problem;
+      choice["path"] = resume.path;
+      choice["problem"] = ckpt::CheckpointStore::verify(resume.path).problem;
     }
   }
   choice = nlohmann::json::parse(dist::all_gather_strings(*ctx_.comm, choice.dump()).at(0));
   const std::string problem = choice.at("problem").get<std::string>();
   if (!problem.empty()) {
-    throw ConfigError("checkpoint.resume: " + mode + " is not a valid checkpoint: " + problem,
+    throw ConfigError("checkpoint.resume: " + resume.path + " is not a valid checkpoint: " + problem,
                       "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
   }
   if (choice.at("path").get<std::string>().empty()) return false;

@@ -83,7 +83,7 @@ class TypeNames {
     if constexpr (std::is_same_v<T, bool>) out_[path] = "bool";
     else if constexpr (std::is_same_v<T, int64_t>) out_[path] = "int";
     else if constexpr (std::is_same_v<T, double>) out_[path] = "float";
-    else if constexpr (std::is_same_v<T, std::string>) out_[path] = "string";
+    else if constexpr (std::is_same_v<T, std::string> || is_open_setting_v<T>) out_[path] = "string";
     else if constexpr (is_setting_v<T>) {
       out_[path] = "enum";
       std::vector<std::string> names;

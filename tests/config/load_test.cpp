@@ -296,7 +296,7 @@ TEST_F(ConfigLoad, AllErrorsAreReportedAtOnceInLineOrder) {
 // Every field set away from its default, so a field the printer or the loader drops shows up.
 Config all_changed(const std::filesystem::path& dir) {
   Config c;
-  c.run = {"rt", "out/rt", 7, "cuda:1", true};
+  c.run = {"rt", "out/rt", 7, DeviceSetting{DeviceSetting::Kind::kCuda, 1}, true};
   c.model.path = (dir / "model").string();
   c.model.architecture = ModelFamily::kQwen2;
   c.model.vocab_size = 99;
@@ -336,7 +336,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.eval = {5, 6, 7, 8, {}, PromptFormat::kChat};
   for (const char* text : {"true", "", "null", "123", "a: b", "${not-a-ref}"}) c.eval.prompts.push_back({text, {}});
   c.eval.prompts.push_back({"", {{"system", "null"}, {"user", "a: ${b}"}}});
-  c.checkpoint = {10, 0, true, "never", 100};
+  c.checkpoint = {10, 0, true, ResumeSetting{ResumeSetting::Mode::kNever, ""}, 100};
   c.logging = {LogLevel::kDebug, 2, true, Progress::kOff, 989.5};
   c.distributed = {Backend::kGloo, 60, 12.5, ReduceDType::kBf16, 1};
   return c;

@@ -204,8 +204,26 @@ TEST_F(ConfigConflicts, ResumeMustBeAutoNeverOrAnExistingPath) {
 
 TEST_F(ConfigConflicts, DeviceAcceptsEveryDocumentedForm) {
   for (const char* d : {"auto", "cpu", "cuda", "cuda:0", "cuda:7"}) {
-    EXPECT_EQ(load(kMinimalConfig, {std::string("run.device=") + d}).config.run.device, d);
+    EXPECT_EQ(load(kMinimalConfig, {std::string("run.device=") + d}).config.run.device.str(), d);
   }
+}
+
+TEST_F(ConfigConflicts, DeviceAndResumeAreParsedIntoTheirPartsWhenLoaded) {
+  const DeviceSetting gpu = load(kMinimalConfig, {"run.device=cuda:3"}).config.run.device;
+  EXPECT_EQ(gpu.kind, DeviceSetting::Kind::kCuda);
+  EXPECT_EQ(gpu.index, 3);
+  const DeviceSetting own = load(kMinimalConfig, {"run.device=cuda"}).config.run.device;
+  EXPECT_EQ(own.kind, DeviceSetting::Kind::kCuda);
+  EXPECT_EQ(own.index, -1);  // the local rank's GPU
+  EXPECT_EQ(load(kMinimalConfig, {}).config.checkpoint.resume.mode, ResumeSetting::Mode::kAuto);
+  EXPECT_EQ(load(kMinimalConfig, {"checkpoint.resume=never"}).config.checkpoint.resume.mode,
+            ResumeSetting::Mode::kNever);
+  put("ckpt/step-2/state.json", "{}");
+  const std::string path = (dir_ / "ckpt/step-2").string();
+  const ResumeSetting from = load(kMinimalConfig, {"checkpoint.resume=" + path}).config.checkpoint.resume;
+  EXPECT_EQ(from.mode, ResumeSetting::Mode::kPath);
+  EXPECT_EQ(from.path, path);
+  EXPECT_THAT(error_of(kMinimalConfig, {"run.device=[0, 1]"}), HasSubstr("run.device: wrong type"));
 }
 
 }  // namespace

@@ -241,7 +241,7 @@ TEST_F(SweepSpecTest, EveryTrialConfigIsValidatedBeforeAnythingRuns) {
   EXPECT_EQ(plan.trials[1].loaded.config.train.max_steps, 7);
   EXPECT_EQ(plan.trials[1].loaded.config.optimizer.lr, 2e-3);
   EXPECT_EQ(plan.trials[1].loaded.config.run.output_dir, (dir_ / "out" / "lr2.0e-3").string());
-  EXPECT_EQ(plan.trials[1].loaded.config.checkpoint.resume, "auto");
+  EXPECT_EQ(plan.trials[1].loaded.config.checkpoint.resume.mode, ResumeSetting::Mode::kAuto);
   options.overrides = {"optimizer.lr=1"};
   EXPECT_THROW(sweep::make_plan(options), ConfigError);
   // eval.* metrics need evaluation data in every trial.
