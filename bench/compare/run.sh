@@ -4,15 +4,17 @@
 # (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
 # d = a and b on packed short samples, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
+# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false.
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
-# PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT.
+# PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
+# configs, KEEP_MODELS=1 to keep their random models for a later call.
 set -uo pipefail
-out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b g2 g3]}
+out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b 8b g2 g3]}
 shift
 workloads=("$@")
 ((${#workloads[@]})) || workloads=(a b c d)
@@ -117,11 +119,16 @@ for w in "${workloads[@]}"; do
        model.path="$work/model-$shape" lora.dropout=0 model.activation_checkpointing=false data.packing=false \
        "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
      contender "$w" eager; contender "$w" compile ;;
-  7b) for shape in llama2-7b mistral-7b qwen2.5-7b; do
+  7b) for shape in ${SHAPES_7B:-llama2-7b mistral-7b qwen2.5-7b}; do
         random_model "$shape"
         ft "$shape-lora" 7b --config "configs/$shape-lora.yaml" model.path="$work/model-$shape" "${pretok[@]}" \
           train.grad_accum_steps=1
-        rm -rf "$work/model-$shape"
+        [[ ${KEEP_MODELS:-0} == 1 ]] || rm -rf "$work/model-$shape"
+      done ;;
+  8b) random_model llama3-8b  # the shipped Llama-3-8B configs as they are (LoRA with dropout; full, bf16-pure)
+      for cfg in llama3-8b-lora llama3-8b-full; do
+        ft "$cfg" 8b --config "configs/$cfg.yaml" model.path="$work/model-llama3-8b" "${pretok[@]}" \
+          train.grad_accum_steps=1
       done ;;
   esac
 done

@@ -162,7 +162,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
   };
   std::vector<at::Tensor> qkv;  // [B, T, H * D], [B, T, Hkv * D], [B, T, Hkv * D]
   if (qkv_proj) {
-    const at::Tensor y = qkv_proj->forward(x);  // [B, T, (H + 2 Hkv) D]
+    const at::Tensor y = qkv_proj->forward(x, fused_linears && x.is_cuda());  // [B, T, (H + 2 Hkv) D]
     const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
     qkv = {y.narrow(-1, 0, nq), y.narrow(-1, nq, nkv), y.narrow(-1, nq + nkv, nkv)};
   } else {
@@ -193,7 +193,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
       out = std::get<0>(
           at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true, false, scale));
     }
-    return o_proj->forward(out.view({b, t, num_heads * head_dim}));
+    return o_proj->forward(out.view({b, t, num_heads * head_dim}), fused_linears && out.is_cuda());
   }
   q = q.transpose(1, 2);                                                    // [B, H, T, D]
   k = k.transpose(1, 2);                                                    // [B, Hkv, T, D]
@@ -213,7 +213,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, co
     out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(), scale, gqa);
   }
   out = out.transpose(1, 2).reshape({b, t, num_heads * head_dim});
-  return o_proj->forward(out);
+  return o_proj->forward(out, fused_linears && out.is_cuda());
 }
 
 MLPImpl::MLPImpl(const ModelArgs& a)
@@ -230,21 +230,21 @@ MLPImpl::MLPImpl(const ModelArgs& a)
 at::Tensor MLPImpl::forward(const at::Tensor& x) {
   const bool fused = fused_linears && x.is_cuda();
   if (gate_up_proj) {
-    const at::Tensor gu = gate_up_proj->forward(x);  // [B, T, 2 I], gate first
+    const at::Tensor gu = gate_up_proj->forward(x, fused);  // [B, T, 2 I], gate first
     const at::Tensor gate = gu.narrow(-1, 0, intermediate_size), up = gu.narrow(-1, intermediate_size, intermediate_size);
     if (fused && fused_swiglu_available(gate, up)) {
-      return down_proj->forward(fused_swiglu_joint(gu.reshape({-1, 2 * intermediate_size})).view(gate.sizes()));
+      return down_proj->forward(fused_swiglu_joint(gu.reshape({-1, 2 * intermediate_size})).view(gate.sizes()), fused);
     }
-    return down_proj->forward(at::silu(gate) * up);
+    return down_proj->forward(at::silu(gate) * up, fused);
   }
   const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
   const at::Tensor& gate = gu.outputs[0];  // [B, T, I]
   const at::Tensor& up = gu.outputs[1];    // [B, T, I]
   if (!fused || !fused_swiglu_available(gate, up)) {
-    return down_proj->forward((gelu_tanh ? at::gelu(gate, "tanh") : at::silu(gate)) * up);
+    return down_proj->forward((gelu_tanh ? at::gelu(gate, "tanh") : at::silu(gate)) * up, fused);
   }
-  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint, gelu_tanh).view(gate.sizes()));
-  return down_proj->forward(fused_swiglu(gate, up, gelu_tanh));
+  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint, gelu_tanh).view(gate.sizes()), fused);
+  return down_proj->forward(fused_swiglu(gate, up, gelu_tanh), fused);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {

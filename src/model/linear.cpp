@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/lora_dropout.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -61,6 +62,20 @@ at::Tensor joined_rows(const std::vector<at::Tensor>& parts) {
   return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
 }
 
+// The adapter's down projection [N, r] of its input h [N, in] (adapter_input): A dropout(h) while training with
+// adapter dropout (with `fused` on CUDA through fused_lora_dropout_down, which keeps no mask), else A h.
+at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, bool fused) {
+  if (layer.lora_dropout <= 0.0 || !layer.is_training()) return at::linear(h, layer.lora_a);
+  if (!fused || !fused_lora_dropout_available(h)) {
+    return at::linear(at::dropout(h, layer.lora_dropout, true), layer.lora_a);
+  }
+  const auto device_type = h.device().type();
+  const at::ScalarType dtype = at::autocast::is_autocast_enabled(device_type)
+                                   ? at::autocast::get_autocast_dtype(device_type)
+                                   : layer.lora_a.scalar_type();  // the GEMM's dtype, as autocast or PEFT pick it
+  return fused_lora_dropout_down(as_rows(h).to(dtype), layer.lora_a.to(dtype), layer.lora_dropout);
+}
+
 }  // namespace
 
 void LinearImpl::replace_frozen(at::Tensor new_weight, at::Tensor new_bias) {
@@ -104,12 +119,10 @@ bool join_frozen_weights(const std::vector<LinearImpl*>& layers) {
   return true;
 }
 
-at::Tensor LinearImpl::forward(const at::Tensor& x) {
+at::Tensor LinearImpl::forward(const at::Tensor& x, bool fused) {
   if (!has_lora()) return at::linear(x, weight, bias);  // [..., out]
   at::Tensor y = at::linear(as_rows(x), weight, bias);  // [N, out]
-  at::Tensor h = adapter_input(x, *this);
-  if (lora_dropout > 0.0 && is_training()) h = at::dropout(h, lora_dropout, true);
-  add_adapter_(y, at::linear(h, lora_a), lora_b, lora_scaling);
+  add_adapter_(y, adapter_down(as_rows(adapter_input(x, *this)), *this, fused), lora_b, lora_scaling);
   return from_rows(y, x);
 }
 
@@ -140,7 +153,7 @@ void LinearImpl::merge_lora() {
 LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
   const auto separate = [&] {
     LinearGroupOutput out;
-    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x));
+    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x, fused));
     return out;
   };
   if (!fused || layers.size() < 2) return separate();
@@ -196,10 +209,7 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
     const at::Tensor h = autocast ? xin : adapter_input(x, *layers[adapted[0]]);
     std::vector<at::Tensor> down;  // per adapted layer: [N, r_i]
     if (train_dropout) {
-      for (size_t i : adapted) {
-        const LinearImpl& l = *layers[i];
-        down.push_back(at::linear(l.lora_dropout > 0.0 ? at::dropout(h, l.lora_dropout, true) : h, l.lora_a));
-      }
+      for (size_t i : adapted) down.push_back(adapter_down(h, *layers[i], fused));
     } else {
       std::vector<at::Tensor> a;
       std::vector<int64_t> ranks;

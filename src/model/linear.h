@@ -14,7 +14,8 @@ namespace ft::model {
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias);
-  at::Tensor forward(const at::Tensor& x);  // [..., in] -> [..., out]
+  // [..., in] -> [..., out]; `fused`: adapter dropout through the CUDA kernel (model/lora_dropout.h) where it can.
+  at::Tensor forward(const at::Tensor& x, bool fused = false);
 
   // Adds lora_A [r, in] (kaiming-uniform, as PEFT) and lora_B [out, r] (zeros), both F32, on the weight's device.
   void add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen);

@@ -355,7 +355,7 @@ TEST(FusedKernels, GpuSwigluAndGegluMatchTheCompositeOnPairsAndJointOutputs) {
 // A model of `a` on the GPU with N(0, 0.05) weights from `seed`: F32, or with `lora` a bf16 base whose linear weights
 // (and with `freeze_embeddings` every other base tensor) are frozen, with rank-8 adapters of random B.
 std::shared_ptr<model::Transformer> random_gpu_model(const model::ModelArgs& a, uint64_t seed, bool lora,
-                                                    bool freeze_embeddings) {
+                                                    bool freeze_embeddings, double lora_dropout = 0.0) {
   at::manual_seed(seed);
   auto model = std::make_shared<model::Transformer>(a);
   for (auto& p : model->parameters()) {
@@ -371,7 +371,7 @@ std::shared_ptr<model::Transformer> random_gpu_model(const model::ModelArgs& a, 
   for (const auto& m : model->modules()) {
     if (auto* l = m->as<model::LinearImpl>()) {
       l->weight.requires_grad_(false);
-      l->add_lora(8, 16.0, 0.0, gen);
+      l->add_lora(8, 16.0, lora_dropout, gen);
       at::NoGradGuard g;
       l->lora_b.normal_(0, 0.05);
     }
@@ -458,7 +458,8 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
 // the kernel, or by autograd after it: one F32 rounding apart, which can move a bf16 rounding downstream).
 TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  for (const bool lora : {false, true}) {
+  // With adapter dropout the recompute replays the forward's masks (the kernel draws from the restored generator).
+  for (const auto& [lora, dropout] : {std::pair{false, 0.0}, std::pair{true, 0.0}, std::pair{true, 0.1}}) {
     model::ModelArgs a;
     a.vocab_size = 101;
     a.hidden_size = 256;
@@ -468,18 +469,21 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     a.num_kv_heads = 2;
     a.head_dim = 64;
     a.max_position_embeddings = 64;
-    auto model = random_gpu_model(a, 6, lora, /*freeze_embeddings=*/true);
+    auto model = random_gpu_model(a, 6, lora, /*freeze_embeddings=*/true, dropout);
     model->set_fused_kernels(true);
     const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
     auto run = [&](bool ckpt) {
       model->set_activation_checkpointing(ckpt);
+      at::manual_seed(23);
       return logits_and_grads(*model, ids);
     };
     const auto [l0, g0] = run(false);
     const auto [l1, g1] = run(true);
-    EXPECT_TRUE(at::equal(l0, l1)) << (lora ? "lora" : "full");
+    EXPECT_TRUE(at::equal(l0, l1)) << (lora ? "lora " : "full ") << dropout;
     ASSERT_EQ(g0.size(), g1.size());
-    for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 2e-2) << (lora ? "lora " : "full ") << i;
+    for (size_t i = 0; i < g0.size(); ++i) {
+      EXPECT_LT(rel(g1[i], g0[i]), 2e-2) << (lora ? "lora " : "full ") << dropout << " " << i;
+    }
   }
 }
 
