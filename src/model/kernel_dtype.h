@@ -1,7 +1,9 @@
-// The kernels' element type for an ATen dtype (model/rope.cpp, model/swiglu.cpp); only in builds with the kernels.
+// The glue between ATen tensors and the plain CUDA kernels (kernels/): element types and streams; only in builds
+// with the kernels.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <string>
 
@@ -21,6 +23,11 @@ inline kernels::DType kernel_dtype(at::ScalarType t) {
     default:
       throw Error(std::string("fused kernel: unsupported dtype ") + c10::toString(t));
   }
+}
+
+// The current CUDA stream of t's device, as the kernels take it.
+inline void* stream_of(const at::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
 inline bool kernel_supports(at::ScalarType t) {

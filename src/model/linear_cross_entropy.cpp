@@ -7,8 +7,6 @@
 #include "util/error.h"
 
 #ifdef FT_WITH_KERNELS
-#include <c10/cuda/CUDAStream.h>
-
 #include "kernels/cross_entropy.h"
 #include "model/kernel_dtype.h"
 #endif
@@ -37,7 +35,7 @@ bool kernel_rows(at::Tensor& logits, const at::Tensor& labels, at::Tensor& row_l
                               kIgnoreIndex,
                               grad};
   kernels::cross_entropy_rows(a, kernel_dtype(logits.scalar_type()),
-                              c10::cuda::getCurrentCUDAStream(logits.device().index()).stream());
+                              stream_of(logits));
   return true;
 #else
   (void)logits, (void)labels, (void)row_loss, (void)grad;

@@ -6,7 +6,6 @@
 
 #ifdef FT_WITH_KERNELS
 #include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include <mutex>
 
@@ -37,10 +36,6 @@ PhiloxSeed reserve_draws(const at::Device& device) {
   }
   FT_CHECK(!state.captured_, "fused adapter dropout does not run under CUDA graph capture");
   return {state.seed_.val, state.offset_.val};
-}
-
-void* stream_of(const at::Tensor& t) {
-  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
 // out = dropout(in) with the mask of (seed, offset); in and out contiguous, of one dtype and size (may be one tensor).

@@ -8,7 +8,6 @@
 
 #ifdef FT_WITH_KERNELS
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include "kernels/add_rms_norm.h"
 #include "model/kernel_dtype.h"
@@ -23,10 +22,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr int64_t kMaxHidden = 16384;  // kernels/add_rms_norm.cu's limit
-
-void* stream_of(const at::Tensor& t) {
-  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
-}
 
 const void* ptr_or_null(const at::Tensor& t) {
   return t.defined() ? t.data_ptr() : nullptr;

@@ -5,8 +5,6 @@
 #include "util/error.h"
 
 #ifdef FT_WITH_KERNELS
-#include <c10/cuda/CUDAStream.h>
-
 #include "kernels/rope.h"
 #include "model/kernel_dtype.h"
 #endif
@@ -27,7 +25,7 @@ at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
   at::Tensor y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   kernels::rope(xc.data_ptr(), xc.stride(1), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), x.size(0) * x.size(1),
                 heads, d, sign, kernel_dtype(x.scalar_type()),
-                c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+                stream_of(x));
   return y;
 }
 

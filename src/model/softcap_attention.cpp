@@ -7,8 +7,6 @@
 #include "util/error.h"
 
 #ifdef FT_WITH_KERNELS
-#include <c10/cuda/CUDAStream.h>
-
 #include "kernels/softcap_softmax.h"
 #include "model/kernel_dtype.h"
 #endif
@@ -39,10 +37,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void* stream_of(const at::Tensor& t) {
-  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
-}
 
 // The kernel's row layout for scores [B, Hkv, G * T, S]: rows run over batch, heads (KV head, then group) and
 // queries, which is [B, H, T] since query head h reads KV head h / G.

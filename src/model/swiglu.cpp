@@ -5,8 +5,6 @@
 #include "util/error.h"
 
 #ifdef FT_WITH_KERNELS
-#include <c10/cuda/CUDAStream.h>
-
 #include "kernels/swiglu.h"
 #include "model/kernel_dtype.h"
 #endif
@@ -29,10 +27,6 @@ at::Tensor as_rows(const at::Tensor& t) {
 kernels::Matrix matrix(const at::Tensor& m, int64_t column_offset = 0) {
   const int64_t ld = m.size(0) > 1 ? m.stride(0) : m.size(1);
   return {static_cast<char*>(m.data_ptr()) + column_offset * static_cast<int64_t>(m.element_size()), ld};
-}
-
-void* stream_of(const at::Tensor& t) {
-  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
 kernels::GateAct activation(bool gelu) {
