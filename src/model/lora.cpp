@@ -89,14 +89,7 @@ void join_frozen_groups(Transformer& model) {
 
 }  // namespace
 
-using lora_detail::add_adapters;
-using lora_detail::check_targets;
-using lora_detail::kAllLinear;
-using lora_detail::kEmbedPath;
-using lora_detail::kLmHeadPath;
-using lora_detail::kPeftPrefix;
-using lora_detail::kTokenDelta;
-using lora_detail::projections;
+using namespace lora_detail;  // PEFT's names and the projection walk (lora_internal.h)
 
 std::vector<std::string> lora_target_names(const ModelArgs& args) {
   if (args.fused_projections) return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};

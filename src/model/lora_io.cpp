@@ -16,15 +16,7 @@
 
 namespace ft::model {
 
-using lora_detail::add_adapters;
-using lora_detail::check_targets;
-using lora_detail::kAllLinear;
-using lora_detail::kEmbedPath;
-using lora_detail::kLmHeadPath;
-using lora_detail::kPeftPrefix;
-using lora_detail::kTokenBase;
-using lora_detail::kTokenDelta;
-using lora_detail::projections;
+using namespace lora_detail;  // PEFT's names and the projection walk (lora_internal.h)
 
 namespace {
 
