@@ -195,7 +195,7 @@ class Binder {
     errors_.add(n.origin, key, detail::invalid_choice(n.scalar, choices));
   }
 
-  // A keyword-or-value setting (config/settings.h).
+  // A keyword-or-value setting (config/open_settings.h).
   template <class T, std::enable_if_t<is_open_setting_v<T>, int> = 0>
   void bind(const Node& n, const std::string& key, const std::string& /*normal*/, T& out) {
     if (n.kind != Node::Kind::kScalar) return type_error(n, key, T::kExpected);
