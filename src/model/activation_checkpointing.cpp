@@ -62,22 +62,43 @@ class RngScope {
   at::Tensor cpu_now_, device_now_;
 };
 
+// The layer's part of the attention plan in saved_data, and back.
+void save_mask(AutogradContext* ctx, const AttentionMask& mask) {
+  ctx->saved_data["kernel"] = static_cast<int64_t>(mask.kernel);
+  ctx->saved_data["causal"] = mask.causal;
+  if (mask.mask.defined()) ctx->saved_data["mask"] = mask.mask;
+  if (mask.varlen()) {
+    ctx->saved_data["cu_seqlens"] = mask.cu_seqlens;
+    ctx->saved_data["max_seqlen"] = mask.max_seqlen;
+    ctx->saved_data["window"] = mask.window;
+  }
+}
+
+AttentionMask saved_mask(AutogradContext* ctx) {
+  AttentionMask mask;
+  mask.kernel = static_cast<AttentionKernel>(ctx->saved_data["kernel"].toInt());
+  mask.causal = ctx->saved_data["causal"].toBool();
+  if (ctx->saved_data.count("mask")) mask.mask = ctx->saved_data["mask"].toTensor();
+  if (ctx->saved_data.count("cu_seqlens")) {
+    mask.cu_seqlens = ctx->saved_data["cu_seqlens"].toTensor();
+    mask.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
+    mask.window = ctx->saved_data["window"].toInt();
+  }
+  return mask;
+}
+
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   // inputs: residual and pending [B, T, hidden] (pending absent before the first layer), cos/sin [B, T, D], then the
   // layer's trainable parameters. The mask is no autograd input (an undefined tensor cannot be one), so it travels in
-  // saved_data. Keeps h = residual + pending [B, T, hidden], the layer input, as the one activation.
-  static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const AttentionMask* mask,
+  // saved_data, and so does the kernel policy (the model's, which outlives its autograd graph). Keeps
+  // h = residual + pending [B, T, hidden], the layer input, as the one activation.
+  static variable_list forward(AutogradContext* ctx, DecoderLayerImpl* layer, const LayerContext* lc,
                                const at::Tensor& residual, const std::optional<at::Tensor>& pending, at::Tensor cos,
                                at::Tensor sin, at::TensorList params) {
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);  // the model outlives its autograd graph
-    ctx->saved_data["causal"] = mask->causal;
-    if (mask->mask.defined()) ctx->saved_data["mask"] = mask->mask;
-    if (mask->varlen()) {
-      ctx->saved_data["cu_seqlens"] = mask->cu_seqlens;
-      ctx->saved_data["max_seqlen"] = mask->max_seqlen;
-      ctx->saved_data["window"] = mask->window;
-    }
+    ctx->saved_data["policy"] = reinterpret_cast<int64_t>(lc->policy);
+    save_mask(ctx, *lc->mask);
     ctx->saved_data["num_params"] = static_cast<int64_t>(params.size());
     const auto ac = AutocastState::capture();
     ctx->saved_data["ac_cpu"] = ac.cpu;
@@ -90,16 +111,17 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     }
     ctx->saved_data["h_grad"] = residual.requires_grad() || (pending && pending->requires_grad());
     ctx->saved_data["pending_dtype"] = pending ? static_cast<int64_t>(pending->scalar_type()) : int64_t{-1};
-    const auto [h, normed] = layer->input_norm(residual, pending ? *pending : at::Tensor());
+    const auto [h, normed] = layer->input_norm(residual, pending ? *pending : at::Tensor(), *lc->policy);
     ctx->save_for_backward({h, cos, sin});
-    const auto [out_residual, out_delta] = layer->forward_normed(h, normed, cos, sin, *mask, nullptr);
+    const LayerContext layer_ctx{cos, sin, lc->mask, nullptr, lc->policy};
+    const auto [out_residual, out_delta] = layer->forward_normed(h, normed, layer_ctx);
     return {out_residual, out_delta};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
-    const bool causal = ctx->saved_data["causal"].toBool();
+    const auto* policy = reinterpret_cast<const KernelPolicy*>(ctx->saved_data["policy"].toInt());
     const int64_t n = ctx->saved_data["num_params"].toInt();
     AutocastState ac;
     ac.cpu = ctx->saved_data["ac_cpu"].toBool();
@@ -121,17 +143,11 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       RngScope rng(h.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
       AutocastGuard cpu_autocast(at::kCPU, ac.cpu_dtype, ac.cpu);
       AutocastGuard cuda_autocast(at::kCUDA, ac.cuda_dtype, ac.cuda);
-      AttentionMask mask;
-      mask.causal = causal;
-      if (ctx->saved_data.count("mask")) mask.mask = ctx->saved_data["mask"].toTensor();
-      if (ctx->saved_data.count("cu_seqlens")) {
-        mask.cu_seqlens = ctx->saved_data["cu_seqlens"].toTensor();
-        mask.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
-        mask.window = ctx->saved_data["window"].toInt();
-      }
-      // The norm of h alone gives the bits the forward's fused add + norm gave (RMSNormImpl::add_forward).
-      const auto normed = layer->input_norm(h, at::Tensor()).second;
-      std::tie(out_residual, out_delta) = layer->forward_normed(h, normed, saved[1], saved[2], mask, nullptr);
+      const AttentionMask mask = saved_mask(ctx);
+      // The norm of h alone gives the bits the forward's fused add + norm gave (ops::add_rms_norm).
+      const auto normed = layer->input_norm(h, at::Tensor(), *policy).second;
+      const LayerContext layer_ctx{saved[1], saved[2], &mask, nullptr, policy};
+      std::tie(out_residual, out_delta) = layer->forward_normed(h, normed, layer_ctx);
     }
     variable_list outputs, grads_of_outputs;
     for (size_t i = 0; i < 2; ++i) {
@@ -147,8 +163,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     variable_list grads = outputs.empty()
                               ? variable_list(wrt.size())
                               : torch::autograd::grad(outputs, wrt, grads_of_outputs, std::nullopt, false, true);
-    // One slot per forward input: layer, mask, residual, pending, cos, sin, then each parameter. residual and pending
-    // both get h's gradient, pending's in its own dtype (what autograd's add would give it).
+    // One slot per forward input: layer, context, residual, pending, cos, sin, then each parameter. residual and
+    // pending both get h's gradient, pending's in its own dtype (what autograd's add would give it).
     variable_list result = {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     size_t g = 0;
     if (h_grad) {
@@ -165,16 +181,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& residual,
-                                                     const at::Tensor& pending, const at::Tensor& cos,
-                                                     const at::Tensor& sin, const AttentionMask& mask) {
+                                                     const at::Tensor& pending, const LayerContext& ctx) {
   variable_list params;
   for (auto& p : layer.parameters()) {
     if (p.requires_grad()) params.push_back(p);
   }
   // TensorList (not std::vector) so that autograd sees every parameter as an input.
-  const auto out = CheckpointFunction::apply(&layer, &mask, residual,
-                                             pending.defined() ? std::optional<at::Tensor>(pending) : std::nullopt, cos,
-                                             sin, at::TensorList(params));
+  const auto out = CheckpointFunction::apply(&layer, &ctx, residual,
+                                             pending.defined() ? std::optional<at::Tensor>(pending) : std::nullopt,
+                                             ctx.cos, ctx.sin, at::TensorList(params));
   return {out[0], out[1]};
 }
 

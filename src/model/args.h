@@ -101,6 +101,14 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
 // Writes config.json that transformers' from_pretrained reads (keys of the loaded file are kept, ours override).
 void save_hf_config(const ModelArgs& args, const std::filesystem::path& path);
 
+// Writes generation_config.json with the special-token ids of `args`, which transformers' generate() stops and pads
+// with (a model directory without one, and a config.json without EOS, generates up to max_new_tokens).
+void save_generation_config(const ModelArgs& args, const std::filesystem::path& path);
+
+// Fills the special-token ids that `args` (config.json) lacks from the tokenizer's (negative: none), so a saved
+// model names the EOS its tokenizer appends in training.
+void fill_special_token_ids(ModelArgs& args, int64_t bos_id, int64_t eos_id, int64_t pad_id);
+
 // From-scratch training: model dims from the YAML config.
 ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size);
 

@@ -12,6 +12,17 @@ using json = nlohmann::json;
 
 namespace {
 
+// bos_token_id, eos_token_id (a list when there are several) and pad_token_id, null when unknown.
+void put_special_token_ids(const ModelArgs& a, json& j) {
+  j["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
+  if (a.eos_token_ids.size() > 1) {
+    j["eos_token_id"] = a.eos_token_ids;
+  } else {
+    j["eos_token_id"] = a.eos_token_id ? json(*a.eos_token_id) : json(nullptr);
+  }
+  j["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
+}
+
 void save_gemma_fields(const ModelArgs& a, json& j) {
   const auto optional = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   j["hidden_activation"] = a.hidden_act;
@@ -97,16 +108,25 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
     j["partial_rotary_factor"] = a.partial_rotary_factor;
     j["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
   }
-  j["bos_token_id"] = a.bos_token_id ? json(*a.bos_token_id) : json(nullptr);
-  if (a.eos_token_ids.size() > 1) {
-    j["eos_token_id"] = a.eos_token_ids;
-  } else {
-    j["eos_token_id"] = a.eos_token_id ? json(*a.eos_token_id) : json(nullptr);
-  }
-  j["pad_token_id"] = a.pad_token_id ? json(*a.pad_token_id) : json(nullptr);
+  put_special_token_ids(a, j);
   j["torch_dtype"] = a.torch_dtype;
   j["dtype"] = a.torch_dtype;
   ft::write_file(path, j.dump(2) + "\n");
+}
+
+void save_generation_config(const ModelArgs& args, const std::filesystem::path& path) {
+  json j = json::object();
+  put_special_token_ids(args, j);
+  ft::write_file(path, j.dump(2) + "\n");
+}
+
+void fill_special_token_ids(ModelArgs& args, int64_t bos_id, int64_t eos_id, int64_t pad_id) {
+  if (!args.bos_token_id && bos_id >= 0) args.bos_token_id = bos_id;
+  if (!args.eos_token_id && args.eos_token_ids.empty() && eos_id >= 0) {
+    args.eos_token_id = eos_id;
+    args.eos_token_ids = {eos_id};
+  }
+  if (!args.pad_token_id && pad_id >= 0) args.pad_token_id = pad_id;
 }
 
 }  // namespace ft::model

@@ -1,80 +1,22 @@
 #include "model/layers.h"
 
 #include <cmath>
-#include <limits>
 
-#include <ATen/autocast_mode.h>
-
-#include "model/norm.h"
-#include "model/rope.h"
-#include "model/softcap_attention.h"
-#include "model/swiglu.h"
 #include "util/error.h"
 
 namespace ft::model {
-
-std::pair<at::Tensor, at::Tensor> KVCache::append(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
-  if (static_cast<int64_t>(keys.size()) <= layer) {
-    keys.resize(layer + 1);
-    values.resize(layer + 1);
-  }
-  const int64_t t = k.size(2);
-  at::Tensor& kb = keys[layer];
-  at::Tensor& vb = values[layer];
-  if (!kb.defined() || kb.size(2) < length + t) {
-    // Grow geometrically so decoding N tokens copies O(N) elements in total.
-    const int64_t capacity = std::max<int64_t>(length + t, kb.defined() ? 2 * kb.size(2) : length + t + 64);
-    auto grow = [&](at::Tensor& buf, const at::Tensor& like) {
-      at::Tensor bigger = at::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.options());
-      if (buf.defined() && length > 0) bigger.narrow(2, 0, length).copy_(buf.narrow(2, 0, length));
-      buf = bigger;
-    };
-    grow(kb, k);
-    grow(vb, v);
-  }
-  kb.narrow(2, length, t).copy_(k);
-  vb.narrow(2, length, t).copy_(v);
-  return {kb.narrow(2, 0, length + t), vb.narrow(2, 0, length + t)};
-}
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_, bool unit_offset_) : eps(eps_), unit_offset(unit_offset_) {
   weight = register_parameter("weight", unit_offset ? at::zeros({dim}) : at::ones({dim}));
 }
 
-at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
-  if (fused && !unit_offset && x.is_cuda() && x.scalar_type() == weight.scalar_type()) {
-    return std::get<0>(at::_fused_rms_norm(x, {weight.size(0)}, weight, eps));
-  }
-  if (fused && unit_offset && add_rms_norm_available(x, at::Tensor(), weight, x.scalar_type())) {
-    return fused_rms_norm(x, weight, eps, x.scalar_type(), 1.0);  // Gemma's F32 math, in x's dtype
-  }
-  const auto in_dtype = x.scalar_type();
-  at::Tensor h = x.to(at::kFloat);
-  h = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
-  if (unit_offset) return (h * (weight.to(at::kFloat) + 1.0)).to(in_dtype);
-  return weight * h.to(in_dtype);
+at::Tensor RMSNormImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {
+  return ops::rms_norm(x, spec(), policy);
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& residual, const at::Tensor& delta,
-                                                           bool gemm_input) {
-  if (!fused || !residual.is_cuda()) {
-    at::Tensor h = delta.defined() ? residual + delta : residual;
-    return {h, forward(h)};
-  }
-  const double offset = unit_offset ? 1.0 : 0.0;
-  // forward's dtype (weight * normalized-in-x's-dtype; Gemma: x's), or the autocast dtype the GEMMs would cast to.
-  const auto device_type = residual.device().type();
-  const at::ScalarType out = gemm_input && at::autocast::is_autocast_enabled(device_type)
-                                 ? at::autocast::get_autocast_dtype(device_type)
-                             : unit_offset ? residual.scalar_type()
-                                           : at::promote_types(residual.scalar_type(), weight.scalar_type());
-  if (delta.defined() && add_rms_norm_available(residual, delta, weight, out)) {
-    return add_rms_norm(residual, delta, weight, eps, out, offset);
-  }
-  // Where the add cannot fuse, the norm of h still takes the one path a recompute from h alone takes.
-  at::Tensor h = delta.defined() ? residual + delta : residual;
-  if (add_rms_norm_available(h, at::Tensor(), weight, out)) return {h, fused_rms_norm(h, weight, eps, out, offset)};
-  return {h, forward(h)};
+                                                           bool gemm_input, const KernelPolicy& policy) {
+  return ops::add_rms_norm(residual, delta, spec(), gemm_input, policy);
 }
 
 Rotary::Rotary(const ModelArgs& a) {
@@ -121,18 +63,10 @@ std::pair<at::Tensor, at::Tensor> Rotary::cos_sin(const at::Tensor& position_ids
   return {emb.cos(), emb.sin()};
 }
 
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  at::Tensor c = cos.to(x.scalar_type()).unsqueeze(2);  // [B, T, 1, D]
-  at::Tensor s = sin.to(x.scalar_type()).unsqueeze(2);
-  at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * c + rotated * s;
-}
-
 AttentionImpl::AttentionImpl(const ModelArgs& a)
     : num_heads(a.num_heads), num_kv_heads(a.num_kv_heads), head_dim(a.head_dim) {
-  if (a.query_pre_attn_scalar) scale = 1.0 / std::sqrt(*a.query_pre_attn_scalar);
-  softcap = a.attn_logit_softcapping;
+  if (a.query_pre_attn_scalar) scores.scale = 1.0 / std::sqrt(*a.query_pre_attn_scalar);
+  scores.softcap = a.attn_logit_softcapping;
   if (a.fused_projections) {
     qkv_proj = register_module(
         "qkv_proj", Linear(a.hidden_size, (a.num_heads + 2 * a.num_kv_heads) * a.head_dim, a.attention_bias));
@@ -148,72 +82,34 @@ AttentionImpl::AttentionImpl(const ModelArgs& a)
   }
 }
 
-at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                                  const AttentionMask& mask, KVCache* cache, int64_t layer_index) {
+std::array<at::Tensor, 3> AttentionImpl::project(const at::Tensor& x, const LayerContext& ctx) {
+  const KernelPolicy& policy = *ctx.policy;
   const int64_t b = x.size(0), t = x.size(1);
-  auto rotate = [&](const at::Tensor& h) {
-    return fused_rope && fused_rope_available(h, cos) ? fused_rope_apply(h, cos, sin) : apply_rotary(h, cos, sin);
-  };
-  // Partial rotary (phi3's partial_rotary_factor): the first cos.size(-1) dims of each head turn, the rest pass.
-  auto rotary = [&](const at::Tensor& h) {
-    const int64_t r = cos.size(-1);
-    if (r == head_dim) return rotate(h);
-    return at::cat({rotate(h.narrow(-1, 0, r)), h.narrow(-1, r, head_dim - r)}, -1);
-  };
   std::vector<at::Tensor> qkv;  // [B, T, H * D], [B, T, Hkv * D], [B, T, Hkv * D]
   if (qkv_proj) {
-    const at::Tensor y = qkv_proj->forward(x, fused_linears && x.is_cuda());  // [B, T, (H + 2 Hkv) D]
+    const at::Tensor y = qkv_proj->forward(x, policy);  // [B, T, (H + 2 Hkv) D]
     const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
     qkv = {y.narrow(-1, 0, nq), y.narrow(-1, nq, nkv), y.narrow(-1, nq + nkv, nkv)};
   } else {
-    qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, fused_linears && x.is_cuda()).outputs;
+    qkv = linear_group(x, {q_proj.get(), k_proj.get(), v_proj.get()}, policy).outputs;
   }
   // q, k and v may be column blocks of one GEMM output [N, (H + 2 Hkv) D]. What backward keeps of them (v, and the
   // per-head norms' inputs) is copied out, so that the joint output is freed after this forward: a view saved for
   // backward would keep all of it (2.5 GiB more for an 8B model at 8,192 tokens). No copy when they are apart.
   // Per-head norm (qwen3): in F32 with an F32 weight, back to the projection's dtype so q, k and v agree.
-  auto head_norm = [](RMSNorm& norm, const at::Tensor& h) {
-    return norm ? norm->forward(h.contiguous()).to(h.scalar_type()) : h;
+  auto head_norm = [&](RMSNorm& norm, const at::Tensor& h) {
+    return norm ? norm->forward(h.contiguous(), policy).to(h.scalar_type()) : h;
   };
-  at::Tensor q = rotary(head_norm(q_norm, qkv[0].view({b, t, num_heads, head_dim})));     // [B, T, H, D]
-  at::Tensor k = rotary(head_norm(k_norm, qkv[1].view({b, t, num_kv_heads, head_dim})));  // [B, T, Hkv, D]
-  at::Tensor v = qkv[2].view({b, t, num_kv_heads, head_dim}).contiguous();                // [B, T, Hkv, D]
-  if (mask.varlen()) {
-    // Packed rows: every piece is its own causal sequence over the flattened tokens; no [T, T] mask exists.
-    FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");
-    const at::Tensor fq = q.reshape({b * t, num_heads, head_dim});
-    const at::Tensor fk = k.reshape({b * t, num_kv_heads, head_dim});
-    const at::Tensor fv = v.reshape({b * t, num_kv_heads, head_dim});
-    const int64_t n = mask.max_seqlen;
-    at::Tensor out;         // [B * T, H, D]
-    if (mask.window > 0) {  // a query sees itself and the window - 1 keys before it
-      out = std::get<0>(at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true,
-                                                     false, scale, mask.window - 1, int64_t{0}));
-    } else {
-      out = std::get<0>(
-          at::_flash_attention_forward(fq, fk, fv, mask.cu_seqlens, mask.cu_seqlens, n, n, 0.0, true, false, scale));
-    }
-    return o_proj->forward(out.view({b, t, num_heads * head_dim}), fused_linears && out.is_cuda());
-  }
-  q = q.transpose(1, 2);                                                    // [B, H, T, D]
-  k = k.transpose(1, 2);                                                    // [B, Hkv, T, D]
-  v = v.transpose(1, 2);                                                    // [B, Hkv, T, D]
-  if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);  // [B, Hkv, S, D]
-  const bool gqa = num_heads != num_kv_heads;
-  at::Tensor out;  // [B, H, T, D]
-  if (softcap) {
-    const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    out = fused_softcap && fused_softcap_available(q, k, v)
-              ? fused_softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap)
-              : softcapped_attention(q, k, v, mask.mask, mask.causal, s, *softcap);
-  } else {
-    // SDPA needs matching dtypes; under autocast q/k/v already agree, and the cache keeps the dtype it was given.
-    const std::optional<at::Tensor> attn_mask =
-        mask.mask.defined() ? std::optional<at::Tensor>(mask.mask) : std::nullopt;
-    out = at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, mask.causal && !mask.mask.defined(), scale, gqa);
-  }
-  out = out.transpose(1, 2).reshape({b, t, num_heads * head_dim});
-  return o_proj->forward(out, fused_linears && out.is_cuda());
+  const at::Tensor q = head_norm(q_norm, qkv[0].view({b, t, num_heads, head_dim}));     // [B, T, H, D]
+  const at::Tensor k = head_norm(k_norm, qkv[1].view({b, t, num_kv_heads, head_dim}));  // [B, T, Hkv, D]
+  return {ops::rope(q, ctx.cos, ctx.sin, policy), ops::rope(k, ctx.cos, ctx.sin, policy),
+          qkv[2].view({b, t, num_kv_heads, head_dim}).contiguous()};  // v [B, T, Hkv, D]
+}
+
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const LayerContext& ctx, int64_t layer_index) {
+  const auto [q, k, v] = project(x, ctx);
+  const at::Tensor out = ops::attention(q, k, v, *ctx.mask, scores, *ctx.policy, ctx.cache, layer_index);
+  return o_proj->forward(out, *ctx.policy);  // out [B, T, H * D]
 }
 
 MLPImpl::MLPImpl(const ModelArgs& a)
@@ -227,24 +123,18 @@ MLPImpl::MLPImpl(const ModelArgs& a)
   down_proj = register_module("down_proj", Linear(a.intermediate_size, a.hidden_size, a.mlp_bias));
 }
 
-at::Tensor MLPImpl::forward(const at::Tensor& x) {
-  const bool fused = fused_linears && x.is_cuda();
+at::Tensor MLPImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {
   if (gate_up_proj) {
-    const at::Tensor gu = gate_up_proj->forward(x, fused);  // [B, T, 2 I], gate first
-    const at::Tensor gate = gu.narrow(-1, 0, intermediate_size), up = gu.narrow(-1, intermediate_size, intermediate_size);
-    if (fused && fused_swiglu_available(gate, up)) {
-      return down_proj->forward(fused_swiglu_joint(gu.reshape({-1, 2 * intermediate_size})).view(gate.sizes()), fused);
-    }
-    return down_proj->forward(at::silu(gate) * up, fused);
+    const at::Tensor gu = gate_up_proj->forward(x, policy);  // [B, T, 2 I], gate first
+    const at::Tensor gate = gu.narrow(-1, 0, intermediate_size);                  // [B, T, I]
+    const at::Tensor up = gu.narrow(-1, intermediate_size, intermediate_size);  // [B, T, I]
+    const at::Tensor joint = gu.reshape({-1, 2 * intermediate_size});  // [N, 2 I]
+    return down_proj->forward(ops::gated_activation(gate, up, joint, gelu_tanh, policy), policy);
   }
-  const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, fused);
+  const LinearGroupOutput gu = linear_group(x, {gate_proj.get(), up_proj.get()}, policy);
   const at::Tensor& gate = gu.outputs[0];  // [B, T, I]
   const at::Tensor& up = gu.outputs[1];    // [B, T, I]
-  if (!fused || !fused_swiglu_available(gate, up)) {
-    return down_proj->forward((gelu_tanh ? at::gelu(gate, "tanh") : at::silu(gate)) * up, fused);
-  }
-  if (gu.joint.defined()) return down_proj->forward(fused_swiglu_joint(gu.joint, gelu_tanh).view(gate.sizes()), fused);
-  return down_proj->forward(fused_swiglu(gate, up, gelu_tanh), fused);
+  return down_proj->forward(ops::gated_activation(gate, up, gu.joint, gelu_tanh, policy), policy);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {
@@ -262,27 +152,27 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(i
 }
 
 std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward(const at::Tensor& residual, const at::Tensor& pending,
-                                                            const at::Tensor& cos, const at::Tensor& sin,
-                                                            const AttentionMask& mask, KVCache* cache) {
-  const auto [h, normed] = input_norm(residual, pending);
-  return forward_normed(h, normed, cos, sin, mask, cache);
+                                                            const LayerContext& ctx) {
+  const auto [h, normed] = input_norm(residual, pending, *ctx.policy);
+  return forward_normed(h, normed, ctx);
 }
 
-std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::input_norm(const at::Tensor& residual, const at::Tensor& pending) {
-  return input_layernorm->add_forward(residual, pending, /*gemm_input=*/true);
+std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::input_norm(const at::Tensor& residual, const at::Tensor& pending,
+                                                               const KernelPolicy& policy) {
+  return input_layernorm->add_forward(residual, pending, /*gemm_input=*/true, policy);
 }
 
 std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward_normed(const at::Tensor& h, const at::Tensor& normed,
-                                                                   const at::Tensor& cos, const at::Tensor& sin,
-                                                                   const AttentionMask& mask, KVCache* cache) {
-  const at::Tensor attn = self_attn->forward(normed, cos, sin, mask, cache, index);  // [B, T, hidden]
+                                                                   const LayerContext& ctx) {
+  const KernelPolicy& policy = *ctx.policy;
+  const at::Tensor attn = self_attn->forward(normed, ctx, index);  // [B, T, hidden]
   if (pre_feedforward_layernorm) {  // gemma: the normed outputs of attention and MLP join the stream
-    const auto [h2, normed2] =
-        pre_feedforward_layernorm->add_forward(h, post_attention_layernorm->forward(attn), /*gemm_input=*/true);
-    return {h2, post_feedforward_layernorm->forward(mlp->forward(normed2))};
+    const at::Tensor attn_normed = post_attention_layernorm->forward(attn, policy);  // [B, T, hidden]
+    const auto [h2, normed2] = pre_feedforward_layernorm->add_forward(h, attn_normed, /*gemm_input=*/true, policy);
+    return {h2, post_feedforward_layernorm->forward(mlp->forward(normed2, policy), policy)};
   }
-  const auto [h2, normed2] = post_attention_layernorm->add_forward(h, attn, /*gemm_input=*/true);
-  return {h2, mlp->forward(normed2)};
+  const auto [h2, normed2] = post_attention_layernorm->add_forward(h, attn, /*gemm_input=*/true, policy);
+  return {h2, mlp->forward(normed2, policy)};
 }
 
 }  // namespace ft::model

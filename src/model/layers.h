@@ -5,44 +5,40 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <array>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "model/args.h"
+#include "model/attention.h"
+#include "model/kernel_policy.h"
 #include "model/linear.h"
+#include "model/ops.h"
 
 namespace ft::model {
 
-// Keys and values of every layer, for incremental decoding. Buffers grow on demand.
-struct KVCache {
-  std::vector<at::Tensor> keys;    // per layer: [B, Hkv, capacity, D] in the dtype of the first keys written
-  std::vector<at::Tensor> values;  // per layer: [B, Hkv, capacity, D]
-  int64_t length = 0;              // positions filled so far (the same for every layer)
-
-  // Appends k, v ([B, Hkv, T, D]) for `layer` at position `length`; returns the filled prefix of keys and values.
-  std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
+// What every layer of one forward reads besides its hidden state.
+struct LayerContext {
+  at::Tensor cos, sin;                   // [B, T, R] rotary tables in the compute dtype
+  const AttentionMask* mask = nullptr;   // the layer kind's part of the batch's AttentionPlan
+  KVCache* cache = nullptr;              // incremental decoding, else nullptr
+  const KernelPolicy* policy = nullptr;  // the run's kernels
 };
 
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale (Llama). With `unit_offset` (Gemma):
-// normalize and scale by (1 + weight) in F32, then cast back; the weight starts at zero.
+// normalize and scale by (1 + weight) in F32, then cast back; the weight starts at zero. The kernels: model/ops.h.
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, bool unit_offset = false);
-  at::Tensor forward(const at::Tensor& x);  // [..., dim]
-  // The residual add before the norm: returns (h, norm(h)) for h = residual + delta [..., dim] (h = residual when
-  // delta is undefined). Composite: exactly `h = residual + delta; forward(h)`. With `fused` on CUDA, one kernel
-  // (model/norm.h) does the add and the norm, and with `gemm_input` (the norm only feeds GEMMs) under autocast it
-  // writes norm(h) in the autocast dtype, the dtype the GEMMs would cast it to; otherwise in forward's dtype. The
-  // norm of the same h is bitwise the same whether the add was fused or not (activation checkpointing recomputes a
-  // layer from its h alone).
-  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& residual, const at::Tensor& delta, bool gemm_input);
+  at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);  // [..., dim] (ops::rms_norm)
+  // The residual add before the norm: (h, norm(h)) for h = residual + delta [..., dim] (ops::add_rms_norm).
+  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& residual, const at::Tensor& delta, bool gemm_input,
+                                                const KernelPolicy& policy);
+  NormSpec spec() const { return {weight, eps, unit_offset}; }
   at::Tensor weight;  // [dim]
   double eps;
   bool unit_offset;
-  // CUDA: the kernels of model/norm.h (add_forward; forward with unit_offset) and at::_fused_rms_norm (forward, x's
-  // dtype == weight's) with F32 statistics and one rounding instead of the composite; elsewhere the composite.
-  bool fused = false;
 };
 TORCH_MODULE(RMSNorm);
 
@@ -61,49 +57,31 @@ class Rotary {
   double scale_ = 1.0;            // longrope: cos and sin are multiplied by the attention factor
 };
 
-// q/k [B, T, H, D] rotated with cos/sin [B, T, D] (cast to q's dtype first).
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-
-// How attention masks keys. With `cu_seqlens` defined: varlen flash attention, causal within each piece (packed
-// rows, or each row one piece when only the sliding window needs a mask). Otherwise is_causal when `mask` is
-// undefined and `causal` is set, else the bool mask [B or 1, 1, T, S] (true = attend) or no mask at all
-// (single-token decoding).
-struct AttentionMask {
-  at::Tensor mask;        // Bool [B or 1, 1, T, S] or undefined
-  bool causal = true;
-  at::Tensor cu_seqlens;  // I32 [S + 1] on the device: piece starts in the flattened [B * T] tokens, or undefined
-  int64_t max_seqlen = 0; // the longest piece
-  int64_t window = 0;     // varlen: sliding window (a query sees the `window` latest keys, itself included); 0 = off
-  bool varlen() const { return cu_seqlens.defined(); }
-};
-
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelArgs& args);
-  // x [B, T, hidden]; cos/sin [B, T, D]; returns [B, T, hidden].
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
-                     KVCache* cache, int64_t layer_index);
+  // x [B, T, hidden]; returns [B, T, hidden]. `layer_index`: this layer's slot in the KV cache.
+  at::Tensor forward(const at::Tensor& x, const LayerContext& ctx, int64_t layer_index);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   Linear qkv_proj{nullptr};  // phi3 (ModelArgs::fused_projections): q, k, v in one weight; q/k/v_proj are null then
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // qwen3, gemma3: over each head's [D] before RoPE; else null
   int64_t num_heads, num_kv_heads, head_dim;
-  std::optional<double> scale;    // gemma: query_pre_attn_scalar^-1/2; unset = head_dim^-1/2
-  std::optional<double> softcap;  // gemma2: attn_logit_softcapping (the eager path)
-  bool fused_rope = false;     // CUDA: rotary embedding in one kernel per direction (model/rope.h)
-  bool fused_linears = false;  // CUDA: q, k and v projections as one linear_group
-  bool fused_softcap = false;  // CUDA: soft-capped attention through one kernel per direction (softcap_attention.h)
+  AttentionScores scores;  // gemma: query_pre_attn_scalar^-1/2 and (gemma2) attn_logit_softcapping
+
+ private:
+  // q [B, T, H, D], k and v [B, T, Hkv, D]: projected, per-head normed (qwen3, gemma3) and rotated.
+  std::array<at::Tensor, 3> project(const at::Tensor& x, const LayerContext& ctx);
 };
 TORCH_MODULE(Attention);
 
 class MLPImpl : public torch::nn::Module {
  public:
   explicit MLPImpl(const ModelArgs& args);
-  at::Tensor forward(const at::Tensor& x);  // [B, T, hidden]
+  at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);  // [B, T, hidden]
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   Linear gate_up_proj{nullptr};  // phi3: gate and up in one weight (gate rows first); gate/up_proj are null then
   int64_t intermediate_size;
-  bool gelu_tanh;              // gemma: GeGLU (tanh-approximate GELU of the gate) instead of SwiGLU
-  bool fused_linears = false;  // CUDA: gate and up projections as one linear_group, SwiGLU/GeGLU in one kernel
+  bool gelu_tanh;  // gemma: GeGLU (tanh-approximate GELU of the gate) instead of SwiGLU
 };
 TORCH_MODULE(MLP);
 
@@ -113,16 +91,16 @@ TORCH_MODULE(MLP);
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelArgs& args, int64_t index);
-  // residual [B, T, hidden]; pending [B, T, hidden] or undefined (the first layer); cos/sin [B, T, D]. The layer's
-  // input is residual + pending; returns (residual, delta) [B, T, hidden] each, the layer's output being their sum.
+  // residual [B, T, hidden]; pending [B, T, hidden] or undefined (the first layer). The layer's input is
+  // residual + pending; returns (residual, delta) [B, T, hidden] each, the layer's output being their sum.
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& residual, const at::Tensor& pending,
-                                            const at::Tensor& cos, const at::Tensor& sin, const AttentionMask& mask,
-                                            KVCache* cache);
+                                            const LayerContext& ctx);
   // The two halves of forward: the input norm, (h, normed) with h = residual + pending [B, T, hidden], and the rest of
   // the layer from h and normed. Activation checkpointing keeps only h and recomputes from input_norm(h, {}).
-  std::pair<at::Tensor, at::Tensor> input_norm(const at::Tensor& residual, const at::Tensor& pending);
-  std::pair<at::Tensor, at::Tensor> forward_normed(const at::Tensor& h, const at::Tensor& normed, const at::Tensor& cos,
-                                                   const at::Tensor& sin, const AttentionMask& mask, KVCache* cache);
+  std::pair<at::Tensor, at::Tensor> input_norm(const at::Tensor& residual, const at::Tensor& pending,
+                                               const KernelPolicy& policy);
+  std::pair<at::Tensor, at::Tensor> forward_normed(const at::Tensor& h, const at::Tensor& normed,
+                                                   const LayerContext& ctx);
   Attention self_attn{nullptr};
   MLP mlp{nullptr};
   // Llama: post_attention_layernorm is the norm before the MLP. Gemma: it norms the attention output, and

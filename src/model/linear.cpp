@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/lora_dropout.h"
@@ -63,10 +64,10 @@ at::Tensor joined_rows(const std::vector<at::Tensor>& parts) {
 }
 
 // The adapter's down projection [N, r] of its input h [N, in] (adapter_input): A dropout(h) while training with
-// adapter dropout (with `fused` on CUDA through fused_lora_dropout_down, which keeps no mask), else A h.
-at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, bool fused) {
+// adapter dropout (through fused_lora_dropout_down, which keeps no mask, where the policy and h allow), else A h.
+at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, const KernelPolicy& policy) {
   if (layer.lora_dropout <= 0.0 || !layer.is_training()) return at::linear(h, layer.lora_a);
-  if (!fused || !fused_lora_dropout_available(h)) {
+  if (!policy.kernels_for(h) || !fused_lora_dropout_available(h)) {
     return at::linear(at::dropout(h, layer.lora_dropout, true), layer.lora_a);
   }
   const auto device_type = h.device().type();
@@ -119,10 +120,10 @@ bool join_frozen_weights(const std::vector<LinearImpl*>& layers) {
   return true;
 }
 
-at::Tensor LinearImpl::forward(const at::Tensor& x, bool fused) {
-  if (!has_lora()) return at::linear(x, weight, bias);  // [..., out]
-  at::Tensor y = at::linear(as_rows(x), weight, bias);  // [N, out]
-  add_adapter_(y, adapter_down(as_rows(adapter_input(x, *this)), *this, fused), lora_b, lora_scaling);
+at::Tensor LinearImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {
+  if (!has_lora()) return ops::linear(x, gemm_weight(), policy);  // [..., out]
+  at::Tensor y = ops::linear(as_rows(x), gemm_weight(), policy);  // [N, out]
+  add_adapter_(y, adapter_down(as_rows(adapter_input(x, *this)), *this, policy), lora_b, lora_scaling);
   return from_rows(y, x);
 }
 
@@ -150,88 +151,126 @@ void LinearImpl::merge_lora() {
   lora_b = at::Tensor();
 }
 
-LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused) {
-  const auto separate = [&] {
-    LinearGroupOutput out;
-    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x, fused));
-    return out;
-  };
-  if (!fused || layers.size() < 2) return separate();
+namespace {
+
+// How linear_group runs the base GEMMs of its layers.
+enum class GroupRegime {
+  kSeparate,     // each layer's own forward
+  kCastJoint,    // weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM
+  kJoined,       // frozen weights that are row blocks of one buffer (join_frozen_weights): one GEMM, no copy
+  kSharedInput,  // weights in the compute dtype and apart: concatenating them would copy every weight each step, so
+                 // only the cast input is shared, one GEMM per layer
+};
+
+struct GroupPlan {
+  GroupRegime regime = GroupRegime::kSeparate;
+  at::ScalarType dtype = at::kFloat;  // the GEMMs' dtype: autocast's, else the weights'
+  bool autocast = false;
+  LinearWeight joined;  // kJoined: the joint weight [sum out_i, in] and bias [sum out_i] (or undefined)
+};
+
+std::vector<at::Tensor> weights_of(const std::vector<LinearImpl*>& layers, bool bias) {
+  std::vector<at::Tensor> out;
+  for (const LinearImpl* layer : layers) out.push_back(bias ? layer->bias : layer->weight);
+  return out;
+}
+
+GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& layers, const KernelPolicy& policy) {
+  GroupPlan plan;
+  if (!policy.group_gemms || layers.size() < 2) return plan;
   const at::ScalarType weight_dtype = layers[0]->weight.scalar_type();
   const bool with_bias = layers[0]->bias.defined();
   for (const LinearImpl* layer : layers) {
-    if (layer->weight.scalar_type() != weight_dtype || layer->bias.defined() != with_bias) return separate();
+    if (layer->weight.scalar_type() != weight_dtype || layer->bias.defined() != with_bias) return plan;
   }
   const auto device_type = x.device().type();
-  const bool autocast = at::autocast::is_autocast_enabled(device_type);
-  const at::ScalarType dtype = autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
-  const at::Tensor xin = as_rows(x.to(dtype));  // [N, in]: cast once instead of once per layer
-  std::vector<int64_t> sizes;
-  for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
-  std::vector<at::Tensor> out;  // per layer: [N, out_i], then [..., out_i]
-  at::Tensor fused_out;         // [N, sum out_i] when one GEMM computes them all
-  if (weight_dtype != dtype) {
-    // Weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM.
-    std::vector<at::Tensor> weights, biases;
-    for (const LinearImpl* layer : layers) {
-      weights.push_back(layer->weight.to(dtype));
-      if (with_bias) biases.push_back(layer->bias.to(dtype));
-    }
-    fused_out = at::linear(xin, at::cat(weights), with_bias ? at::cat(biases) : at::Tensor());
-  } else {
-    std::vector<at::Tensor> weights, biases;
-    for (const LinearImpl* layer : layers) {
-      weights.push_back(layer->weight);
-      if (with_bias) biases.push_back(layer->bias);
-    }
-    const at::Tensor joint = joined_rows(weights);
-    const at::Tensor joint_bias = with_bias ? joined_rows(biases) : at::Tensor();
-    if (joint.defined() && joint_bias.defined() == with_bias) {
-      fused_out = at::linear(xin, joint, joint_bias);  // a frozen base joined at setup (join_frozen_weights)
-    } else {
-      // Weights already in the compute dtype and apart: concatenating them would copy every weight each step, so
-      // only the input is shared.
-      for (const LinearImpl* layer : layers) out.push_back(at::linear(xin, layer->weight, layer->bias));
-    }
+  plan.autocast = at::autocast::is_autocast_enabled(device_type);
+  plan.dtype = plan.autocast ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
+  if (weight_dtype != plan.dtype) {
+    plan.regime = GroupRegime::kCastJoint;
+    return plan;
   }
-  // Adapters: with dropout each layer draws its own mask (as PEFT), so their A GEMMs stay apart.
+  const at::Tensor joint = joined_rows(weights_of(layers, false));
+  const at::Tensor joint_bias = with_bias ? joined_rows(weights_of(layers, true)) : at::Tensor();
+  if (joint.defined() && joint_bias.defined() == with_bias) {
+    plan.regime = GroupRegime::kJoined;
+    plan.joined = {LinearWeight::Format::kDense, joint, joint_bias};
+  } else {
+    plan.regime = GroupRegime::kSharedInput;
+  }
+  return plan;
+}
+
+// The base GEMMs on xin [N, in]: the joint output [N, sum out_i] when one GEMM makes them all, else (kSharedInput)
+// `out` gets each layer's [N, out_i].
+at::Tensor run_base(const at::Tensor& xin, const std::vector<LinearImpl*>& layers, const GroupPlan& plan,
+                    const KernelPolicy& policy, std::vector<at::Tensor>& out) {
+  if (plan.regime == GroupRegime::kJoined) return ops::linear(xin, plan.joined, policy);
+  if (plan.regime == GroupRegime::kSharedInput) {
+    for (const LinearImpl* layer : layers) out.push_back(ops::linear(xin, layer->gemm_weight(), policy));
+    return {};
+  }
+  std::vector<at::Tensor> weights, biases;  // kCastJoint
+  for (const LinearImpl* layer : layers) {
+    weights.push_back(layer->weight.to(plan.dtype));
+    if (layer->bias.defined()) biases.push_back(layer->bias.to(plan.dtype));
+  }
+  const LinearWeight cast{LinearWeight::Format::kDense, at::cat(weights),
+                          biases.empty() ? at::Tensor() : at::cat(biases)};  // [sum out_i, in], [sum out_i]
+  return ops::linear(xin, cast, policy);
+}
+
+// The adapters' down projections [N, r_i] of the adapted layers `adapted` on h [N, in]. With dropout each layer
+// draws its own mask (as PEFT), so their A GEMMs stay apart; without, one GEMM over the concatenated A.
+std::vector<at::Tensor> group_adapter_down(const at::Tensor& h, const std::vector<LinearImpl*>& layers,
+                                           const std::vector<size_t>& adapted, const KernelPolicy& policy) {
+  const bool train_dropout = std::any_of(adapted.begin(), adapted.end(), [&](size_t i) {
+    return layers[i]->lora_dropout > 0.0 && layers[i]->is_training();
+  });
+  std::vector<at::Tensor> down;
+  if (train_dropout) {
+    for (size_t i : adapted) down.push_back(adapter_down(h, *layers[i], policy));
+    return down;
+  }
+  std::vector<at::Tensor> a;
+  std::vector<int64_t> ranks;
+  for (size_t i : adapted) {
+    a.push_back(layers[i]->lora_a);
+    ranks.push_back(layers[i]->lora_a.size(0));
+  }
+  return at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
+}
+
+// Adds every adapter into the joint output [N, sum out_i] in one GEMM (a column block of it would be a view): the
+// scaled B matrices form a block-diagonal [sum out_i, sum r_i], an empty block for a layer without an adapter.
+void add_adapters_to_joint(at::Tensor& joint, const std::vector<at::Tensor>& down,
+                           const std::vector<LinearImpl*>& layers, const std::vector<size_t>& adapted) {
+  std::vector<at::Tensor> blocks;
+  size_t next = 0;
+  const auto b_options = layers[adapted[0]]->lora_b.options();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LinearImpl& l = *layers[i];
+    const bool has = next < adapted.size() && adapted[next] == i;
+    blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({l.weight.size(0), 0}, b_options));
+    next += has ? 1 : 0;
+  }
+  add_adapter_(joint, at::cat(down, -1), at::block_diag(blocks), 1.0);
+}
+
+// The grouped layers of one input: x [..., in], xin = x cast to the plan's dtype as [N, in].
+LinearGroupOutput run_group(const at::Tensor& x, const at::Tensor& xin, const std::vector<LinearImpl*>& layers,
+                            const GroupPlan& plan, const KernelPolicy& policy) {
+  std::vector<at::Tensor> out;  // per layer: [N, out_i], then [..., out_i]
+  at::Tensor joint = run_base(xin, layers, plan, policy, out);  // [N, sum out_i] or undefined
   std::vector<size_t> adapted;
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i]->has_lora()) adapted.push_back(i);
   }
   if (!adapted.empty()) {
-    const bool train_dropout = [&] {
-      for (size_t i : adapted) {
-        if (layers[i]->lora_dropout > 0.0 && layers[i]->is_training()) return true;
-      }
-      return false;
-    }();
-    const at::Tensor h = autocast ? xin : adapter_input(x, *layers[adapted[0]]);
-    std::vector<at::Tensor> down;  // per adapted layer: [N, r_i]
-    if (train_dropout) {
-      for (size_t i : adapted) down.push_back(adapter_down(h, *layers[i], fused));
-    } else {
-      std::vector<at::Tensor> a;
-      std::vector<int64_t> ranks;
-      for (size_t i : adapted) {
-        a.push_back(layers[i]->lora_a);
-        ranks.push_back(layers[i]->lora_a.size(0));
-      }
-      down = at::linear(h, at::cat(a)).split_with_sizes(ranks, -1);
-    }
-    if (fused_out.defined()) {
-      // One GEMM adds every adapter into the joint output (a column block of it would be a view): the scaled B
-      // matrices form a block-diagonal [sum out_i, sum r_i], an empty block for a layer without an adapter.
-      std::vector<at::Tensor> blocks;
-      size_t next = 0;
-      for (size_t i = 0; i < layers.size(); ++i) {
-        const LinearImpl& l = *layers[i];
-        const bool has = next < adapted.size() && adapted[next] == i;
-        const auto b_options = layers[adapted[0]]->lora_b.options();
-        blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({sizes[i], 0}, b_options));
-        next += has ? 1 : 0;
-      }
-      add_adapter_(fused_out, at::cat(down, -1), at::block_diag(blocks), 1.0);
+    const at::Tensor h = plan.autocast ? xin : adapter_input(x, *layers[adapted[0]]);
+    const std::vector<at::Tensor> down = group_adapter_down(h, layers, adapted, policy);
+    if (joint.defined()) {
+      add_adapters_to_joint(joint, down, layers, adapted);
     } else {
       for (size_t j = 0; j < adapted.size(); ++j) {
         const LinearImpl& l = *layers[adapted[j]];
@@ -239,9 +278,27 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
       }
     }
   }
-  if (fused_out.defined()) out = fused_out.split_with_sizes(sizes, 1);
+  if (joint.defined()) {
+    std::vector<int64_t> sizes;
+    for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
+    out = joint.split_with_sizes(sizes, 1);
+  }
   for (at::Tensor& y : out) y = from_rows(y, x);
-  return {out, fused_out};
+  return {out, joint};
+}
+
+}  // namespace
+
+LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers,
+                               const KernelPolicy& policy) {
+  const GroupPlan plan = choose_regime(x, layers, policy);
+  if (plan.regime == GroupRegime::kSeparate) {
+    LinearGroupOutput out;
+    for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x, policy));
+    return out;
+  }
+  const at::Tensor xin = as_rows(x.to(plan.dtype));  // [N, in]: cast once instead of once per layer
+  return run_group(x, xin, layers, plan, policy);
 }
 
 }  // namespace ft::model

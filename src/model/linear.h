@@ -8,14 +8,19 @@
 
 #include <vector>
 
+#include "model/ops.h"
+
 namespace ft::model {
 
 // nn.Linear with an optional LoRA adapter (PEFT semantics: y = W x + b + (alpha/r) * B A dropout(x)).
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias);
-  // [..., in] -> [..., out]; `fused`: adapter dropout through the CUDA kernel (model/lora_dropout.h) where it can.
-  at::Tensor forward(const at::Tensor& x, bool fused = false);
+  // [..., in] -> [..., out]: the base GEMM through ops::linear, and the adapter's dropout through the CUDA kernel
+  // (model/lora_dropout.h) where the policy and the input allow.
+  at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);
+  // The base weight as ops::linear reads it.
+  LinearWeight gemm_weight() const { return {LinearWeight::Format::kDense, weight, bias}; }
 
   // Adds lora_A [r, in] (kaiming-uniform, as PEFT) and lora_B [out, r] (zeros), both F32, on the weight's device.
   void add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen);
@@ -41,13 +46,15 @@ struct LinearGroupOutput {
   at::Tensor joint;                 // [N, sum out_i] (N = rows of x) when one GEMM made them all, else undefined
 };
 
-// The outputs of `layers` (all [out_i, in] weights of one dtype, all with or all without bias) on the same input x
-// [..., in]. With `fused`: x cast once to the compute dtype (autocast's, else the weights'); one GEMM over the
-// concatenated weights when they need a cast anyway (F32 weights under autocast) or are row blocks of one buffer
-// (join_frozen_weights), else one GEMM per layer on the shared input; one GEMM over the concatenated lora_A of the
-// adapted layers when no adapter dropout is active; the adapters' B GEMMs add into the outputs in place. Otherwise, or when the layers do not fit the rule, each layer's own
-// forward. Both agree up to the rounding of the GEMMs.
-LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers, bool fused);
+// The entry point of projections that read one input: the outputs of `layers` (all [out_i, in] weights of one dtype,
+// all with or all without bias) on the same input x [..., in]. With policy.group_gemms: x cast once to the compute
+// dtype (autocast's, else the weights'); one GEMM over the concatenated weights when they need a cast anyway (F32
+// weights under autocast) or are row blocks of one buffer (join_frozen_weights), else one GEMM per layer on the
+// shared input; one GEMM over the concatenated lora_A of the adapted layers when no adapter dropout is active; the
+// adapters' B GEMMs add into the outputs in place. Otherwise, or when the layers do not fit the rule, each layer's
+// own forward. Both agree up to the rounding of the GEMMs.
+LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl*>& layers,
+                               const KernelPolicy& policy);
 
 // Moves the frozen weights of `layers` into one [sum out_i, in] buffer, each layer's weight (and bias) becoming a row
 // block of it, so that linear_group runs a frozen base (LoRA) as one GEMM per direction without concatenating the

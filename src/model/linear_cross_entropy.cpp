@@ -6,11 +6,6 @@
 
 #include "util/error.h"
 
-#ifdef FT_WITH_KERNELS
-#include "kernels/cross_entropy.h"
-#include "model/kernel_dtype.h"
-#endif
-
 namespace ft::model {
 namespace {
 
@@ -22,25 +17,9 @@ constexpr int64_t kIgnoreIndex = -100;
 // Per-row losses of the logits chunk in one kernel, the logits becoming the gradient of their sum when `grad`
 // (ignored rows: loss 0, gradient 0). False where the kernel does not apply (no CUDA kernels, CPU, other dtypes).
 bool kernel_rows(at::Tensor& logits, const at::Tensor& labels, at::Tensor& row_loss, bool grad) {
-#ifdef FT_WITH_KERNELS
-  if (!logits.is_cuda() || !kernel_supports(logits.scalar_type()) || logits.stride(1) != 1) return false;
-  const at::Tensor label = labels.contiguous();
-  row_loss = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
-  kernels::CrossEntropyRows a{logits.data_ptr(),
-                              logits.stride(0),
-                              label.data_ptr<int64_t>(),
-                              row_loss.data_ptr<float>(),
-                              logits.size(0),
-                              logits.size(1),
-                              kIgnoreIndex,
-                              grad};
-  kernels::cross_entropy_rows(a, kernel_dtype(logits.scalar_type()),
-                              stream_of(logits));
+  if (!fused_cross_entropy_rows_available(logits)) return false;
+  row_loss = fused_cross_entropy_rows(logits, labels, kIgnoreIndex, grad);  // F32 [n]
   return true;
-#else
-  (void)logits, (void)labels, (void)row_loss, (void)grad;
-  return false;
-#endif
 }
 
 // dw F32 [V, H] += g^T h for g [n, V] and h [n, H] in cdt.

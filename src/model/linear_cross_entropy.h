@@ -16,4 +16,13 @@ namespace ft::model {
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                     at::ScalarType compute_dtype, int64_t chunk_rows = 0, double softcap = 0.0);
 
+// True when this build has the cross-entropy kernel (kernels/cross_entropy.h) and it takes logits [n, V]: CUDA,
+// F32/BF16/F16, unit column stride.
+bool fused_cross_entropy_rows_available(const at::Tensor& logits);
+
+// The per-row losses F32 [n] of logits [n, V] against labels I64 [n] in one kernel (rows labelled ignore_index:
+// loss 0); with `grad` the logits become, in place, the gradient of the summed loss (ignored rows: zeros).
+// Precondition: fused_cross_entropy_rows_available.
+at::Tensor fused_cross_entropy_rows(at::Tensor& logits, const at::Tensor& labels, int64_t ignore_index, bool grad);
+
 }  // namespace ft::model

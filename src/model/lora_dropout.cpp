@@ -1,21 +1,15 @@
 #include "model/lora_dropout.h"
 
-#include <torch/csrc/autograd/custom_function.h>
-
-#include "util/error.h"
-
-#ifdef FT_WITH_KERNELS
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <mutex>
 
 #include "kernels/dropout.h"
 #include "model/kernel_dtype.h"
-#endif
+#include "util/error.h"
 
 namespace ft::model {
-
-#ifdef FT_WITH_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -103,18 +97,5 @@ at::Tensor fused_lora_dropout_down(const at::Tensor& h, const at::Tensor& a, dou
   FT_CHECK(p > 0.0 && p < 1.0, "fused adapter dropout: p must be in (0, 1)");
   return DroppedDown::apply(h.contiguous(), a, p);
 }
-
-#else
-
-bool fused_lora_dropout_available(const at::Tensor&) {
-  return false;
-}
-
-at::Tensor fused_lora_dropout_down(const at::Tensor&, const at::Tensor&, double) {
-  throw Error("fused adapter dropout: this build has no CUDA kernels",
-              "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-#endif
 
 }  // namespace ft::model

@@ -1,21 +1,15 @@
 #include "model/norm.h"
 
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <optional>
 
-#include "util/error.h"
-
-#ifdef FT_WITH_KERNELS
-#include <c10/cuda/CUDAGuard.h>
-
 #include "kernels/add_rms_norm.h"
 #include "model/kernel_dtype.h"
-#endif
+#include "util/error.h"
 
 namespace ft::model {
-
-#ifdef FT_WITH_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -159,22 +153,5 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
   return AddRmsNorm::apply(x, std::optional<at::Tensor>(), weight, eps, static_cast<int64_t>(out_dtype),
                            weight_offset)[0];
 }
-
-#else
-
-bool add_rms_norm_available(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType) {
-  return false;
-}
-
-std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor&, const at::Tensor&, const at::Tensor&, double,
-                                               at::ScalarType, double) {
-  throw Error("add_rms_norm: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType, double) {
-  throw Error("fused_rms_norm: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-#endif
 
 }  // namespace ft::model

@@ -1,6 +1,11 @@
 #include "model/pretrained.h"
 
+#include <optional>
 #include <set>
+
+#ifdef FT_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 #include "io/safe_path.h"
 #include "io/safetensors.h"
@@ -18,6 +23,20 @@ bool is_adapter_name(const std::string& name) {
 
 bool is_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+}
+
+// The generator random initialisation draws from: the CPU's (the draws of every earlier version), or the GPU's own
+// Philox generator, which fills gigabytes in milliseconds where the CPU takes seconds.
+at::Generator seeded_generator(c10::Device device, uint64_t seed) {
+#ifdef FT_WITH_CUDA
+  if (device.is_cuda()) {
+    at::Generator gen = at::cuda::detail::createCUDAGenerator(device.index());
+    gen.set_current_seed(seed);
+    return gen;
+  }
+#endif
+  FT_CHECK(device.is_cpu(), "init_weights: no generator for device " + device.str());
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
 }
 
 }  // namespace
@@ -79,19 +98,27 @@ std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, a
   return model;
 }
 
-void init_weights(Transformer& model, double std, uint64_t seed) {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device,
+                  std::optional<at::ScalarType> dtype) {
+  const c10::Device where = device.value_or(c10::Device(at::kCPU));
+  at::Generator gen = seeded_generator(where, seed);
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : base_parameters(model)) {
+    const auto options = at::TensorOptions().device(where).dtype(dtype.value_or(param.scalar_type()));
     at::Tensor value;
     if (name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0) {
-      value = model.args().gemma ? at::zeros(param.sizes()) : at::ones(param.sizes());  // gemma scales by 1 + w
+      value = model.args().gemma ? at::zeros(param.sizes(), options) : at::ones(param.sizes(), options);  // 1 + w
     } else if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
-      value = at::zeros(param.sizes());
+      value = at::zeros(param.sizes(), options);
     } else {
-      value = at::empty(param.sizes()).normal_(0.0, std, gen);
+      // Drawn in F32 and rounded once, as an F32 model cast to `dtype` afterwards would be.
+      value = at::empty(param.sizes(), options.dtype(at::kFloat)).normal_(0.0, std, gen).to(options.dtype());
     }
-    param.copy_(value);
+    if (!device && !dtype) {
+      param.copy_(value);
+    } else {
+      param.set_data(value);  // new storage where the run needs it: the CPU copy was never written
+    }
   }
 }
 
@@ -103,6 +130,9 @@ void save_pretrained(const Transformer& model, const std::filesystem::path& dir,
   args.torch_dtype = dtype_name(params.front().second.scalar_type());
   io::write_checkpoint(dir, params, shard_size_bytes);
   save_hf_config(args, dir / "config.json");
+  // A base model's own generation_config.json (sampling defaults, several EOS ids) replaces this one when its
+  // tokenizer files are copied after.
+  save_generation_config(args, dir / "generation_config.json");
 }
 
 std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {

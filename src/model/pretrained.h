@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,15 +23,20 @@ std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, a
 // Copies the checkpoint's tensors into `model`'s existing parameters (same checks as load_pretrained).
 void load_weights(Transformer& model, const std::filesystem::path& dir);
 
-// transformers-style init, deterministic for `seed` whatever the device: linear and embedding weights ~ N(0, std),
-// biases 0, RMSNorm weights 1 (drawn in F32 on the CPU, then cast). LoRA parameters are left alone.
-void init_weights(Transformer& model, double std, uint64_t seed);
+// transformers-style init, deterministic for `seed`: linear and embedding weights ~ N(0, std) (drawn in F32, then
+// cast), biases 0, RMSNorm weights 1 (Gemma's 0). In place on the CPU when no device or dtype is given; else every
+// base parameter gets new storage on `device` in `dtype`, drawn by that device's generator, so a model built from
+// scratch is never written on the CPU and copied (a GPU's draws differ from the CPU's, each reproducible). LoRA
+// parameters are left alone.
+void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device = std::nullopt,
+                  std::optional<at::ScalarType> dtype = std::nullopt);
 
 // The base parameters (no LoRA matrices, no token rows) in registration order, HF names: what save_pretrained
 // writes.
 std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model);
 
-// Writes config.json (torch_dtype = the parameters' dtype) and the weights into `dir` (created if missing):
+// Writes config.json (torch_dtype = the parameters' dtype), generation_config.json (the special-token ids) and the
+// weights into `dir` (created if missing):
 // model.safetensors, or model-0000N-of-0000M.safetensors + model.safetensors.index.json when the weights exceed
 // `shard_size_bytes` (<= 0: never shard). LoRA adapters and token rows are not written (merge_lora first for a merged
 // export).

@@ -2,16 +2,11 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "util/error.h"
-
-#ifdef FT_WITH_KERNELS
 #include "kernels/rope.h"
 #include "model/kernel_dtype.h"
-#endif
+#include "util/error.h"
 
 namespace ft::model {
-
-#ifdef FT_WITH_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -58,17 +53,5 @@ at::Tensor fused_rope_apply(const at::Tensor& x, const at::Tensor& cos, const at
   return RopeFunction::apply(x, cos.expand({x.size(0), x.size(1), x.size(3)}),
                              sin.expand({x.size(0), x.size(1), x.size(3)}));
 }
-
-#else
-
-bool fused_rope_available(const at::Tensor&, const at::Tensor&) {
-  return false;
-}
-
-at::Tensor fused_rope_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-  throw Error("fused rope: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-#endif
 
 }  // namespace ft::model

@@ -2,37 +2,11 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <limits>
-
-#include "util/error.h"
-
-#ifdef FT_WITH_KERNELS
 #include "kernels/softcap_softmax.h"
 #include "model/kernel_dtype.h"
-#endif
+#include "util/error.h"
 
 namespace ft::model {
-
-at::Tensor softcapped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                                bool causal, double scale, double cap) {
-  const int64_t groups = q.size(1) / k.size(1);
-  const at::Tensor keys = groups > 1 ? k.repeat_interleave(groups, 1) : k;    // [B, H, S, D]
-  const at::Tensor values = groups > 1 ? v.repeat_interleave(groups, 1) : v;  // [B, H, S, D]
-  at::Tensor scores = at::matmul(q, keys.transpose(2, 3)) * scale;            // [B, H, T, S]
-  scores = at::tanh(scores / cap) * cap;
-  at::Tensor allowed = mask;  // Bool [B or 1, 1, T, S] or undefined
-  if (!allowed.defined() && causal) {
-    const int64_t t = q.size(2), s = keys.size(2);
-    allowed = at::ones({t, s}, q.options().dtype(at::kBool)).tril(s - t);
-  }
-  if (allowed.defined()) {
-    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-  }
-  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  return at::matmul(probs, values);
-}
-
-#ifdef FT_WITH_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -118,19 +92,5 @@ at::Tensor fused_softcapped_attention(const at::Tensor& q, const at::Tensor& k, 
   const at::Tensor m = mask.defined() ? mask : at::empty({0}, q.options().dtype(at::kBool));
   return SoftcapAttention::apply(q, k, v, m, causal, scale, cap);
 }
-
-#else
-
-bool fused_softcap_available(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-  return false;
-}
-
-at::Tensor fused_softcapped_attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
-                                      double, double) {
-  throw Error("fused soft-capped attention: this build has no CUDA kernels",
-              "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-#endif
 
 }  // namespace ft::model

@@ -2,16 +2,11 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "util/error.h"
-
-#ifdef FT_WITH_KERNELS
 #include "kernels/swiglu.h"
 #include "model/kernel_dtype.h"
-#endif
+#include "util/error.h"
 
 namespace ft::model {
-
-#ifdef FT_WITH_KERNELS
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -100,21 +95,5 @@ at::Tensor fused_swiglu_joint(const at::Tensor& gate_up, bool gelu_tanh) {
            "fused swiglu: gate_up must be a CUDA [N, 2 I] tensor");
   return SwigluJoint::apply(gate_up, gelu_tanh);
 }
-
-#else
-
-bool fused_swiglu_available(const at::Tensor&, const at::Tensor&) {
-  return false;
-}
-
-at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&, bool) {
-  throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-at::Tensor fused_swiglu_joint(const at::Tensor&, bool) {
-  throw Error("fused swiglu: this build has no CUDA kernels", "set train.fused_kernels=false or rebuild with nvcc");
-}
-
-#endif
 
 }  // namespace ft::model

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <tuple>
 
 #include "model/mode_guards.h"
@@ -133,157 +134,93 @@ void Transformer::merge_token_rows() {
   if (lm_head_) lm_head_->merge_token_rows();
 }
 
-void Transformer::set_fused_kernels(bool on) {
-  fused_ = on;
-  for (const auto& module : modules()) {
-    if (auto* norm = module->as<RMSNormImpl>()) norm->fused = on;
-    if (auto* attention = module->as<AttentionImpl>()) {
-      attention->fused_rope = on;
-      attention->fused_linears = on;
-      attention->fused_softcap = on;
-    }
-    if (auto* mlp = module->as<MLPImpl>()) mlp->fused_linears = on;
-  }
+std::string Transformer::kernel_summary(bool packed) const {
+  std::string loss_and_ops = policy_.fused ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
+                                           : "full logits + cross-entropy, composite RMSNorm and RoPE";
+  if (!policy_.kernels) loss_and_ops += " (our CUDA kernels off: " + policy_.why_not + ")";
+  return "attention " + AttentionPlan::describe(args_, policy_, packed) + "; " + loss_and_ops +
+         (args_.final_logit_softcapping ? "; final logit soft-capping" : "");
 }
 
-bool Transformer::varlen_ok(at::Device device, at::ScalarType compute_dtype) const {
-  // FlashAttention-2's limits: half precision, head_dim a multiple of 8 up to 256, no logit soft-capping.
-  return fused_ && device.is_cuda() && (compute_dtype == at::kBFloat16 || compute_dtype == at::kHalf) &&
-         args_.head_dim % 8 == 0 && args_.head_dim <= 256 && !args_.attn_logit_softcapping;
+std::array<std::pair<at::Tensor, at::Tensor>, 2> Transformer::rotary_tables(const at::Tensor& positions,
+                                                                            at::ScalarType compute_dtype) const {
+  // The rotary tables (F32 with autocast off, as transformers computes them), then in the dtype q and k will have
+  // (what apply_rotary would cast them to in every layer).
+  std::array<std::pair<at::Tensor, at::Tensor>, 2> tables;  // [B, T, R] each
+  {
+    const auto no_autocast = AutocastGuard::off(positions.device().type());
+    tables[0] = rotary_.cos_sin(positions);
+    if (local_rotary_) tables[1] = local_rotary_->cos_sin(positions);
+  }
+  for (auto& [cos, sin] : tables) {
+    if (!cos.defined()) continue;
+    cos = cos.to(compute_dtype);
+    sin = sin.to(compute_dtype);
+  }
+  return tables;
 }
 
-std::string Transformer::attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const {
-  std::string path;
-  if (args_.attn_logit_softcapping) {
-    path = fused_ && device.is_cuda() ? "soft-capped attention kernel (logit soft-capping, which SDPA and flash "
-                                        "attention lack)"
-                                      : "eager (logit soft-capping, which SDPA and flash attention lack)";
-    if (packed) path += " with a block-diagonal mask (packed rows)";
-  } else if (packed && varlen_ok(device, compute_dtype)) {
-    path = "varlen flash attention over packed pieces";
-  } else if (packed) {
-    path = "SDPA with a block-diagonal mask (packed rows)";
-  } else {
-    path = "SDPA (causal)";
+std::pair<at::Tensor, at::Tensor> Transformer::run_layers(
+    at::Tensor residual, const AttentionPlan& plan, const std::array<std::pair<at::Tensor, at::Tensor>, 2>& rope,
+    KVCache* cache) {
+  at::Tensor pending;  // [B, T, hidden] or undefined (before layer 0)
+  const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
+  for (size_t i = 0; i < model_->layers->size(); ++i) {
+    auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
+    const bool slides = args_.layer_slides(static_cast<int64_t>(i));
+    const auto& [cos, sin] = rope[slides && local_rotary_ ? 1 : 0];
+    const LayerContext ctx{cos, sin, &plan.for_layer(args_, static_cast<int64_t>(i)), cache, &policy_};
+    std::tie(residual, pending) =
+        recompute ? checkpointed_layer(layer, residual, pending, ctx) : layer.forward(residual, pending, ctx);
   }
-  if (args_.sliding_window) {
-    path += "; sliding window of " + std::to_string(*args_.sliding_window) +
-            (args_.sliding_layers.empty() ? "" : " on the sliding layers") +
-            (varlen_ok(device, compute_dtype) ? " through varlen flash attention" : " as a dense mask");
-  }
-  return path;
-}
-
-AttentionMask Transformer::build_mask(const at::Tensor& segment_ids, int64_t b, int64_t t, int64_t past, bool cached,
-                                      at::Device device, const PackedPieces* packed, at::ScalarType compute_dtype,
-                                      std::optional<int64_t> window) const {
-  const int64_t s = past + t;
-  const bool windowed = window.has_value() && s > *window;
-  AttentionMask out;
-  if (segment_ids.defined() && packed != nullptr && packed->cu_seqlens.defined() && past == 0 &&
-      varlen_ok(device, compute_dtype)) {
-    out.cu_seqlens = packed->cu_seqlens;
-    out.max_seqlen = packed->max_seqlen;
-    out.window = windowed ? *window : 0;
-    out.causal = false;
-    return out;
-  }
-  if (!segment_ids.defined() && windowed && !cached && varlen_ok(device, compute_dtype)) {
-    // Unpacked rows under a window: flash attention has the window and SDPA only a dense mask, so each row becomes
-    // one piece of a varlen call.
-    out.cu_seqlens = at::arange(0, (b + 1) * t, t, at::TensorOptions().dtype(at::kInt).device(device));
-    out.max_seqlen = t;
-    out.window = *window;
-    out.causal = false;
-    return out;
-  }
-  if (!segment_ids.defined() && !windowed) {
-    if (past == 0) return out;  // plain causal: SDPA's is_causal
-    if (t == 1) {               // one new token sees every cached key
-      out.causal = false;
-      return out;
-    }
-  }
-  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
-  at::Tensor q_pos = at::arange(past, s, opts).unsqueeze(1);  // [T, 1]
-  at::Tensor k_pos = at::arange(0, s, opts).unsqueeze(0);     // [1, S]
-  at::Tensor m = k_pos <= q_pos;                              // [T, S]
-  if (windowed) m = m.logical_and(q_pos - k_pos < *window);
-  m = m.unsqueeze(0);  // [1, T, S]
-  if (segment_ids.defined()) {
-    at::Tensor seg = segment_ids.to(device);
-    m = m.logical_and(seg.unsqueeze(2) == seg.unsqueeze(1));  // [B, T, T]
-  }
-  out.mask = m.unsqueeze(1);  // [B or 1, 1, T, S]
-  out.causal = false;
-  return out;
+  return {residual, pending};
 }
 
 at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                       const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
   FT_CHECK(input_ids.dim() == 2, "Transformer::forward: input_ids must be [B, T]");
-  const int64_t b = input_ids.size(0), t = input_ids.size(1);
-  const int64_t past = cache != nullptr ? cache->length : 0;
+  AttentionBatch batch;
+  batch.segment_ids = segment_ids;
+  batch.packed = packed;
+  batch.rows = input_ids.size(0);
+  batch.length = input_ids.size(1);
+  batch.past = cache != nullptr ? cache->length : 0;
+  batch.cached = cache != nullptr;
+  batch.device = input_ids.device();
   if (segment_ids.defined()) {
-    FT_CHECK(past == 0, "Transformer::forward: segment_ids (packing) cannot be combined with a non-empty KV cache");
+    FT_CHECK(batch.past == 0,
+             "Transformer::forward: segment_ids (packing) cannot be combined with a non-empty KV cache");
     FT_CHECK(segment_ids.sizes() == input_ids.sizes(),
              "Transformer::forward: segment_ids must be [B, T] like input_ids");
   }
-  at::Tensor positions = position_ids;
+  at::Tensor positions = position_ids;  // I64 [B, T]
   if (!positions.defined()) {
-    positions = at::arange(past, past + t, at::TensorOptions().dtype(at::kLong).device(input_ids.device()))
+    positions = at::arange(batch.past, batch.past + batch.length,
+                           at::TensorOptions().dtype(at::kLong).device(batch.device))
                     .unsqueeze(0)
-                    .expand({b, t});
+                    .expand({batch.rows, batch.length});
   }
-  const auto dev = input_ids.device();
-  const auto compute_dtype = at::autocast::is_autocast_enabled(dev.type())
-                                 ? at::autocast::get_autocast_dtype(dev.type())
-                                 : model_->embed_tokens->weight.scalar_type();
-  // The rotary tables (F32 with autocast off, as transformers computes them), then in the dtype q and k will have
-  // (what apply_rotary would cast them to in every layer). Index 1: gemma3_text's sliding layers.
-  std::array<at::Tensor, 2> cos, sin;
-  {
-    const auto no_autocast = AutocastGuard::off(dev.type());
-    std::tie(cos[0], sin[0]) = rotary_.cos_sin(positions);
-    if (local_rotary_) std::tie(cos[1], sin[1]) = local_rotary_->cos_sin(positions);
-  }
-  for (size_t r = 0; r < 2 && cos[r].defined(); ++r) {
-    cos[r] = cos[r].to(compute_dtype);
-    sin[r] = sin[r].to(compute_dtype);
-  }
-  // Index 0: full attention; 1: the layers with a sliding window (built only when some layer has one).
-  bool any_full = false, any_sliding = false;
-  for (int64_t i = 0; i < args_.num_layers; ++i) (args_.layer_slides(i) ? any_sliding : any_full) = true;
-  std::array<AttentionMask, 2> masks;
-  const bool cached = cache != nullptr;
-  if (any_full) masks[0] = build_mask(segment_ids, b, t, past, cached, dev, packed, compute_dtype, std::nullopt);
-  if (any_sliding) {
-    masks[1] = build_mask(segment_ids, b, t, past, cached, dev, packed, compute_dtype, args_.sliding_window);
-  }
+  const auto device_type = batch.device.type();
+  batch.compute_dtype = at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type)
+                                                                       : model_->embed_tokens->weight.scalar_type();
+  const AttentionPlan plan = AttentionPlan::build(args_, policy_, batch);
   // The hidden state is residual + pending: each layer leaves its MLP output pending for the next norm to add.
   at::Tensor residual = model_->embed_tokens->embed(input_ids);  // [B, T, hidden]
   if (args_.gemma) {  // sqrt(hidden), rounded to the embedding's dtype first (as transformers' buffer)
     const double scale = std::sqrt(static_cast<double>(args_.hidden_size));
     residual = residual * at::scalar_tensor(scale, at::kFloat).to(residual.scalar_type());
   }
-  at::Tensor pending;  // [B, T, hidden] or undefined (before layer 0)
-  const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
-  for (size_t i = 0; i < model_->layers->size(); ++i) {
-    auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
-    const size_t slides = args_.layer_slides(static_cast<int64_t>(i)) ? 1 : 0;
-    const size_t rope = slides == 1 && local_rotary_ ? 1 : 0;
-    const AttentionMask& mask = masks[slides];
-    std::tie(residual, pending) = recompute ? checkpointed_layer(layer, residual, pending, cos[rope], sin[rope], mask)
-                                            : layer.forward(residual, pending, cos[rope], sin[rope], mask, cache);
-  }
-  if (cache != nullptr) cache->length += t;
+  at::Tensor pending;  // [B, T, hidden] or undefined
+  std::tie(residual, pending) = run_layers(residual, plan, rotary_tables(positions, batch.compute_dtype), cache);
+  if (cache != nullptr) cache->length += batch.length;
   // The final norm feeds the LM head or the caller: it keeps forward's dtype (F32 with F32 weights under autocast).
-  return model_->norm->add_forward(residual, pending, /*gemm_input=*/false).second;
+  return model_->norm->add_forward(residual, pending, /*gemm_input=*/false, policy_).second;
 }
 
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                 const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
-  at::Tensor logits = at::linear(hidden_states(input_ids, position_ids, segment_ids, cache, packed), lm_head_weight());
+  const at::Tensor hidden = hidden_states(input_ids, position_ids, segment_ids, cache, packed);  // [B, T, hidden]
+  at::Tensor logits = ops::linear(hidden, {LinearWeight::Format::kDense, lm_head_weight(), {}}, policy_);  // [B, T, V]
   if (const auto cap = args_.final_logit_softcapping) logits = at::tanh(logits / *cap) * *cap;
   return logits;
 }

@@ -8,20 +8,18 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <array>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "model/args.h"
+#include "model/attention.h"
+#include "model/kernel_policy.h"
 #include "model/layers.h"
 
 namespace ft::model {
-
-// Packed rows as varlen attention wants them: piece offsets in the flattened [B * T] tokens.
-struct PackedPieces {
-  at::Tensor cu_seqlens;   // I32 [S + 1] on the model's device
-  int64_t max_seqlen = 0;  // the longest piece
-};
 
 // A module holding one parameter named "weight" (embed_tokens, lm_head). Under LoRA with tokenizer.add_tokens it
 // also holds trainable copies of some rows (PEFT's trainable_token_indices): "token_rows" replace the rows
@@ -93,25 +91,27 @@ class Transformer : public torch::nn::Module {
   // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
   // no KV cache is used).
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
-  // Fused CUDA paths (the residual add fused into RMSNorm, model/norm.h; RoPE, SwiGLU and grouped projections; varlen
-  // flash attention for packed rows in bf16/fp16); the composite ATen ops elsewhere and when off. Each path falls back
-  // by itself where its kernel cannot run.
-  void set_fused_kernels(bool on);
-  bool fused_kernels() const { return fused_; }
-  // Which attention kernel a training forward on `device` in `compute_dtype` uses, for the logs.
-  std::string attention_path(bool packed, at::Device device, at::ScalarType compute_dtype) const;
+  // The kernels of every forward (model/kernel_policy.h; default: the composite ATen ops). The Trainer sets the
+  // policy of its run once; each op falls back by itself where its kernel cannot take the tensors.
+  void set_kernel_policy(const KernelPolicy& policy) { policy_ = policy; }
+  const KernelPolicy& kernel_policy() const { return policy_; }
+  // The kernels a training forward takes under the policy (packed rows or not), for the log line "kernels: ...":
+  // the attention path (AttentionPlan::describe), the loss, and the fused ops, or why they are composite.
+  std::string kernel_summary(bool packed) const;
   bool activation_checkpointing() const { return checkpointing_; }
   const ModelArgs& args() const { return args_; }
   DecoderLayer layer(int64_t i) const;
   Backbone& backbone() { return *model_; }
 
  private:
-  // The mask of the layers whose keys reach back `window` positions at most (nullopt: unlimited), for B rows of T
-  // new positions after `past` cached ones (`cached`: a KV cache is in use).
-  AttentionMask build_mask(const at::Tensor& segment_ids, int64_t b, int64_t t, int64_t past, bool cached,
-                           at::Device device, const PackedPieces* packed, at::ScalarType compute_dtype,
-                           std::optional<int64_t> window) const;
-  bool varlen_ok(at::Device device, at::ScalarType compute_dtype) const;
+  // The rotary tables of `positions` for the full ([0]) and, gemma3_text, the sliding layers ([1]): [B, T, R] each in
+  // `compute_dtype` (undefined where a model has no such layers).
+  std::array<std::pair<at::Tensor, at::Tensor>, 2> rotary_tables(const at::Tensor& positions,
+                                                                 at::ScalarType compute_dtype) const;
+  // The decoder layers on the embedded tokens `residual` [B, T, hidden]; returns (residual, pending).
+  std::pair<at::Tensor, at::Tensor> run_layers(at::Tensor residual, const AttentionPlan& plan,
+                                               const std::array<std::pair<at::Tensor, at::Tensor>, 2>& rope,
+                                               KVCache* cache);
 
   ModelArgs args_;
   Rotary rotary_;
@@ -119,7 +119,7 @@ class Transformer : public torch::nn::Module {
   std::shared_ptr<Backbone> model_;
   std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
   bool checkpointing_ = false;
-  bool fused_ = false;
+  KernelPolicy policy_;
 };
 
 // Runs `layer` (DecoderLayerImpl::forward: residual and pending [B, T, hidden], pending undefined before the first
@@ -127,7 +127,6 @@ class Transformer : public torch::nn::Module {
 // the layer from it in backward (re-entering autocast and the RNG state of the forward). Returns (residual, delta) as
 // the layer does, with the same values. model/activation_checkpointing.cpp.
 std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, const at::Tensor& residual,
-                                                     const at::Tensor& pending, const at::Tensor& cos,
-                                                     const at::Tensor& sin, const AttentionMask& mask);
+                                                     const at::Tensor& pending, const LayerContext& ctx);
 
 }  // namespace ft::model

@@ -1,0 +1,73 @@
+// The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
+// it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
+// paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
+// softcap_attention.cpp, lora_dropout.cpp and cross_entropy_rows.cpp instead (model/CMakeLists.txt).
+#include "model/linear_cross_entropy.h"
+#include "model/lora_dropout.h"
+#include "model/norm.h"
+#include "model/rope.h"
+#include "model/softcap_attention.h"
+#include "model/swiglu.h"
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+[[noreturn]] void no_kernels(const char* op) {
+  throw Error(std::string(op) + ": this build has no CUDA kernels",
+              "set train.fused_kernels=false or rebuild with nvcc");
+}
+
+}  // namespace
+
+bool add_rms_norm_available(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType) {
+  return false;
+}
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor&, const at::Tensor&, const at::Tensor&, double,
+                                               at::ScalarType, double) {
+  no_kernels("add_rms_norm");
+}
+at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType, double) {
+  no_kernels("fused_rms_norm");
+}
+
+bool fused_rope_available(const at::Tensor&, const at::Tensor&) {
+  return false;
+}
+at::Tensor fused_rope_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  no_kernels("fused rope");
+}
+
+bool fused_swiglu_available(const at::Tensor&, const at::Tensor&) {
+  return false;
+}
+at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&, bool) {
+  no_kernels("fused swiglu");
+}
+at::Tensor fused_swiglu_joint(const at::Tensor&, bool) {
+  no_kernels("fused swiglu");
+}
+
+bool fused_softcap_available(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  return false;
+}
+at::Tensor fused_softcapped_attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                                      double, double) {
+  no_kernels("fused soft-capped attention");
+}
+
+bool fused_lora_dropout_available(const at::Tensor&) {
+  return false;
+}
+at::Tensor fused_lora_dropout_down(const at::Tensor&, const at::Tensor&, double) {
+  no_kernels("fused adapter dropout");
+}
+
+bool fused_cross_entropy_rows_available(const at::Tensor&) {
+  return false;
+}
+at::Tensor fused_cross_entropy_rows(at::Tensor&, const at::Tensor&, int64_t, bool) {
+  no_kernels("fused cross-entropy");
+}
+
+}  // namespace ft::model
