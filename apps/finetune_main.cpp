@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {  // not --help or --version
+      if (const auto better = ft::cli::explain_usage_error(app, globals.argv, e)) {
+        return report(better->what(), better->hint(), better->code());
+      }
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : static_cast<int>(ft::ExitCode::kUsage);
   } catch (const ft::Error& e) {

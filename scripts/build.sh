@@ -10,5 +10,10 @@ targets=()
 (($#)) && targets=(--target "$@")
 ./scripts/setup.sh
 jobs=${FT_BUILD_JOBS:-$(nproc)}
-cmake --preset "$preset" >/dev/null
+# LibTorch's CMake files warn at every configure (CUDA architectures, kineto) about nothing this build uses: the
+# configure output is shown only when it fails.
+if ! configure_output=$(cmake --preset "$preset" 2>&1); then
+  printf '%s\n' "$configure_output" >&2
+  exit 1
+fi
 cmake --build --preset "$preset" -j "$jobs" "${targets[@]}"

@@ -54,7 +54,7 @@ for stage in "$@"; do
     done | tee "$out/bench_model.txt"
     ;;
   train)
-    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" --overwrite >/dev/null
     data="data.train=[{path: $work/add.jsonl, format: prompt_completion}]"
     export MEASURE_STEPS=12
     for shape in ${SHAPES:-llama3-8b}; do
@@ -72,7 +72,7 @@ for stage in "$@"; do
   zero)
     # ZeRO-1 on 2 GPUs: a 7B full fine-tune with fp32 master weights (bf16 autocast) and activation checkpointing,
     # replicated AdamW state against state sharded across the two ranks (peak memory per GPU).
-    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" --overwrite >/dev/null
     rm -rf "$work/model"
     python3 bench/make_random_hf_model.py llama2-7b "$work/model" --tokenizer .gpu/tokenizer.model
     export MEASURE_STEPS=6
@@ -85,7 +85,7 @@ for stage in "$@"; do
     ;;
   omp)
     # The single-process step is slower than each DDP rank's (docs/benchmarks.md): is it the CPU thread count?
-    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" --overwrite >/dev/null
     for threads in 1 16 default; do
       env_threads=(); [[ $threads != default ]] && env_threads=(env OMP_NUM_THREADS=$threads)
       launch=("${env_threads[@]}")
@@ -99,7 +99,7 @@ for stage in "$@"; do
     done
     ;;
   ddp)
-    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" >/dev/null
+    "$bin" data synth --task add --n 50000 --seed 3 --out "$work/add.jsonl" --overwrite >/dev/null
     common=(--config configs/demo.yaml "data.train=[{path: $work/add.jsonl}]" "data.eval=[]" eval.exact_match_samples=0
             eval.prompts=[] data.seq_len=1024 data.packing=true model.hidden_size=2048 model.intermediate_size=5632
             model.num_layers=16 model.num_heads=16 model.num_kv_heads=8 model.max_position_embeddings=1024

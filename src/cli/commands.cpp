@@ -28,6 +28,13 @@ std::vector<int64_t> parse_ids(const std::string& text, const std::string& optio
   return ids;
 }
 
+void refuse_existing_output(const std::filesystem::path& path, bool overwrite, const std::string& option) {
+  std::error_code ec;
+  if (overwrite || !std::filesystem::exists(path, ec)) return;
+  throw ConfigError(option + ": " + path.string() + " exists already",
+                    "add --overwrite to replace it, or choose another path");
+}
+
 void add_all(CLI::App& app, const Globals& globals, int& exit_code) {
   add_info(app, globals, exit_code);
   add_config(app, globals, exit_code);

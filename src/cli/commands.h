@@ -4,8 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "util/error.h"
 
 namespace ft::cli {
 
@@ -18,6 +22,18 @@ struct Globals {
 // Token ids written as "1 2 3" (or "1,2,3") on the command line; ConfigError naming `option` for a non-integer or
 // an empty list.
 std::vector<int64_t> parse_ids(const std::string& text, const std::string& option);
+
+// After CLI11 refused the command line (`app` as far as it parsed it): a clearer error for a misspelled or missing
+// command ("unknown command 'trian'; did you mean 'train'?", also for `config shwo`), an option that is a config key
+// in flag form ("--max-steps 5": the override train.max_steps=5, the key found among the config's keys) or a near
+// miss of the command's own options. nullopt when CLI11's own message says it best. usage.cpp.
+std::optional<ConfigError> explain_usage_error(CLI::App& app, const std::vector<std::string>& argv,
+                                               const CLI::ParseError& error);
+
+// The rule for a file a command would replace (as `train` refuses a directory that holds a run): refused with exit
+// code 2 when `path` exists, unless `overwrite` (the command's --overwrite), so nothing made earlier is lost by
+// accident.
+void refuse_existing_output(const std::filesystem::path& path, bool overwrite, const std::string& option);
 
 // Registers every subcommand below.
 void add_all(CLI::App& app, const Globals& globals, int& exit_code);

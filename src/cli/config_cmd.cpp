@@ -3,19 +3,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/device.h"
 #include "config/loader.h"
 #include "data/chat_template.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
 #include "dist/env.h"
 #include "train/build.h"
-#include "util/device.h"
 #include "util/fmt.h"
 
 namespace ft::cli {
@@ -27,10 +28,9 @@ struct ConfigOptions {
 };
 
 CLI::App* add_action(CLI::App& parent, const char* name, const char* description, const char* example,
-                     std::shared_ptr<ConfigOptions> options) {
+                     const char* exit_codes, std::shared_ptr<ConfigOptions> options) {
   auto* sub = parent.add_subcommand(name, description);
-  sub->footer(std::string("Example:\n  ") + example +
-              "\nExit codes: 0 valid, 2 invalid config (every error listed as FILE:LINE:COL: KEY: problem).");
+  sub->footer(std::string("Example:\n  ") + example + "\nExit codes: " + exit_codes);
   sub->add_option("--config,-c", options->config, "YAML config file")->required();
   sub->add_option("overrides", options->overrides, "Config overrides key=value (value parsed as YAML)");
   return sub;
@@ -103,22 +103,59 @@ const std::set<std::string>& from_scratch_keys() {
   return keys;
 }
 
-// `yaml` (to_yaml's output) with the from-scratch model keys marked as unused when model.path is set.
-std::string mark_unused(const std::string& yaml, const Config& cfg) {
-  if (cfg.model.path.empty()) return yaml;
+// `yaml` (to_yaml's output) with a comment after the line of each key in `notes` ("data.train[0].path" -> "...").
+// The key of a line follows from the indentation: block maps two spaces deeper per level, "- " starting a list item.
+std::string annotate(const std::string& yaml, const std::map<std::string, std::string>& notes) {
   std::istringstream in(yaml);
   std::string out, line;
-  bool in_model = false;
+  std::vector<std::pair<size_t, std::string>> open;  // (indentation, key path) of the enclosing keys and items
+  std::map<std::string, int> items;                  // list path -> items seen
   while (std::getline(in, line)) {
-    if (!line.empty() && line[0] != ' ') in_model = line.rfind("model:", 0) == 0;
-    const size_t colon = line.find(':');
-    if (in_model && line.rfind("  ", 0) == 0 && line[2] != ' ' && colon != std::string::npos &&
-        from_scratch_keys().count(line.substr(2, colon - 2)) > 0) {
-      line += "  # unused: model.path is set, its config.json decides";
+    size_t indent = line.find_first_not_of(' ');
+    std::string rest = indent == std::string::npos ? "" : line.substr(indent);
+    while (!open.empty() && open.back().first >= indent) open.pop_back();
+    if (rest.rfind("- ", 0) == 0 && !open.empty()) {  // an item of the list that the enclosing key holds
+      const std::string item = open.back().second + "[" + std::to_string(items[open.back().second]++) + "]";
+      open.emplace_back(indent, item);
+      indent += 2;
+      rest = rest.substr(2);
+    }
+    const size_t colon = rest.find(':');
+    if (!rest.empty() && colon != std::string::npos && (colon + 1 == rest.size() || rest[colon + 1] == ' ')) {
+      const std::string key = (open.empty() ? "" : open.back().second + ".") + rest.substr(0, colon);
+      open.emplace_back(indent, key);
+      const auto note = notes.find(key);
+      if (note != notes.end()) line += "  # " + note->second;
     }
     out += line + "\n";
   }
   return out;
+}
+
+// What `config show` says beside the values: the from-scratch model keys that model.path makes unused, and what the
+// validation refuses (the message at its key; with the key's line not printed, in the header only).
+std::map<std::string, std::string> notes_of(const Config& cfg, const std::vector<config::Problem>& problems) {
+  std::map<std::string, std::string> notes;
+  if (!cfg.model.path.empty()) {
+    for (const auto& key : from_scratch_keys())
+      notes["model." + key] = "unused: model.path is set, its config.json decides";
+  }
+  for (const auto& p : problems) {
+    std::string& note = notes[p.key];
+    note += (note.empty() ? "" : "; ") + ("invalid: " + p.message);
+  }
+  return notes;
+}
+
+// Comment lines above the YAML listing what `config validate` and `train` would refuse, or "" for a valid config.
+std::string problems_header(const std::vector<config::Problem>& problems) {
+  if (problems.empty()) return "";
+  std::string text =
+      fmt::format("# Not a valid config yet: `finetune config validate` and `train` refuse it until {} fixed:\n",
+                  problems.size() == 1 ? "this is" : fmt::format("these {} are", problems.size()));
+  for (const auto& p : problems)
+    text += "#   " + p.where + ": " + (p.key.empty() ? "" : p.key + ": ") + p.message + "\n";
+  return text;
 }
 
 }  // namespace
@@ -131,20 +168,33 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       "  finetune config validate --config configs/demo.yaml");
 
   auto show_options = std::make_shared<ConfigOptions>();
-  auto* show = add_action(*config, "show", "Print the fully resolved config as YAML (what a run would use)",
+  auto* show = add_action(*config, "show",
+                          "Print the fully resolved config as YAML (what a run would use); an unfinished one is "
+                          "printed too, with what validate would refuse marked",
                           "finetune config show --config configs/demo.yaml optimizer.lr=1e-4 "
                           "'optimizer.betas=[0.9,0.95]'",
+                          "0 printed (an unfinished config too, what it lacks listed at the top and marked\n"
+                          "'# invalid:'), 2 a config that cannot be read (YAML syntax, unknown key, wrong type, bad\n"
+                          "override), every error listed as FILE:LINE:COL: KEY: problem.",
                           show_options);
   show->callback([show_options, &exit_code] {
-    const auto loaded = config::load_config(show_options->config, show_options->overrides);
-    std::cout << mark_unused(config::to_yaml(loaded.config), loaded.config);
+    // An unfinished config (no data.train yet, say) still shows its defaults, with what is missing marked.
+    std::vector<config::Problem> problems;
+    const auto loaded = config::load_config_unvalidated(show_options->config, show_options->overrides, problems);
+    std::cout << problems_header(problems)
+              << annotate(config::to_yaml(loaded.config), notes_of(loaded.config, problems));
+    if (!problems.empty()) {
+      std::cerr << "finetune config show: " << problems.size() << " setting" << (problems.size() == 1 ? "" : "s")
+                << " to fix before the config is valid (listed at the top and marked '# invalid:')\n";
+    }
     exit_code = 0;
   });
 
   auto validate_options = std::make_shared<ConfigOptions>();
   auto* validate =
       add_action(*config, "validate", "Check a config and list every error at once",
-                 "finetune config validate --config configs/demo.yaml train.micro_batch_size=4", validate_options);
+                 "finetune config validate --config configs/demo.yaml train.micro_batch_size=4",
+                 "0 valid, 2 invalid config (every error listed as FILE:LINE:COL: KEY: problem).", validate_options);
   validate->callback([validate_options, &exit_code] {
     // Throws ft::ConfigError listing every problem; main prints it and exits with code 2.
     const auto loaded = config::load_config(validate_options->config, validate_options->overrides);

@@ -5,12 +5,12 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "config/derived_paths.h"
 #include "config/loader.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
+#include "dist/comm.h"
 #include "train/build.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -30,6 +30,7 @@ struct SynthOptions {
   int64_t n = 0;
   int64_t seed = 0;
   std::string out;
+  bool overwrite = false;
 };
 
 // A token as text. Special tokens show their id (`<|im_start|>#151644`), so a marker that is one token is told
@@ -74,7 +75,10 @@ std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>
 void inspect(const InspectOptions& o) {
   auto loaded = config::load_config(o.config, o.overrides);
   Config& cfg = loaded.config;
-  config::fill_derived_paths(cfg);  // a run's generated data and trained tokenizer, where the run puts them
+  // The run's generated data and trained tokenizer, made where the run puts them (and then uses) if missing.
+  train::RunContext single;
+  single.comm = std::make_shared<dist::SingleProcessCommunicator>();
+  train::prepare_inputs(cfg, single);
   const auto tok = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
   const auto options = data::DatasetOptions::from_config(cfg, o.eval);
   const auto ds = data::TokenizedDataset::build(options, *tok);
@@ -127,7 +131,9 @@ void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
 
   auto io = std::make_shared<InspectOptions>();
   auto* inspect_cmd = data->add_subcommand(
-      "inspect", "Dataset statistics and a few samples rendered with the loss tokens marked (check a template)");
+      "inspect",
+      "Dataset statistics and a few samples rendered with the loss tokens marked (check a template); makes the "
+      "run's synthetic data and trained tokenizer first if the config asks for them, as train does");
   inspect_cmd->footer("Example:\n  finetune data inspect --config configs/demo.yaml --n 3 data.template=chatml");
   inspect_cmd->add_option("--config,-c", io->config, "YAML config file")->required();
   inspect_cmd->add_option("--n", io->n, "Samples to render")->check(CLI::NonNegativeNumber);
@@ -146,7 +152,9 @@ void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   synth->add_option("--n", so->n, "Number of samples")->required()->check(CLI::NonNegativeNumber);
   synth->add_option("--seed", so->seed, "Generator seed");
   synth->add_option("--out,-o", so->out, "Output .jsonl file")->required();
+  synth->add_flag("--overwrite", so->overwrite, "Replace --out if it exists");
   synth->callback([so, &exit_code] {
+    refuse_existing_output(so->out, so->overwrite, "--out");
     data::write_synthetic(so->task, so->n, static_cast<uint64_t>(so->seed), so->out);
     std::cout << "wrote " << so->n << " '" << so->task << "' samples to " << so->out << "\n";
     exit_code = 0;

@@ -2,6 +2,8 @@
 // trained with tokenizer.add_tokens brings its rows (PEFT trainable_token_indices): the merged model has the grown
 // vocabulary, and the adapter's tokenizer files (which hold the added tokens) replace the base model's.
 #include <unistd.h>
+
+#include <algorithm>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -40,10 +42,14 @@ void run_export(const ExportArgs& a) {
   std::filesystem::create_directories(parent);
   StagedDir staged(out, parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid())));
   model::save_pretrained(*model, staged.path(), a.shard_size_mb * 1000 * 1000);
-  auto copied = model::copy_tokenizer_files(model_dir, staged.path());
-  for (const auto& name : model::copy_tokenizer_files(a.adapter, staged.path())) {
-    copied.push_back(name + " (from adapter)");
+  // The adapter's files replace the base model's of the same name: each is listed once, by where it came from.
+  const auto from_base = model::copy_tokenizer_files(model_dir, staged.path());
+  const auto from_adapter = model::copy_tokenizer_files(a.adapter, staged.path());
+  std::vector<std::string> copied;
+  for (const auto& name : from_base) {
+    if (std::find(from_adapter.begin(), from_adapter.end(), name) == from_adapter.end()) copied.push_back(name);
   }
+  for (const auto& name : from_adapter) copied.push_back(name + " (from adapter)");
   staged.commit();  // replaces an empty --out directory, if any
   FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}{}); copied {}", lora.rank, lora.alpha,
               fmt::join(lora.targets, ","), out.string(), model::dtype_name(save_dtype),
@@ -55,7 +61,9 @@ void run_export(const ExportArgs& a) {
 
 void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   auto* sub = app.add_subcommand("export", "Merge a LoRA adapter into its base model and save a Hugging Face model");
-  sub->footer("Example:\n  finetune export --model models/llama --adapter runs/demo/adapter --out runs/demo/merged");
+  sub->footer("Example (a LoRA run of configs/llama3-8b-lora.yaml):\n"
+              "  finetune export --model /models/Llama-3.1-8B --adapter runs/llama3-8b-lora/adapter "
+              "--out runs/llama3-8b-lora/merged");
   auto a = std::make_shared<ExportArgs>();
   sub->add_option("--model", a->model, "Base Hugging Face model directory")->required();
   sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();

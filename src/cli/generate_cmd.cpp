@@ -5,13 +5,13 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/device.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "model/adapter_check.h"
 #include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/lora.h"
-#include "util/device.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -24,8 +24,21 @@ struct GenerateArgs {
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
   bool json = false, no_bos = false, chat = false;
-  bool force = false;  // apply an adapter whose recorded base model differs from --model
+  bool force = false;        // apply an adapter whose recorded base model differs from --model
+  std::vector<int64_t> ids;  // --prompt-ids, parsed (empty: --prompt gives the prompt)
 };
+
+// Ids from the command line are checked against the model's vocabulary (with an adapter's added tokens): an id
+// outside it is bad input, exit code 2, rather than a failure inside the model.
+void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const std::filesystem::path& model_dir) {
+  for (const int64_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      throw ConfigError(fmt::format("--prompt-ids: token id {} is outside the vocabulary of {} (ids 0 to {})", id,
+                                    model_dir.string(), vocab_size - 1),
+                        "give ids of the model's tokenizer, or --prompt TEXT to have them tokenized");
+    }
+  }
+}
 
 // --chat: the prompt as one user turn (after an optional system turn) in the model's own chat template, with the
 // generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
@@ -67,8 +80,9 @@ void run_generate(const GenerateArgs& a) {
       !a.adapter.empty() && has_tokenizer(a.adapter) ? std::filesystem::path(a.adapter) : model_dir;
   if (has_tokenizer(tokenizer_dir)) tokenizer = data::Tokenizer::load(tokenizer_dir, tokenizer_dir);
   std::vector<int64_t> prompt;
-  if (!a.prompt_ids.empty()) {
-    prompt = parse_ids(a.prompt_ids, "--prompt-ids");
+  if (!a.ids.empty()) {
+    check_prompt_ids(a.ids, model->args().vocab_size, model_dir);
+    prompt = a.ids;
   } else {
     if (!tokenizer) {
       throw ConfigError("--prompt needs a tokenizer in " + model_dir.string() + ", which has none",
@@ -108,7 +122,8 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->footer(
       "Greedy when --temperature is 0. Stops at an EOS id of config.json/the tokenizer; the EOS id is part of\n"
       "generated_ids but not of the text. Without a tokenizer in --model, use --prompt-ids (text is empty).\n"
-      "Example:\n  finetune generate --model runs/demo/model --prompt \"2+3=\" --max-new-tokens 8 --json\n"
+      "Example (the demo's model):\n"
+      "  finetune generate --model runs/demo/model --prompt $'Reverse: 1 2 3 4 5\\nAnswer:' --max-new-tokens 24\n"
       "  finetune generate --model /models/Meta-Llama-3-8B-Instruct --chat --prompt \"Hi!\" --max-new-tokens 32");
   auto a = std::make_shared<GenerateArgs>();
   sub->add_option("--model", a->model, "Hugging Face model directory (config.json + safetensors)")->required();
@@ -130,10 +145,16 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
   sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");
   sub->add_flag("--json", a->json, "Print {\"prompt_ids\", \"generated_ids\", \"text\"} as one JSON object");
-  sub->callback([a, &exit_code] {
-    if (a->prompt.empty() && a->prompt_ids.empty()) {
+  sub->callback([a, text, ids, &exit_code] {
+    if (text->count() == 0 && ids->count() == 0) {
       throw ConfigError("generate needs --prompt TEXT or --prompt-ids \"1 2 3\"");
     }
+    if (text->count() > 0 && a->prompt.empty()) {
+      throw ConfigError("--prompt is empty",
+                        "give the text to continue, e.g. --prompt \"Hello\", or token ids with "
+                        "--prompt-ids (the BOS id alone starts from nothing)");
+    }
+    if (ids->count() > 0) a->ids = parse_ids(a->prompt_ids, "--prompt-ids");  // before the model loads
     if (a->temperature < 0 || a->top_p <= 0 || a->top_p > 1 || a->top_k < 0 || a->max_new_tokens < 0) {
       throw ConfigError("generate: need temperature >= 0, 0 < top-p <= 1, top-k >= 0, max-new-tokens >= 0");
     }

@@ -66,6 +66,7 @@ struct TrainOptions {
   std::string model_type = "bpe";
   std::string out;
   std::vector<std::string> symbols;
+  bool overwrite = false;
 };
 
 }  // namespace
@@ -86,7 +87,9 @@ void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   train->add_option("--model-type", o->model_type, "bpe | unigram")->check(CLI::IsMember({"bpe", "unigram"}));
   train->add_option("--out,-o", o->out, "Output directory")->required();
   train->add_option("--user-symbols", o->symbols, "Pieces kept whole, e.g. '<|im_start|>' '<|im_end|>'");
+  train->add_flag("--overwrite", o->overwrite, "Replace a tokenizer.model already in --out");
   train->callback([o, &exit_code] {
+    refuse_existing_output(std::filesystem::path(o->out) / "tokenizer.model", o->overwrite, "--out");
     std::vector<std::filesystem::path> inputs(o->inputs.begin(), o->inputs.end());
     data::TokenizerTrainOptions options;
     options.user_defined_symbols = o->symbols;

@@ -3,13 +3,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/device.h"
 #include "config/loader.h"
 #include "dist/comm.h"
 #include "dist/env.h"
 #include "dist/launcher.h"
 #include "train/build.h"
 #include "train/trainer.h"
-#include "util/device.h"
 #include "util/error.h"
 #include "util/fmt.h"
 #include "util/signals.h"
@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string config;                  // YAML file
   std::string nproc_per_node;          // empty = this process is the (only) worker
   std::vector<std::string> overrides;  // key=value
+  bool overwrite = false;              // --overwrite: run.overwrite=true
 };
 
 // The command line without --nproc-per-node, for the workers the launcher starts.
@@ -39,7 +40,9 @@ std::vector<std::string> worker_args(const std::vector<std::string>& argv) {
 
 int run_train(const TrainOptions& options, const Globals& globals) {
   // Load and validate before anything starts, so a bad config fails once, with exit code 2.
-  auto loaded = config::load_config(options.config, options.overrides);
+  std::vector<std::string> overrides = options.overrides;
+  if (options.overwrite) overrides.emplace_back("run.overwrite=true");
+  auto loaded = config::load_config(options.config, overrides);
   Config& cfg = loaded.config;
   const std::string level_name = globals.log_level.empty() ? name_of(cfg.logging.level) : globals.log_level;
   const auto env = dist::read_env();
@@ -60,6 +63,8 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   signals::install();
   // Generated data and a trained tokenizer get their paths in the config; from here on it is frozen.
   train::prepare_run(cfg, ctx);
+  // The earlier run is gone now; config.yaml must not delete this one when it is run again to resume.
+  cfg.run.overwrite = false;
   // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
   train::Trainer trainer(cfg, ctx, [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
   return static_cast<int>(trainer.run());
@@ -73,6 +78,7 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
       "Examples:\n"
       "  finetune train --config configs/demo.yaml\n"
       "  finetune train --config my.yaml optimizer.lr=1e-4 train.max_steps=100\n"
+      "  finetune train --config my.yaml --overwrite                # delete the earlier run there, start again\n"
       "  finetune train --config my.yaml --nproc-per-node auto      # one worker per GPU\n"
       "  torchrun --nproc-per-node 8 --no-python finetune train --config my.yaml\n"
       "Exit codes: 0 done, 1 failure, 2 bad config or usage, 130 stopped by a signal (checkpoint written).");
@@ -80,6 +86,9 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
   sub->add_option("--config,-c", options->config, "YAML config file")->required()->check(CLI::ExistingFile);
   sub->add_option("--nproc-per-node", options->nproc_per_node,
                   "Start N local worker processes (or 'auto': one per visible GPU), like torchrun");
+  sub->add_flag("--overwrite", options->overwrite,
+                "Delete an earlier run in run.output_dir and start again (as run.overwrite=true); without it a run "
+                "that would start at step 0 refuses a directory that holds one");
   sub->add_option("overrides", options->overrides, "Config overrides key=value (value parsed as YAML)");
   sub->callback([options, &globals, &exit_code] { exit_code = run_train(*options, globals); });
 }

@@ -17,6 +17,7 @@ struct RunConfig {
   int64_t seed = 1234;                           // seed for weight init, data order, dropout and sampling
   DeviceSetting device;                          // auto | cpu | cuda | cuda:N
   bool deterministic = false;                    // bit-reproducible runs (deterministic kernels, fixed threads)
+  bool overwrite = false;  // a run starting at step 0 first deletes an earlier run's files in output_dir
 
   template <class V> void visit(V& v) {
     v("name", name);
@@ -24,6 +25,7 @@ struct RunConfig {
     v("seed", seed);
     v("device", device);
     v("deterministic", deterministic);
+    v("overwrite", overwrite);
   }
 };
 
@@ -160,7 +162,7 @@ struct DataConfig {
   Overlong overlong = Overlong::kTruncate;  // samples longer than seq_len: truncate | drop
   OnError on_error = OnError::kFail;      // a bad line: fail | skip (counted and reported)
   TokenDType pretokenized_dtype = TokenDType::kUint16;  // pretokenized files: uint16 | uint32
-  std::string cache_dir;              // tokenized cache; empty = <output_dir>/../.cache/data
+  std::string cache_dir;              // tokenized cache; empty = $XDG_CACHE_HOME/finetune/data (~/.cache/...)
   int64_t prefetch = 4;               // batches prepared ahead by the background thread
   SynthConfig synth;                  // synthetic data generation
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/loader.h"
 #include "config/tree.h"
 
 namespace ft::config::detail {
@@ -22,13 +23,16 @@ class Errors {
   bool empty() const { return items_.empty(); }
   // Throws ft::ConfigError listing every error, file positions in file and line order, when there is any.
   void throw_if_any() const;
+  // The errors in that order.
+  std::vector<Problem> problems() const;
 
  private:
   struct Item {
     std::string source;  // file or override text, for ordering
     int line = 0, column = 0;
-    std::string text;
+    Problem problem;
   };
+  std::vector<Item> sorted() const;
   Origin fallback_;  // used for values that kept their default (no position to point at)
   std::vector<Item> items_;
   std::vector<std::string> silenced_;

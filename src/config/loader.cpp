@@ -22,13 +22,10 @@ void Errors::add(const Origin& origin, const std::string& key, const std::string
   for (const auto& s : silenced_) {
     if (s == key) return;
   }
-  const std::string where = origin.where();
-  items_.push_back(
-      {origin.source, origin.line, origin.column, where + ": " + (key.empty() ? "" : key + ": ") + message});
+  items_.push_back({origin.source, origin.line, origin.column, {key, origin.where(), message}});
 }
 
-void Errors::throw_if_any() const {
-  if (items_.empty()) return;
+std::vector<Errors::Item> Errors::sorted() const {
   std::vector<Item> sorted = items_;
   std::stable_sort(sorted.begin(), sorted.end(), [](const Item& a, const Item& b) {
     const bool a_over = a.source.rfind("<override", 0) == 0, b_over = b.source.rfind("<override", 0) == 0;
@@ -39,9 +36,20 @@ void Errors::throw_if_any() const {
     if (a.line != b.line) return a.line < b.line;
     return a.column < b.column;
   });
+  return sorted;
+}
+
+std::vector<Problem> Errors::problems() const {
+  std::vector<Problem> out;
+  for (const auto& item : sorted()) out.push_back(item.problem);
+  return out;
+}
+
+void Errors::throw_if_any() const {
+  if (items_.empty()) return;
   std::string msg =
-      "invalid configuration (" + std::to_string(sorted.size()) + (sorted.size() == 1 ? " error):" : " errors):");
-  for (const auto& l : sorted) msg += "\n  " + l.text;
+      "invalid configuration (" + std::to_string(items_.size()) + (items_.size() == 1 ? " error):" : " errors):");
+  for (const auto& p : problems()) msg += "\n  " + p.where + ": " + (p.key.empty() ? "" : p.key + ": ") + p.message;
   throw ConfigError(msg, "fix the listed keys; `finetune config validate --config FILE` rechecks without running");
 }
 
@@ -337,7 +345,10 @@ std::string LoadedConfig::where(const std::string& key) const {
   return it != locations.end() ? it->second.where() : file.string();
 }
 
-LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& overrides) {
+namespace {
+
+// load_config() up to binding: what comes before the validation throws, binding's own errors go to `errors`.
+LoadedConfig load_bound(const fs::path& file, const std::vector<std::string>& overrides, Errors& errors) {
   LoadedConfig loaded;
   loaded.file = file;
   loaded.overrides = overrides;
@@ -346,8 +357,6 @@ LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& o
     throw ConfigError("config file '" + file.string() + "' not found",
                       "pass an existing YAML file with --config (see configs/ for examples)");
   }
-  const Origin config_file{file.string(), 0, 0, {}};
-  Errors errors(config_file);
 
   // Built-in defaults first, so ${run.name} in a default (run.output_dir) resolves like any other value.
   Node root = from_yaml(YAML::Load(detail::emit_yaml(Config{}, false)), "", {});
@@ -359,8 +368,30 @@ LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& o
 
   Interpolator(root, errors).run();
   detail::bind(root, loaded.config, loaded.locations, errors);
-  detail::validate(loaded.config, loaded.locations, config_file, errors);
+  return loaded;
+}
+
+Origin file_origin(const fs::path& file) {
+  return {file.string(), 0, 0, {}};
+}
+
+}  // namespace
+
+LoadedConfig load_config(const fs::path& file, const std::vector<std::string>& overrides) {
+  Errors errors(file_origin(file));
+  LoadedConfig loaded = load_bound(file, overrides, errors);
+  detail::validate(loaded.config, loaded.locations, file_origin(file), errors);
   errors.throw_if_any();
+  return loaded;
+}
+
+LoadedConfig load_config_unvalidated(const fs::path& file, const std::vector<std::string>& overrides,
+                                     std::vector<Problem>& problems) {
+  Errors errors(file_origin(file));
+  LoadedConfig loaded = load_bound(file, overrides, errors);
+  errors.throw_if_any();  // unknown keys and wrong types: there is no value to show
+  detail::validate(loaded.config, loaded.locations, file_origin(file), errors);
+  problems = errors.problems();
   return loaded;
 }
 

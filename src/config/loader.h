@@ -30,6 +30,19 @@ struct LoadedConfig {
 // Throws ft::ConfigError listing every error, one per line as "FILE:LINE:COL: KEY: problem".
 LoadedConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides);
 
+// A value the validation refuses: its key, where it was set (FILE:LINE:COL, an override, or the config file when the
+// key kept its default) and what is wrong.
+struct Problem {
+  std::string key, where, message;
+};
+
+// load_config() for looking at a config that is not finished yet (`config show`): composition, override, unknown-key,
+// type and interpolation errors still throw, but what the validation finds (data.train missing, a value out of
+// range, a file that does not exist) comes back in `problems`, in the order load_config() would list it, with the
+// config as bound.
+LoadedConfig load_config_unvalidated(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                                     std::vector<Problem>& problems);
+
 // The fully resolved config as YAML, sections and keys in visit() order; load_config() of it gives an equal Config.
 std::string to_yaml(const Config& config);
 

@@ -1,5 +1,5 @@
 // Settings that are a keyword or a free value (a path, a GPU index), beside settings.h's closed sets: parsed once
-// when the config is bound, printed back as the text they were given. Header-only (util/device.h uses them too).
+// when the config is bound, printed back as the text they were given. Header-only.
 #pragma once
 
 #include <optional>

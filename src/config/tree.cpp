@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "tokenizer/unicode.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace ft::config {
 
@@ -62,7 +62,7 @@ constexpr int64_t kMaxValues = 1000000;
 
 // YAML is Unicode text: a scalar or key with bytes that are not UTF-8 would not print back as the same value.
 void require_utf8(const std::string& text, const Origin& where) {
-  if (const auto bad = tok::unicode::find_invalid_utf8(text)) {
+  if (const auto bad = utf8::find_invalid_utf8(text)) {
     throw ConfigError(where.where() + ": not valid UTF-8 (byte " + std::to_string(*bad) + " of the value)",
                       "save the file as UTF-8");
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "data/chat_template.h"
@@ -71,6 +72,28 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
 
 TokenizedDataset::~TokenizedDataset() = default;
 
+std::filesystem::path default_cache_dir(const std::filesystem::path& run_dir) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg == '/') return std::filesystem::path(xdg) / "finetune" / "data";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home == '/') return std::filesystem::path(home) / ".cache" / "finetune" / "data";
+  return run_dir / ".cache" / "data";
+}
+
+RecordOptions DatasetOptions::record_options(const DataSource& source) const {
+  RecordOptions ro;
+  ro.format = source.format;
+  ro.fields = fields;
+  ro.template_name = template_name == "auto" ? "plain" : template_name;  // auto without a model template
+  ro.chat = chat.get();
+  ro.last_turn_only = last_turn_only;
+  ro.roles = roles;
+  ro.system_prompt = system_prompt;
+  ro.add_bos = add_bos;
+  ro.add_eos = add_eos;
+  return ro;
+}
+
 DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, const std::filesystem::path& base_dir) {
   DatasetOptions o;
   const auto& d = config.data;
@@ -91,11 +114,7 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
   o.add_bos = config.tokenizer.add_bos;
   o.add_eos = config.tokenizer.add_eos;
   o.base_dir = base_dir;
-  if (!d.cache_dir.empty()) {
-    o.cache_dir = d.cache_dir;
-  } else {
-    o.cache_dir = std::filesystem::path(config.run.output_dir).parent_path() / ".cache" / "data";
-  }
+  o.cache_dir = d.cache_dir.empty() ? default_cache_dir(config.run.output_dir) : std::filesystem::path(d.cache_dir);
   if (o.cache_dir.is_relative() && !base_dir.empty() && !d.cache_dir.empty()) o.cache_dir = base_dir / o.cache_dir;
   return o;
 }
@@ -126,6 +145,12 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
       return build(resolved, tok);
     }
     check_template_markers(o.template_name, tok);
+    if (o.template_name == "auto") {
+      FT_LOG_WARN("chat template: plain (data.template is auto, and neither model.path nor the tokenizer's folder has "
+                  "a chat template); set data.template to a built-in (e.g. chatml, llama3) to train in another format");
+    } else {
+      FT_LOG_INFO("chat template: built-in {}", o.template_name);
+    }
   }
   std::shared_ptr<TokenizedDataset> ds(new TokenizedDataset());
   ds->seq_len_ = o.seq_len;

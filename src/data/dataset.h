@@ -50,9 +50,17 @@ struct DatasetOptions {
   std::filesystem::path cache_dir;  // required for JSON Lines sources
   std::filesystem::path base_dir;   // relative source paths are resolved against it (the config's folder)
 
-  // data.train (eval = false) or data.eval of a config; cache_dir falls back to <output_dir>/../.cache/data.
+  // data.train (eval = false) or data.eval of a config; cache_dir falls back to default_cache_dir.
   static DatasetOptions from_config(const Config& config, bool eval, const std::filesystem::path& base_dir = {});
+  // How the records of `source` are parsed: its format with these fields, template, roles and BOS/EOS settings (the
+  // plain template while template_name is still auto, i.e. the model has none).
+  RecordOptions record_options(const DataSource& source) const;
 };
+
+// The data cache when data.cache_dir is empty: a per-user cache shared by runs and sweeps (entries are keyed by
+// content), $XDG_CACHE_HOME/finetune/data, else $HOME/.cache/finetune/data (the XDG default); without either (an
+// absolute path), <run_dir>/.cache/data.
+std::filesystem::path default_cache_dir(const std::filesystem::path& run_dir);
 
 struct SourceStats {
   std::string path;

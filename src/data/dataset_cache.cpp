@@ -24,7 +24,6 @@ namespace ft::data {
 namespace {
 
 constexpr uintmax_t kContentHashLimit = 256ull << 20;  // bigger files are keyed by path, size and mtime
-constexpr size_t kMaxSkippedLines = 5;
 
 struct Writer {
   std::ofstream tokens, loss, offsets;
@@ -55,17 +54,8 @@ struct Writer {
 // Tokenizes `path` into `dir` (tokens.bin, loss.bin, offsets.bin, meta.json).
 SourceStats tokenize_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
                             const Tokenizer& tokenizer, const std::filesystem::path& dir) {
-  RecordOptions ro;
-  ro.format = source.format;
-  ro.fields = o.fields;
-  ro.template_name = o.template_name == "auto" ? "plain" : o.template_name;  // auto without a model template
-  ro.chat = o.chat.get();
-  ro.last_turn_only = o.last_turn_only;
-  ro.roles = o.roles;
-  ro.system_prompt = o.system_prompt;
-  ro.add_bos = o.add_bos;
-  ro.add_eos = o.add_eos;
-  const bool skip = o.on_error == OnError::kSkip;
+  const RecordOptions ro = o.record_options(source);
+  BadRecords bad(path, o.on_error);
   const bool drop = o.overlong == Overlong::kDrop;
 
   SourceStats st;
@@ -114,15 +104,7 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
     if (failure) std::rethrow_exception(failure);
     for (auto& item : items) {
       if (item.error) {
-        const auto& e = *item.error;
-        const std::string where = fmt::format("{}:{}", path.string(), item.line_no);
-        const std::string field = e.field().empty() ? "" : fmt::format(" (field '{}')", e.field());
-        if (!skip) {
-          throw Error(fmt::format("{}: {}{}", where, e.what(), field),
-                      "fix the line, check data.fields and the format, or set data.on_error: skip");
-        }
-        ++st.skipped;
-        if (st.skipped_lines.size() < kMaxSkippedLines) st.skipped_lines.push_back(item.line_no);
+        bad.add(item.line_no, *item.error);
         continue;
       }
       auto& s = item.sample;
@@ -161,14 +143,10 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   }
   process();
   w.close(dir);
-  if (records == 0) {
-    if (!skip) throw Error(path.string() + ":1: the file is empty (no records)", "check the data path");
-    FT_LOG_WARN("{}: the file is empty (no records); skipped", path.string());
-  }
-  if (st.skipped > 0) {
-    FT_LOG_WARN("{}: skipped {} bad line(s), first at line(s) {}", path.string(), st.skipped,
-                fmt::join(st.skipped_lines, ", "));
-  }
+  bad.finish(records);
+  // Warned where the dataset's statistics are logged, also when a later run reads this entry from the cache.
+  st.skipped = bad.count();
+  st.skipped_lines = bad.lines();
   ft::write_file_atomic(dir / "meta.json", nlohmann::json(st).dump(2));
   return st;
 }

@@ -7,6 +7,22 @@
 
 namespace ft::data {
 
+LoaderOptions LoaderOptions::from_config(const Config& cfg, int64_t pad_id, int rank, int world_size, bool pin_memory,
+                                         bool shuffle) {
+  LoaderOptions o;
+  o.micro_batch_size = cfg.train.micro_batch_size;
+  o.seq_len = cfg.data.seq_len;
+  o.packing = cfg.data.packing;
+  o.pad_id = pad_id;
+  o.seed = static_cast<uint64_t>(cfg.run.seed);
+  o.rank = rank;
+  o.world_size = world_size;
+  o.prefetch = cfg.data.prefetch;
+  o.shuffle = shuffle;
+  o.pin_memory = pin_memory;
+  return o;
+}
+
 RowPlan pack_rows(const TokenizedDataset& dataset, const std::vector<int64_t>& order, int64_t seq_len) {
   RowPlan rows;
   int64_t used = seq_len + 1;  // forces a new row first

@@ -44,6 +44,11 @@ struct LoaderOptions {
   int64_t prefetch = 4;     // batches prepared ahead (at least 1)
   bool shuffle = true;      // false: file order every epoch (no reshuffle)
   bool pin_memory = false;  // page-locked host tensors, for asynchronous copies to a GPU
+
+  // train.micro_batch_size, data.seq_len/packing/prefetch, run.seed; this rank's place, the tokenizer's pad id, and
+  // pinned batches for a GPU run.
+  static LoaderOptions from_config(const Config& cfg, int64_t pad_id, int rank, int world_size, bool pin_memory,
+                                   bool shuffle);
 };
 
 class DataLoader : public ckpt::Stateful {

@@ -7,6 +7,7 @@
 #include "data/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::data {
 namespace {
@@ -224,6 +225,29 @@ TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, c
   } catch (const Error& e) {  // the template's raise_exception (e.g. roles out of order)
     throw RecordError(o.fields.messages, e.what());
   }
+}
+
+void BadRecords::add(int64_t line_no, const RecordError& e) {
+  const std::string field = e.field().empty() ? "" : fmt::format(" (field '{}')", e.field());
+  std::string message = fmt::format("{}:{}: {}{}", path_.string(), line_no, e.what(), field);
+  if (on_error_ == OnError::kFail) {
+    throw Error(std::move(message), "fix the line, check data.fields and the format, or set data.on_error: skip");
+  }
+  if (count_ == 0) first_error_ = std::move(message);
+  ++count_;
+  if (lines_.size() < kMaxLines) lines_.push_back(line_no);
+}
+
+void BadRecords::finish(int64_t records) const {
+  if (records > 0) return;
+  if (on_error_ == OnError::kFail) {
+    throw Error(path_.string() + ":1: the file is empty (no records)", "check the data path");
+  }
+  FT_LOG_WARN("{}: the file is empty (no records); skipped", path_.string());
+}
+
+void warn_skipped_lines(const std::string& path, int64_t count, const std::vector<int64_t>& lines) {
+  if (count > 0) FT_LOG_WARN("{}: skipped {} bad line(s), first at line(s) {}", path, count, fmt::join(lines, ", "));
 }
 
 }  // namespace ft::data

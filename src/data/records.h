@@ -1,6 +1,8 @@
 // One JSON Lines record -> loss-tagged segments, per dataset format. Errors name the offending field.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -24,6 +26,34 @@ class RecordError : public std::runtime_error {
  private:
   std::string field_;
 };
+
+// data.on_error for the records of one file, the same for everything that reads the data (the dataset, tokenizer
+// training at the start of a run): kFail throws a bad record as "<file>:<line>: <what> (field '<f>')" with the
+// hint; kSkip counts it and keeps the first few line numbers for the warning.
+class BadRecords {
+ public:
+  static constexpr size_t kMaxLines = 5;
+
+  BadRecords(std::filesystem::path path, OnError on_error) : path_(std::move(path)), on_error_(on_error) {}
+  void add(int64_t line_no, const RecordError& e);
+  // After the last record: a file without records is an error (kFail) or a warning (kSkip).
+  void finish(int64_t records) const;
+
+  int64_t count() const { return count_; }
+  const std::vector<int64_t>& lines() const { return lines_; }
+  // The first skipped record's error, as kFail would have reported it ("" when none was skipped).
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  std::filesystem::path path_;
+  OnError on_error_;
+  int64_t count_ = 0;
+  std::vector<int64_t> lines_;
+  std::string first_error_;
+};
+
+// "<path>: skipped N bad line(s), first at line(s) a, b" as a warning (nothing when `count` is 0).
+void warn_skipped_lines(const std::string& path, int64_t count, const std::vector<int64_t>& lines);
 
 class JinjaChat;
 class Tokenizer;

@@ -5,9 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "data/dataset.h"
 #include "data/json_records.h"
+#include "data/records.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 
 namespace ft::data {
@@ -34,6 +37,28 @@ class VectorIterator : public sentencepiece::SentenceIterator {
   size_t i_ = 0;
 };
 
+// The texts of `path`'s records as the dataset parses them, with its data.on_error rule; the dataset warns about
+// skipped lines when it reads the same file next. Returns the first skipped record's error ("" for none).
+std::string collect_dataset_records(const std::filesystem::path& path, const RecordOptions& ro, OnError on_error,
+                                    std::vector<std::string>& sentences) {
+  RecordReader reader(path);
+  BadRecords bad(path, on_error);
+  std::string record;
+  int64_t line_no = 0, records = 0;
+  while (reader.next(record, line_no)) {
+    ++records;
+    try {
+      for (const auto& segment : parse_record(record, ro)) {
+        if (!segment.text.empty()) sentences.push_back(segment.text);
+      }
+    } catch (const RecordError& e) {
+      bad.add(line_no, e);
+    }
+  }
+  bad.finish(records);
+  return bad.first_error();
+}
+
 }  // namespace
 
 void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t vocab_size,
@@ -57,9 +82,21 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       }
     }
   };
-  for (const auto& path : inputs) {
+  std::string first_skipped;  // data.on_error=skip: the first bad record, for a corpus left empty
+  for (size_t input = 0; input < inputs.size(); ++input) {
+    const auto& path = inputs[input];
     if (!std::filesystem::is_regular_file(path)) throw Error("cannot read " + path.string(), "check the --input path");
     const auto ext = path.extension().string();
+    if (options.dataset != nullptr) {
+      // The dataset's own parsing, rendered with the plain template: the model's template and a built-in's variant
+      // for this tokenizer are chosen once the tokenizer exists; only the text matters here.
+      RecordOptions ro = options.dataset->record_options(options.dataset->sources.at(input));
+      ro.template_name = "plain";
+      ro.chat = nullptr;
+      const std::string skipped = collect_dataset_records(path, ro, options.dataset->on_error, sentences);
+      if (first_skipped.empty()) first_skipped = skipped;
+      continue;
+    }
     if (ext == ".jsonl" || ext == ".json") {
       // The records as the datasets read them: JSON Lines, or one JSON array of objects.
       RecordReader reader(path);
@@ -79,7 +116,13 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       if (line.find_first_not_of(" \t\r") != std::string::npos) sentences.push_back(line);
     }
   }
-  if (sentences.empty()) throw Error("the tokenizer inputs hold no text", "check the files and data.fields");
+  if (sentences.empty()) {
+    std::vector<std::string> names;
+    for (const auto& path : inputs) names.push_back(path.string());
+    throw Error(fmt::format("the tokenizer inputs hold no text: {}{}", fmt::join(names, ", "),
+                            first_skipped.empty() ? "" : "; every record was skipped as bad, the first: " + first_skipped),
+                "check the files and data.fields (the JSON field names whose strings are read)");
+  }
   std::filesystem::create_directories(out_dir);
   std::string symbols;
   for (const auto& s : options.user_defined_symbols) symbols += (symbols.empty() ? "" : ",") + s;
@@ -104,15 +147,19 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       {"minloglevel", "1"},  // warnings and errors only: the INFO log is hundreds of lines
   };
   if (!symbols.empty()) args["user_defined_symbols"] = symbols;
+  if (!options.write_vocab) args.erase("model_prefix");  // sentencepiece takes a file prefix or an in-memory model
   VectorIterator it(sentences);
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it);
+  // Without the .vocab text file, the model comes back in memory: sentencepiece then writes nothing itself, and does
+  // not warn that a piece such as "\n" breaks that file's format.
+  std::string model_proto;
+  const auto status =
+      sentencepiece::SentencePieceTrainer::Train(args, &it, options.write_vocab ? nullptr : &model_proto);
   if (!status.ok()) {
     throw Error("sentencepiece training failed: " + status.ToString(),
                 "byte fallback needs at least 260 pieces plus one per distinct character; a small corpus needs a "
                 "smaller vocabulary for unigram (or use bpe)");
   }
-  FT_LOG_INFO("trained a {} tokenizer of {} pieces on {} sentences: {}", model_type, vocab_size, sentences.size(),
-              (out_dir / "tokenizer.model").string());
+  if (!options.write_vocab) ft::write_file_atomic(out_dir / "tokenizer.model", model_proto);
 }
 
 }  // namespace ft::data

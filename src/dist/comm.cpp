@@ -71,4 +71,13 @@ std::vector<std::string> all_gather_strings(dist::Communicator& comm, const std:
   return out;
 }
 
+std::string broadcast_string(Communicator& comm, const std::string& value) {
+  if (comm.world_size() == 1) return value;
+  return all_gather_strings(comm, comm.rank() == 0 ? value : std::string()).at(0);
+}
+
+nlohmann::json broadcast_json(Communicator& comm, const nlohmann::json& value) {
+  return nlohmann::json::parse(broadcast_string(comm, comm.rank() == 0 ? value.dump() : std::string()));
+}
+
 }  // namespace ft::dist

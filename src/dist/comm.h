@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dist/env.h"
 
 namespace ft::dist {
@@ -71,5 +73,9 @@ std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::s
 
 // Every rank's `value`, in rank order, gathered on every rank (a collective: every rank calls it).
 std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& value);
+// Rank 0's `value` on every rank (a collective; other ranks' values are ignored): one rank decides, e.g. after reading
+// the shared run directory once, and every rank acts on the same answer.
+std::string broadcast_string(Communicator& comm, const std::string& value);
+nlohmann::json broadcast_json(Communicator& comm, const nlohmann::json& value);
 
 }  // namespace ft::dist

@@ -58,7 +58,7 @@ std::vector<Val> iterate(const Val& v) {
       std::vector<Val> out;
       for (char32_t c : utf8_decode(v.s)) {
         std::string s;
-        utf8_append(s, c);
+        append_utf8(s, c);
         out.push_back(Val::str(std::move(s)));
       }
       return out;

@@ -11,6 +11,8 @@
 
 #include "jinja/template.h"
 
+#include "util/utf8.h"
+
 namespace ft::jinja::detail {
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ std::string json_dumps(const Val& v, bool ensure_ascii, const std::string* inden
 // UTF-8 helpers: strings are indexed by code point as Python does.
 std::u32string utf8_decode(std::string_view s);
 std::string utf8_encode(std::u32string_view s);
-void utf8_append(std::string& out, char32_t c);
+using ft::utf8::append_utf8;  // util/utf8.h
 size_t utf8_length(std::string_view s);
 bool is_ascii(std::string_view s);
 bool py_isspace(char32_t c);

@@ -319,7 +319,7 @@ size_t Lexer::lex_string(size_t pos) {
       for (char x : h)
         if (!std::isxdigit(static_cast<unsigned char>(x))) fail(k, "truncated \\x/\\u escape in string");
       k += static_cast<size_t>(count);
-      utf8_append(out, static_cast<char32_t>(std::strtoul(h.c_str(), nullptr, 16)));
+      append_utf8(out, static_cast<char32_t>(std::strtoul(h.c_str(), nullptr, 16)));
     };
     switch (d) {
       case '\n':
@@ -375,7 +375,7 @@ size_t Lexer::lex_string(size_t pos) {
             ++cnt;
           }
           --k;
-          utf8_append(out, static_cast<char32_t>(v));
+          append_utf8(out, static_cast<char32_t>(v));
         } else {
           out += '\\';
           out += d;

@@ -103,7 +103,7 @@ Val Renderer::getitem(const Val& obj, const Val& key, int line) {
         if (ascii)
           out += obj.s[i];
         else
-          utf8_append(out, u[i]);
+          append_utf8(out, u[i]);
       }
       return Val::str(std::move(out));
     }
@@ -145,7 +145,7 @@ Val Renderer::getitem(const Val& obj, const Val& key, int line) {
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Val::undef("str object has no element " + std::to_string(key.as_int()));
       std::string out;
-      utf8_append(out, u[static_cast<size_t>(i)]);
+      append_utf8(out, u[static_cast<size_t>(i)]);
       return Val::str(std::move(out));
     }
     default:

@@ -175,7 +175,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
         out += neu;
         ++n;
       }
-      if (k < u.size()) utf8_append(out, u[k]);
+      if (k < u.size()) append_utf8(out, u[k]);
     }
     return out;
   }

@@ -1,25 +1,8 @@
-// UTF-8 and Python's character classes for ft::jinja: decoding, encoding, length, case mapping.
+// UTF-8 decoding (lenient, as Python reads a template's bytes), length and Python's character classes for
+// ft::jinja; encoding is util/utf8.h's.
 #include "jinja/internal.h"
 
 namespace ft::jinja::detail {
-
-void utf8_append(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
 
 std::u32string utf8_decode(std::string_view s) {
   std::u32string out;
@@ -73,7 +56,7 @@ std::u32string utf8_decode(std::string_view s) {
 std::string utf8_encode(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : s) utf8_append(out, c);
+  for (char32_t c : s) append_utf8(out, c);
   return out;
 }
 

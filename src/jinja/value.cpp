@@ -193,7 +193,7 @@ std::string py_str_repr(std::string_view s) {
         std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
       out += buf;
     } else {
-      utf8_append(out, c);
+      append_utf8(out, c);
     }
   }
   out += quote;

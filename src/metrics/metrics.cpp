@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <vector>
 
+#include "metrics/record.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -18,6 +21,14 @@ double unix_now() {
 
 }  // namespace
 
+MetricsOptions MetricsOptions::from_config(const Config& cfg, int64_t total_steps) {
+  MetricsOptions o;
+  o.tensorboard = cfg.logging.tensorboard;
+  o.progress = cfg.logging.progress;
+  o.total_steps = total_steps;
+  return o;
+}
+
 std::string format_duration(double seconds) {
   if (!(seconds >= 0.0) || !std::isfinite(seconds)) return "?";
   const auto s = static_cast<int64_t>(seconds + 0.5);
@@ -25,19 +36,61 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}", s / 60, s % 60);
 }
 
-std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s, double elapsed_s) {
-  std::string s = total > 0 ? fmt::format("step {}/{}", step, total) : fmt::format("step {}", step);
+namespace {
+
+// One field of the progress text and how soon it goes when the line must be shorter (0: never).
+struct ProgressPiece {
+  int drop_order;
+  std::string text;
+};
+
+// The progress text's fields in display order.
+std::vector<ProgressPiece> progress_pieces(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s,
+                                           double elapsed_s) {
+  std::vector<ProgressPiece> pieces;
+  pieces.push_back({0, total > 0 ? fmt::format("step {}/{}", step, total) : fmt::format("step {}", step)});
   auto num = [&](const char* key) -> std::optional<double> {
     if (fields.is_object() && fields.contains(key) && fields[key].is_number()) return fields[key].get<double>();
     return std::nullopt;
   };
-  if (auto v = num("loss")) s += fmt::format(" | loss {:.4f}", *v);
-  if (auto v = num("lr")) s += fmt::format(" | lr {:.2e}", *v);
-  if (auto v = num("grad_norm")) s += fmt::format(" | gnorm {:.3f}", *v);
-  if (auto v = num("tokens_per_s")) s += fmt::format(" | {:.0f} tok/s", *v);
-  if (elapsed_s >= 0.0) s += " | " + format_duration(elapsed_s) + " elapsed";
-  if (eta_s >= 0.0) s += " | ETA " + format_duration(eta_s);
+  if (auto v = num(kLoss)) pieces.push_back({1, fmt::format("loss {:.4f}", *v)});
+  if (auto v = num(kLr)) pieces.push_back({4, fmt::format("lr {:.2e}", *v)});
+  if (auto v = num(kGradNorm)) pieces.push_back({6, fmt::format("gnorm {:.3f}", *v)});
+  if (auto v = num(kTokensPerS)) pieces.push_back({3, fmt::format("{:.0f} tok/s", *v)});
+  if (elapsed_s >= 0.0) pieces.push_back({5, format_duration(elapsed_s) + " elapsed"});
+  if (eta_s >= 0.0) pieces.push_back({2, "ETA " + format_duration(eta_s)});
+  return pieces;
+}
+
+// The pieces whose drop_order is at most `keep`, joined by " | ".
+std::string join_pieces(const std::vector<ProgressPiece>& pieces, int keep) {
+  std::string s;
+  for (const auto& piece : pieces) {
+    if (piece.drop_order > keep) continue;
+    if (!s.empty()) s += " | ";
+    s += piece.text;
+  }
   return s;
+}
+
+}  // namespace
+
+std::string format_progress(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s, double elapsed_s) {
+  return join_pieces(progress_pieces(step, total, fields, eta_s, elapsed_s), std::numeric_limits<int>::max());
+}
+
+std::string format_status(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s, double elapsed_s,
+                          int columns) {
+  constexpr int kMaxBar = 24, kMinBar = 8;
+  constexpr int kBarFrame = 8;  // "[", "] 100%" and the space after it
+  const auto pieces = progress_pieces(step, total, fields, eta_s, elapsed_s);
+  const int limit = std::max(columns - 1, 1);
+  for (int keep = 6; keep >= 0; --keep) {
+    const std::string text = join_pieces(pieces, keep);
+    const int room = limit - kBarFrame - static_cast<int>(text.size());
+    if (room >= kMinBar) return format_bar(step, total, std::min(kMaxBar, room)) + " " + text;
+  }
+  return join_pieces(pieces, 0).substr(0, static_cast<size_t>(limit));
 }
 
 std::string format_bar(int64_t step, int64_t total, int width) {
@@ -81,27 +134,23 @@ void MetricsLogger::log(const std::string& event, int64_t step, const nlohmann::
   }
 }
 
-std::string MetricsLogger::text(int64_t step, std::chrono::steady_clock::time_point now) {
-  // The ETA from the rate since the first step this process saw (a resumed run does not count earlier steps).
+double MetricsLogger::eta_at(int64_t step, std::chrono::steady_clock::time_point now) {
+  // The rate since the first step this process saw (a resumed run does not count earlier steps).
   if (!first_) first_ = std::make_pair(step, now);
-  double eta = -1.0;
   const int64_t done = step - first_->first;
-  if (opts_.total_steps > 0 && done > 0) {
-    const double per_step = std::chrono::duration<double>(now - first_->second).count() / static_cast<double>(done);
-    eta = per_step * static_cast<double>(std::max<int64_t>(0, opts_.total_steps - step));
-  }
-  return format_progress(step, opts_.total_steps, last_fields_, eta,
-                         std::chrono::duration<double>(now - start_).count());
+  if (opts_.total_steps <= 0 || done <= 0) return -1.0;
+  const double per_step = std::chrono::duration<double>(now - first_->second).count() / static_cast<double>(done);
+  return per_step * static_cast<double>(std::max<int64_t>(0, opts_.total_steps - step));
+}
+
+double MetricsLogger::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 void MetricsLogger::progress(int64_t step, const nlohmann::json& fields) {
   last_fields_ = fields.is_object() ? fields : nlohmann::json::object();
-  const std::string line = text(step, std::chrono::steady_clock::now());
-  if (!use_bar_) {
-    FT_LOG_INFO("{}", line);
-    return;
-  }
-  log::write_to_files(log::Level::kInfo, line);
+  const double eta = eta_at(step, std::chrono::steady_clock::now());
+  FT_LOG_INFO("{}", format_progress(step, opts_.total_steps, last_fields_, eta, elapsed()));
   last_draw_ = {};  // show the new fields now
   tick(step);
 }
@@ -112,7 +161,8 @@ void MetricsLogger::tick(int64_t step) {
   const bool last = opts_.total_steps > 0 && step >= opts_.total_steps;
   if (!last && now - last_draw_ < std::chrono::milliseconds(200)) return;
   last_draw_ = now;
-  log::set_status(format_bar(step, opts_.total_steps) + " " + text(step, now));
+  log::set_status(
+      format_status(step, opts_.total_steps, last_fields_, eta_at(step, now), elapsed(), log::console_columns()));
   bar_drawn_ = true;
 }
 

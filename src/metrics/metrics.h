@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/config.h"
 #include "config/settings.h"
 #include "metrics/tensorboard.h"
 
@@ -22,6 +23,8 @@ struct MetricsOptions {
   bool tensorboard = false;       // also write <run_dir>/tb/events.out.tfevents.*
   Progress progress = Progress::kAuto;  // auto (bar when stderr is a TTY) | on | off (plain lines)
   int64_t total_steps = 0;        // for the bar and the ETA
+
+  static MetricsOptions from_config(const Config& cfg, int64_t total_steps);  // logging.tensorboard / progress
 };
 
 class MetricsLogger {
@@ -38,13 +41,13 @@ class MetricsLogger {
   void log(const std::string& event, int64_t step, const nlohmann::json& fields);
 
   // The log interval's progress for `step` (1-based count of finished optimizer steps) with the optional fields
-  // "loss", "lr", "grad_norm", "tokens_per_s" of `fields`: one line in the log (train.log, and the console when no
-  // bar is shown), and the bar's fields from now on.
+  // "loss", "lr", "grad_norm", "tokens_per_s" of `fields`: one log line (train.log and the console, where it scrolls
+  // above the bar), and the bar's fields from now on.
   void progress(int64_t step, const nlohmann::json& fields);
-  // Every step: redraws the bar (step/total, the last logged fields, elapsed, ETA) at most ~5 times a second and at
-  // the last step. No-op without a bar.
+  // Every step: redraws the bar (step/total, the last logged fields, elapsed, ETA), fitted to the terminal's width
+  // at that moment, at most ~5 times a second and at the last step. No-op without a bar.
   void tick(int64_t step);
-  // Leaves the last bar on screen and ends its line (called by the destructor too).
+  // Leaves the last bar on screen and ends its line, so later log lines follow it (called by the destructor too).
   void finish();
 
   bool bar_active() const { return use_bar_; }
@@ -63,7 +66,8 @@ class MetricsLogger {
   std::chrono::steady_clock::time_point last_draw_{};
   std::optional<std::pair<int64_t, std::chrono::steady_clock::time_point>> first_;  // step and time of the first call
 
-  std::string text(int64_t step, std::chrono::steady_clock::time_point now);  // the progress text at `step`
+  double eta_at(int64_t step, std::chrono::steady_clock::time_point now);  // seconds left; < 0 when unknown
+  double elapsed() const;                                                  // seconds since this logger started
 };
 
 // The progress text (without the bar), e.g. "step 12/100 | loss 2.3456 | lr 3.00e-04 | 1234 tok/s | ETA 1:23".
@@ -72,6 +76,11 @@ std::string format_progress(int64_t step, int64_t total, const nlohmann::json& f
                             double elapsed_s = -1.0);
 // The bar drawn before the progress text: "[#####.....]  50%" for `step` of `total`.
 std::string format_bar(int64_t step, int64_t total, int width = 24);
+// The bar's whole line for a terminal `columns` wide: format_bar and the progress text, at most columns - 1
+// characters (a full last column wraps on some terminals). When narrow it drops, in this order, the gradient
+// norm, the elapsed time, the learning rate, tokens/s, the ETA and the loss, and shortens the bar.
+std::string format_status(int64_t step, int64_t total, const nlohmann::json& fields, double eta_s, double elapsed_s,
+                          int columns);
 // "1:02:03" / "2:03" for seconds.
 std::string format_duration(double seconds);
 

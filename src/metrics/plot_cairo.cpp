@@ -1,10 +1,10 @@
-// The charts of plot.h drawn with cairo: an RGB image surface written as PNG, or an SVG surface.
+// The charts of plot.h drawn with cairo: an RGB image surface written as PNG, or an SVG or PDF surface.
+#include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <cairo.h>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <memory>
 
@@ -26,19 +26,28 @@ constexpr int kText = 0x222222, kMuted = 0x555555, kFrame = 0x888888, kGrid = 0x
 constexpr int kWidth = 960, kLeft = 96, kRight = 28, kTop = 56, kXLabels = 22, kPanelGap = 34;
 constexpr double kInset = 8;
 constexpr size_t kMarkAtMost = 60;  // sparser curves mark their points, so single points and gaps stay visible
+constexpr double kPdfPointsPerPixel = 0.75;  // 72 points an inch over 96 pixels: the PDF page is the SVG's size
 
 struct Curve {
   const Points* points;
   int color;
   std::string label;     // legend text
   int dash = 0;          // index into kDashes
-  bool markers = false;  // mark every point (eval losses: few, far apart)
+  bool markers = false;  // mark every point with a ringed dot, drawn over every line (eval losses: few, far apart)
+};
+
+// How a panel's value axis is chosen from its data.
+enum class ValueAxis {
+  kData,       // round ticks around the data (never below zero)
+  kFromZero,   // from zero up: a throughput's few percent of wobble stays a few percent of the height
+  kLogIfWide,  // logarithmic when the data span more than kLogScaleRatio (a loss), else as kData
 };
 
 struct Panel {
   std::string y_label;
   std::vector<Curve> curves;
   bool legend = false;  // a legend box in the top right corner
+  ValueAxis axis = ValueAxis::kData;
 };
 
 struct Rect {
@@ -53,23 +62,34 @@ cairo_status_t append(void* closure, const unsigned char* data, unsigned int len
   return CAIRO_STATUS_SUCCESS;
 }
 
-bool is_svg(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".svg";
+// The surface for `format`, `width` x `height` pixels (a PDF page in points: its Canvas scales by kPdfPointsPerPixel);
+// SVG and PDF write into `stream`.
+cairo_surface_t* create_surface(ChartFormat format, std::string* stream, int width, int height) {
+  switch (format) {
+    case ChartFormat::kSvg: {
+      cairo_surface_t* svg = cairo_svg_surface_create_for_stream(append, stream, width, height);
+      cairo_svg_surface_set_document_unit(svg, CAIRO_SVG_UNIT_PX);
+      return svg;
+    }
+    case ChartFormat::kPdf:
+      return cairo_pdf_surface_create_for_stream(append, stream, width * kPdfPointsPerPixel,
+                                                 height * kPdfPointsPerPixel);
+    case ChartFormat::kPng:
+      break;
+  }
+  return cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
 }
 
-// The drawing target: an image (PNG) or an SVG document held in memory until finish() writes it to `out`.
+// The drawing target, in pixels: an image (PNG), or an SVG or PDF document held in memory until finish() writes it
+// to `out`.
 class Canvas {
  public:
   Canvas(std::filesystem::path out, int width, int height)
       : out_(std::move(out)),
-        svg_(is_svg(out_)),
-        surface_(svg_ ? cairo_svg_surface_create_for_stream(append, &svg_bytes_, width, height)
-                      : cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height),
-                 cairo_surface_destroy),
+        format_(chart_format(out_)),
+        surface_(create_surface(format_, &vector_bytes_, width, height), cairo_surface_destroy),
         cr_(cairo_create(surface_.get()), cairo_destroy) {
-    if (svg_) cairo_svg_surface_set_document_unit(surface_.get(), CAIRO_SVG_UNIT_PX);
+    if (format_ == ChartFormat::kPdf) cairo_scale(cr_.get(), kPdfPointsPerPixel, kPdfPointsPerPixel);
     cairo_set_source_rgb(cr_.get(), 1, 1, 1);
     cairo_paint(cr_.get());
   }
@@ -78,13 +98,13 @@ class Canvas {
   void finish() {
     check(cairo_status(cr_.get()), "drawing");
     std::string bytes;
-    if (svg_) {
+    if (format_ == ChartFormat::kPng) {
+      check(cairo_surface_write_to_png_stream(surface_.get(), append, &bytes), "encoding PNG");
+    } else {
       cr_.reset();
       cairo_surface_finish(surface_.get());
-      check(cairo_surface_status(surface_.get()), "writing SVG");
-      bytes = std::move(svg_bytes_);
-    } else {
-      check(cairo_surface_write_to_png_stream(surface_.get(), append, &bytes), "encoding PNG");
+      check(cairo_surface_status(surface_.get()), format_ == ChartFormat::kSvg ? "writing SVG" : "writing PDF");
+      bytes = std::move(vector_bytes_);
     }
     write_file_atomic(out_, bytes);
   }
@@ -98,8 +118,8 @@ class Canvas {
   }
 
   std::filesystem::path out_;
-  bool svg_;
-  std::string svg_bytes_;  // before surface_: the SVG surface writes into it until it is destroyed
+  ChartFormat format_;
+  std::string vector_bytes_;  // before surface_: an SVG or PDF surface writes into it until it is destroyed
   SurfacePtr surface_;
   ContextPtr cr_;
 };
@@ -167,6 +187,18 @@ AxisTicks step_ticks(const std::vector<Panel>& panels) {
   return lo <= hi ? nice_ticks(lo, hi, 9, /*non_negative=*/true, /*min_step=*/1) : nice_ticks(0, 1, 9, true, 1);
 }
 
+// A ringed dot: white under the colour, so an eval point reads against the line it sits on.
+void draw_marker(cairo_t* cr, double x, double y, double radius, int color) {
+  set_color(cr, 0xffffff);
+  cairo_new_sub_path(cr);
+  cairo_arc(cr, x, y, radius + 1.5, 0, 2 * M_PI);
+  cairo_fill(cr);
+  set_color(cr, color);
+  cairo_new_sub_path(cr);
+  cairo_arc(cr, x, y, radius, 0, 2 * M_PI);
+  cairo_fill(cr);
+}
+
 void draw_legend(cairo_t* cr, const Rect& area, const std::vector<const Curve*>& entries) {
   constexpr double kPad = 8, kRow = 18, kSwatch = 24;
   set_font(cr, 12);
@@ -186,10 +218,7 @@ void draw_legend(cairo_t* cr, const Rect& area, const std::vector<const Curve*>&
     cairo_move_to(cr, x + kPad, cy);
     cairo_line_to(cr, x + kPad + kSwatch, cy);
     cairo_stroke(cr);
-    if (entries[i]->markers) {
-      cairo_arc(cr, x + kPad + kSwatch / 2, cy, 3, 0, 2 * M_PI);
-      cairo_fill(cr);
-    }
+    if (entries[i]->markers) draw_marker(cr, x + kPad + kSwatch / 2, cy, 4, entries[i]->color);
     set_color(cr, kText);
     draw_text(cr, entries[i]->label, x + kPad + kSwatch + 6, cy, 0, 0.5);
   }
@@ -202,19 +231,31 @@ AxisTicks value_ticks(const Panel& panel) {
   for (const auto& c : panel.curves)
     for (const auto& p : *c.points)
       if (finite(p)) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
-  return lo <= hi ? nice_ticks(lo, hi, 6, /*non_negative=*/true) : nice_ticks(0, 1, 6, true);
+  if (lo > hi) return nice_ticks(0, 1, 6, true);
+  if (panel.axis == ValueAxis::kLogIfWide && wants_log_scale(lo, hi)) return log_ticks(lo, hi, 6);
+  return nice_ticks(panel.axis == ValueAxis::kFromZero ? 0.0 : lo, hi, 6, /*non_negative=*/true);
 }
 
-// Grid, frame, tick labels, the axis title rotated with its baseline at x = title_x, and the curves; returns the
-// points drawn.
+// What the value axis says: its name, "log scale", and the factor of scaled labels.
+std::string axis_title(const Panel& panel, const AxisTicks& yt) {
+  std::string notes = yt.log ? "log scale" : "";
+  if (!yt.scale.empty()) notes += (notes.empty() ? "" : ", ") + yt.scale;
+  return panel.y_label + (notes.empty() ? "" : " (" + notes + ")");
+}
+
+// Grid, frame, tick labels, the axis title rotated with its baseline at x = title_x, and the curves: their lines
+// first, then their markers, so no line hides a marked point. Returns the points drawn.
 size_t draw_panel(cairo_t* cr, const Rect& area, const Panel& panel, const AxisTicks& xt, const AxisTicks& yt,
                   double title_x, double line_width) {
   const bool empty = std::none_of(panel.curves.begin(), panel.curves.end(),
                                   [](const Curve& c) { return finite_points(*c.points) > 0; });
   // The first and last ticks sit a few pixels inside the frame, so a curve at the end of its range stays visible.
   const Rect in{area.x + kInset, area.y + kInset, area.w - 2 * kInset, area.h - 2 * kInset};
+  const auto along = [&](double y) { return yt.log ? std::log10(y) : y; };
   const auto px = [&](double x) { return in.x + (x - xt.lo) / (xt.hi - xt.lo) * in.w; };
-  const auto py = [&](double y) { return in.y + in.h - (y - yt.lo) / (yt.hi - yt.lo) * in.h; };
+  const auto py = [&](double y) {
+    return in.y + in.h - (along(y) - along(yt.lo)) / (along(yt.hi) - along(yt.lo)) * in.h;
+  };
 
   cairo_set_line_width(cr, 1);
   set_color(cr, kGrid);
@@ -242,7 +283,7 @@ size_t draw_panel(cairo_t* cr, const Rect& area, const Panel& panel, const AxisT
   cairo_save(cr);
   cairo_translate(cr, title_x, area.y + area.h / 2);
   cairo_rotate(cr, -M_PI / 2);
-  draw_text(cr, fit(cr, panel.y_label + (yt.scale.empty() ? "" : " (" + yt.scale + ")"), area.h), 0, 0, 0.5, 1);
+  draw_text(cr, fit(cr, axis_title(panel, yt), area.h), 0, 0, 0.5, 1);
   cairo_restore(cr);
   if (empty) {
     set_font(cr, 15, false, true);
@@ -253,7 +294,7 @@ size_t draw_panel(cairo_t* cr, const Rect& area, const Panel& panel, const AxisT
 
   size_t drawn = 0;
   cairo_save(cr);
-  cairo_rectangle(cr, area.x - 4, area.y - 4, area.w + 8, area.h + 8);  // points on the frame stay whole
+  cairo_rectangle(cr, area.x - 6, area.y - 6, area.w + 12, area.h + 12);  // points on the frame stay whole
   cairo_clip(cr);
   std::vector<const Curve*> legend;
   for (const auto& c : panel.curves) {
@@ -272,7 +313,7 @@ size_t draw_panel(cairo_t* cr, const Rect& area, const Panel& panel, const AxisT
       }
     }
     cairo_stroke(cr);
-    if (c.markers || n <= kMarkAtMost) {
+    if (!c.markers && n <= kMarkAtMost) {
       for (const auto& p : *c.points) {
         if (!finite(p)) continue;
         cairo_new_sub_path(cr);
@@ -282,15 +323,21 @@ size_t draw_panel(cairo_t* cr, const Rect& area, const Panel& panel, const AxisT
     }
     drawn += n;
   }
+  for (const Curve* c : legend) {
+    if (!c->markers) continue;
+    for (const auto& p : *c->points) {
+      if (finite(p)) draw_marker(cr, px(p.first), py(p.second), line_width + 2.5, c->color);
+    }
+  }
   cairo_restore(cr);
   if (panel.legend && !legend.empty()) draw_legend(cr, area, legend);
   return drawn;
 }
 
 // Title, then the panels stacked, each with the step axis under it and "step" under the last; returns the points
-// drawn.
-size_t draw_panels(cairo_t* cr, const std::string& title, const std::vector<Panel>& panels, double panel_h,
-                   double line_width) {
+// drawn and the value axes' titles.
+PlotInfo draw_panels(cairo_t* cr, const std::string& title, const std::vector<Panel>& panels, double panel_h,
+                     double line_width) {
   set_font(cr, 18, true);
   set_color(cr, kText);
   const double plot_w = kWidth - kLeft - kRight;
@@ -304,17 +351,19 @@ size_t draw_panels(cairo_t* cr, const std::string& title, const std::vector<Pane
     for (const auto& label : yts.back().labels) label_w = std::max(label_w, text_width(cr, label));
   }
   const double title_x = std::max(24.0, kLeft - 7 - label_w - 10);
-  size_t drawn = 0;
+  PlotInfo info;
   double y = kTop;
   for (size_t i = 0; i < panels.size(); ++i) {
-    drawn += draw_panel(cr, {kLeft, y, plot_w, panel_h}, panels[i], xt, yts[i], title_x, line_width);
+    info.points += draw_panel(cr, {kLeft, y, plot_w, panel_h}, panels[i], xt, yts[i], title_x, line_width);
+    info.axis_titles.push_back(axis_title(panels[i], yts[i]));
+    info.value_axes.push_back(yts[i]);
     y += panel_h + kXLabels + kPanelGap;
   }
   y -= kPanelGap;
   set_font(cr, 13);
   set_color(cr, kText);
   draw_text(cr, "step", kLeft + plot_w / 2, y + 4, 0.5, 0);
-  return drawn;
+  return info;
 }
 
 }  // namespace
@@ -330,11 +379,16 @@ PlotInfo plot_metrics(const MetricSeries& s, const std::filesystem::path& out, c
   constexpr int kHeight = 960;
   constexpr double kPanelH = (kHeight - kTop - 3 * kXLabels - 2 * kPanelGap - 40) / 3.0;
   const std::vector<Panel> panels = {
-      {"loss", {{&s.train_loss, kTrainColor, "train"}, {&s.eval_loss, kEvalColor, "eval", 0, true}}, true},
+      {"loss",
+       {{&s.train_loss, kTrainColor, "train"}, {&s.eval_loss, kEvalColor, "eval", 0, true}},
+       true,
+       ValueAxis::kLogIfWide},
       {"learning rate", {{&s.lr, kLrColor, "learning rate"}}},
-      {"tokens/s", {{&s.tokens_per_s, kTokensColor, "tokens/s"}}}};
+      {"tokens/s", {{&s.tokens_per_s, kTokensColor, "tokens/s"}}, false, ValueAxis::kFromZero}};
   Canvas canvas(out, kWidth, kHeight);
-  PlotInfo info{kWidth, kHeight, draw_panels(canvas.cr(), title, panels, kPanelH, 2)};
+  PlotInfo info = draw_panels(canvas.cr(), title, panels, kPanelH, 2);
+  info.width = kWidth;
+  info.height = kHeight;
   canvas.finish();
   return info;
 }
@@ -347,7 +401,8 @@ PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::file
   if (!any) throw Error("no losses to plot", "no trial has logged a step yet");
   constexpr size_t kMaxLegend = 40;
   constexpr double kPanelH = 250, kRow = 18;
-  std::vector<Panel> panels = {{"train loss", {}}, {"eval loss", {}}};
+  std::vector<Panel> panels = {{"train loss", {}, false, ValueAxis::kLogIfWide},
+                               {"eval loss", {}, false, ValueAxis::kLogIfWide}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const int color = kPalette[i % kPalette.size()], dash = static_cast<int>(i / kPalette.size());
     panels[0].curves.push_back({&runs[i].series.train_loss, color, runs[i].label, dash});
@@ -358,7 +413,9 @@ PlotInfo plot_comparison(const std::vector<LabeledSeries>& runs, const std::file
   const int height = static_cast<int>(std::ceil(legend_top + static_cast<double>(rows) * kRow + 16));
   Canvas canvas(out, kWidth, height);
   cairo_t* cr = canvas.cr();
-  PlotInfo info{kWidth, height, draw_panels(cr, title, panels, kPanelH, runs.size() > 10 ? 1.5 : 2)};
+  PlotInfo info = draw_panels(cr, title, panels, kPanelH, runs.size() > 10 ? 1.5 : 2);
+  info.width = kWidth;
+  info.height = height;
   double y = legend_top;
   set_font(cr, 12);
   for (size_t i = 0; i < runs.size() && i < kMaxLegend; ++i, y += kRow) {

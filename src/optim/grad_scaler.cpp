@@ -12,6 +12,14 @@
 
 namespace ft::optim {
 
+GradScalerOptions GradScalerOptions::from_config(const TrainConfig& cfg, bool enabled) {
+  GradScalerOptions o;
+  o.enabled = enabled;
+  o.init_scale = cfg.loss_scale_init;
+  o.growth_interval = cfg.loss_scale_interval;
+  return o;
+}
+
 GradScaler::GradScaler(const GradScalerOptions& opts, at::Device device) : opts_(opts), device_(device) {
   if (!(opts.init_scale > 0.0) || !(opts.growth_factor > 1.0) ||
       !(opts.backoff_factor > 0.0 && opts.backoff_factor < 1.0) || opts.growth_interval <= 0)

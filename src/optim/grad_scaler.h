@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckpt/stateful.h"
+#include "config/config.h"
 
 namespace ft::optim {
 
@@ -21,6 +22,9 @@ struct GradScalerOptions {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;  // clean steps before the scale grows
+
+  // train.loss_scale_*; `enabled` from the precision policy (fp16 only).
+  static GradScalerOptions from_config(const TrainConfig& cfg, bool enabled);
 };
 
 class GradScaler : public ckpt::Stateful {

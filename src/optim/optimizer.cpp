@@ -13,6 +13,18 @@
 #include "util/fmt.h"
 
 namespace ft::optim {
+
+AdamWOptions AdamWOptions::from_config(const OptimizerConfig& cfg) {
+  AdamWOptions o;
+  o.lr = cfg.lr;
+  o.beta1 = cfg.betas.at(0);
+  o.beta2 = cfg.betas.at(1);
+  o.eps = cfg.eps;
+  o.weight_decay = cfg.weight_decay;
+  o.decay_norms_and_biases = cfg.decay_norms_and_biases;
+  return o;
+}
+
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
+
 namespace ft::optim {
 
 struct AdamWOptions {
@@ -19,6 +21,8 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool decay_norms_and_biases = false;  // false: norms, biases and embeddings get weight_decay 0
+
+  static AdamWOptions from_config(const OptimizerConfig& cfg);  // the optimizer.* section
 };
 
 // A named parameter: any dtype/shape, requires_grad; its .grad() is read by step().

@@ -8,6 +8,18 @@
 
 namespace ft::optim {
 
+ScheduleOptions ScheduleOptions::from_config(const Config& cfg, int64_t total_steps) {
+  ScheduleOptions o;
+  o.type = cfg.scheduler.type;
+  o.peak_lr = cfg.optimizer.lr;
+  o.total_steps = total_steps;
+  o.warmup_steps = cfg.scheduler.warmup_steps;
+  o.warmup_ratio = cfg.scheduler.warmup_ratio;
+  o.min_lr_ratio = cfg.scheduler.min_lr_ratio;
+  o.decay_ratio = cfg.scheduler.decay_ratio;
+  return o;
+}
+
 LrSchedule::LrSchedule(const ScheduleOptions& opts) : opts_(opts) {
   if (opts.total_steps <= 0)
     throw ConfigError(fmt::format("scheduler: total steps must be > 0 (got {})", opts.total_steps),

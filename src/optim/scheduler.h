@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.h"
 #include "config/settings.h"
 
 namespace ft::optim {
@@ -19,6 +20,9 @@ struct ScheduleOptions {
   double warmup_ratio = 0.0;    // warmup = ceil(total_steps * warmup_ratio), as transformers' TrainingArguments
   double min_lr_ratio = 0.0;    // floor of the decay (linear, cosine, wsd), fraction of peak_lr
   double decay_ratio = 0.1;     // wsd: decay steps = round(total_steps * decay_ratio), at the end
+
+  // The scheduler.* section, peaking at optimizer.lr, over `total_steps`.
+  static ScheduleOptions from_config(const Config& cfg, int64_t total_steps);
 };
 
 class LrSchedule {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/derived_paths.h"
+#include "metrics/record.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -69,7 +70,7 @@ Plan make_plan(const PlanOptions& options) {
   // Command-line overrides go to every trial; they may not fight the sweep over its own keys.
   for (const auto& o : options.overrides) {
     const std::string key = key_of(o);
-    if (key == "run.output_dir" || key == "run.name" || key == "checkpoint.resume") {
+    if (key == "run.output_dir" || key == "run.name" || key == "checkpoint.resume" || key == "run.overwrite") {
       throw ConfigError("override '" + o + "': " + key + " is set by the sweep for every trial",
                         "choose the sweep directory with --out or the sweep file's output_dir");
     }
@@ -101,6 +102,7 @@ Plan make_plan(const PlanOptions& options) {
     tp.overrides.push_back("run.name=" + yaml_quote(t.name));
     tp.overrides.push_back("run.output_dir=" + yaml_quote(tp.dir.string()));
     tp.overrides.push_back("checkpoint.resume=auto");
+    tp.overrides.push_back("run.overwrite=false");  // a rerun resumes an interrupted trial, never deletes it
     plan.trials.push_back(std::move(tp));
   }
   if (!options.validate) return plan;
@@ -113,7 +115,7 @@ Plan make_plan(const PlanOptions& options) {
     try {
       tp.loaded = config::load_config(options.base_config, tp.overrides);
       config::fill_derived_paths(tp.loaded.config);  // as the trial will: its config.yaml names its files
-      if (spec.metric.rfind("eval.", 0) == 0 && tp.loaded.config.data.eval.empty()) {
+      if (spec.metric.rfind(std::string(metrics::kEvalEvent) + ".", 0) == 0 && tp.loaded.config.data.eval.empty()) {
         lines.push_back((spec.metric_where.empty() ? spec.file.string() : spec.metric_where) +
                         ": metric: " + spec.metric + " needs evaluation data, and this trial's data.eval is empty");
       }
@@ -186,7 +188,7 @@ SweepRecord read_record(const fs::path& dir) {
   r.base_config = j.value("base_config", "");
   r.sweep_file = j.value("sweep_file", "");
   r.overrides = j.value("overrides", std::vector<std::string>{});
-  r.metric = j.value("metric", "eval.loss");
+  r.metric = j.value("metric", metrics::metric_name(metrics::kEvalEvent, metrics::kLoss));
   r.mode = j.value("mode", "min") == "max" ? Mode::kMax : Mode::kMin;
   r.keys = j.value("keys", std::vector<std::string>{});
   for (const auto& jt : j.at("trials")) {

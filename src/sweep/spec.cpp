@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "metrics/record.h"
 #include "sweep/spec_internal.h"
 #include "util/fmt.h"
 
@@ -121,14 +122,16 @@ bool reserved_name(const std::string& name) {
 }  // namespace
 
 const std::vector<std::pair<std::string, Mode>>& known_metrics() {
-  static const std::vector<std::pair<std::string, Mode>> metrics = {{"eval.loss", Mode::kMin},
-                                                                    {"eval.perplexity", Mode::kMin},
-                                                                    {"eval.exact_match", Mode::kMax},
-                                                                    {"train.loss", Mode::kMin},
-                                                                    {"train.tokens_per_s", Mode::kMax},
-                                                                    {"train.mfu", Mode::kMax},
-                                                                    {"train.peak_memory_gib", Mode::kMin}};
-  return metrics;
+  using metrics::kEvalEvent, metrics::kTrainEvent, metrics::metric_name;  // metrics.jsonl's names (metrics/record.h)
+  static const std::vector<std::pair<std::string, Mode>> known = {
+      {metric_name(kEvalEvent, metrics::kLoss), Mode::kMin},
+      {metric_name(kEvalEvent, metrics::kPerplexity), Mode::kMin},
+      {metric_name(kEvalEvent, metrics::kExactMatch), Mode::kMax},
+      {metric_name(kTrainEvent, metrics::kLoss), Mode::kMin},
+      {metric_name(kTrainEvent, metrics::kTokensPerS), Mode::kMax},
+      {metric_name(kTrainEvent, metrics::kMfu), Mode::kMax},
+      {metric_name(kTrainEvent, metrics::kPeakMemoryGib), Mode::kMin}};
+  return known;
 }
 
 std::string safe_name(const std::string& text) {

@@ -291,10 +291,10 @@ std::optional<Type> Reader::config_key(const std::string& key, const Origin& ori
     problems_.add(origin, shown, "'" + key + "' is a section; name a key inside it, e.g. " + first_key_of(key));
     return std::nullopt;
   }
-  if (key == "run.output_dir" || key == "run.name" || key == "checkpoint.resume") {
+  if (key == "run.output_dir" || key == "run.name" || key == "checkpoint.resume" || key == "run.overwrite") {
     problems_.add(origin, shown,
                   "set by the sweep for every trial (run.name and run.output_dir are the trial's name and "
-                  "directory, checkpoint.resume is auto); it cannot be swept");
+                  "directory, checkpoint.resume is auto, run.overwrite is false); it cannot be swept");
     return std::nullopt;
   }
   const std::string owner = section == "list" ? "list" : section.substr(0, section.find('.'));

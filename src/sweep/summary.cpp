@@ -1,13 +1,16 @@
 #include "sweep/summary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <tuple>
 #include <utility>
 
 #include "metrics/metrics.h"
 #include "metrics/plot.h"
+#include "metrics/record.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -73,7 +76,62 @@ std::string mode_name(Mode m) {
   return m == Mode::kMin ? "min" : "max";
 }
 
+// The table's columns after the swept values: header, Markdown alignment, and the cell of a row.
+struct Column {
+  std::string header;
+  const char* align;
+  std::function<std::string(const Row&)> cell;
+};
+
+std::vector<Column> table_columns(const SweepRecord& record) {
+  const auto ranked = [](const Row& r) { return md_number(r.metric, "{:.6g}"); };
+  std::vector<Column> columns = {
+      {"status", "---", [](const Row& r) { return std::string(to_string(r.status)); }},
+      {"steps", "--:", [](const Row& r) { return std::to_string(r.steps); }},
+      {"train loss", "--:", [](const Row& r) { return md_number(r.train_loss); }},
+      {"eval loss", "--:", [](const Row& r) { return md_number(r.eval_loss); }},
+      {"perplexity", "--:", [](const Row& r) { return md_number(r.perplexity); }},
+      {"exact match", "--:",
+       [](const Row& r) { return r.exact_match ? fmt::format("{:.1f}%", 100.0 * *r.exact_match) : std::string(); }},
+      {"tokens/s", "--:", [](const Row& r) { return md_number(r.tokens_per_s, "{:.0f}"); }},
+      // Measured on GPUs only: a CPU trial logs 0, which reads "n/a" rather than a blank that looks like a gap.
+      {"peak GiB", "--:",
+       [](const Row& r) {
+         if (!r.peak_memory_gib) return std::string();
+         return *r.peak_memory_gib > 0 ? md_number(r.peak_memory_gib, "{:.2f}") : std::string("n/a");
+       }},
+      {"wall", "--:", [](const Row& r) { return r.wall_s > 0 ? metrics::format_duration(r.wall_s) : std::string(); }},
+  };
+  // The best-over-evaluations columns are the ranking metric itself when it is one of them (with the same mode):
+  // that column is marked and shows the metric's digits instead of a second column repeating it.
+  const std::string exact_match = metrics::metric_name(metrics::kEvalEvent, metrics::kExactMatch);
+  static const std::vector<std::tuple<std::string, Mode, std::string>> kSameAsMetric = {
+      {metrics::metric_name(metrics::kEvalEvent, metrics::kLoss), Mode::kMin, "eval loss"},
+      {metrics::metric_name(metrics::kEvalEvent, metrics::kPerplexity), Mode::kMin, "perplexity"},
+      {exact_match, Mode::kMax, "exact match"}};
+  for (const auto& [metric, mode, header] : kSameAsMetric) {
+    if (record.metric != metric || record.mode != mode) continue;
+    for (auto& c : columns) {
+      if (c.header != header) continue;
+      c.header += " (ranked)";
+      if (metric != exact_match) c.cell = ranked;  // exact match keeps its percentage
+      return columns;
+    }
+  }
+  columns.push_back({record.metric, "--:", ranked});
+  return columns;
+}
+
 }  // namespace
+
+std::string sweep_title(const fs::path& dir) {
+  fs::path path = fs::absolute(dir).lexically_normal();  // "runs/lr/", "." and "lr/.." name their folder too
+  if (!path.has_filename()) path = path.parent_path();
+  const std::string name = path.filename().string();
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("sweep") != std::string::npos ? name : "Sweep " + name;
+}
 
 TrialMetrics read_trial_metrics(const fs::path& metrics_jsonl) {
   TrialMetrics m;
@@ -85,19 +143,19 @@ TrialMetrics read_trial_metrics(const fs::path& metrics_jsonl) {
     const int64_t step = line["step"].get<int64_t>();
     const auto event = line.find("event");  // not json::value(): see text_of() in state.cpp
     if (event == line.end() || !event->is_string()) continue;
-    if (*event == "train") m.train[step] = line;
-    if (*event == "eval") m.eval[step] = line;
+    if (*event == metrics::kTrainEvent) m.train[step] = line;
+    if (*event == metrics::kEvalEvent) m.eval[step] = line;
   }
   return m;
 }
 
-std::vector<std::pair<int64_t, double>> metric_series(const TrialMetrics& metrics, const std::string& metric) {
+std::vector<std::pair<int64_t, double>> metric_series(const TrialMetrics& trial, const std::string& metric) {
   const size_t dot = metric.find('.');
   const std::string event = metric.substr(0, dot);
   const std::string key = dot == std::string::npos ? std::string() : metric.substr(dot + 1);
-  const auto& lines = event == "eval" ? metrics.eval : metrics.train;
+  const auto& lines = event == metrics::kEvalEvent ? trial.eval : trial.train;
   std::vector<std::pair<int64_t, double>> out;
-  if (event != "eval" && event != "train") return out;
+  if (event != metrics::kEvalEvent && event != metrics::kTrainEvent) return out;
   for (const auto& [step, line] : lines) {
     if (auto v = field(line, key)) out.emplace_back(step, *v);
   }
@@ -126,21 +184,23 @@ std::vector<Row> collect_rows(const fs::path& dir, const SweepRecord& record) {
     const TrialMetrics m = read_trial_metrics(trial_dir / "metrics.jsonl");
     if (!m.train.empty()) {
       r.steps = m.train.rbegin()->first;
-      r.train_loss = field(m.train.rbegin()->second, "loss");
+      r.train_loss = field(m.train.rbegin()->second, metrics::kLoss);
       double sum = 0.0;
       int64_t n = 0;
       for (const auto& [step, line] : m.train) {
-        if (auto v = field(line, "tokens_per_s")) sum += *v, ++n;
-        if (auto v = field(line, "peak_memory_gib")) {
+        if (auto v = field(line, metrics::kTokensPerS)) sum += *v, ++n;
+        if (auto v = field(line, metrics::kPeakMemoryGib)) {
           if (!r.peak_memory_gib || *v > *r.peak_memory_gib) r.peak_memory_gib = v;
         }
       }
       if (n > 0) r.tokens_per_s = sum / static_cast<double>(n);
     }
     if (!m.eval.empty()) r.steps = std::max(r.steps, m.eval.rbegin()->first);
-    r.eval_loss = best_of(metric_series(m, "eval.loss"), Mode::kMin);
-    r.perplexity = best_of(metric_series(m, "eval.perplexity"), Mode::kMin);
-    r.exact_match = best_of(metric_series(m, "eval.exact_match"), Mode::kMax);
+    r.eval_loss = best_of(metric_series(m, metrics::metric_name(metrics::kEvalEvent, metrics::kLoss)), Mode::kMin);
+    r.perplexity =
+        best_of(metric_series(m, metrics::metric_name(metrics::kEvalEvent, metrics::kPerplexity)), Mode::kMin);
+    r.exact_match =
+        best_of(metric_series(m, metrics::metric_name(metrics::kEvalEvent, metrics::kExactMatch)), Mode::kMax);
     r.metric = best_of(metric_series(m, record.metric), record.mode);
     rows.push_back(std::move(r));
   }
@@ -169,7 +229,7 @@ std::string counts_text(const std::vector<Row>& rows) {
 }
 
 std::string render_markdown(const fs::path& dir, const SweepRecord& record, const std::vector<Row>& rows, bool png) {
-  std::string md = "# Sweep " + dir.filename().string() + "\n\n";
+  std::string md = "# " + sweep_title(dir) + "\n\n";
   md += "Base config `" + record.base_config + "`, sweep file `" + record.sweep_file + "`";
   if (!record.overrides.empty()) {
     md += ", overrides `";
@@ -185,22 +245,20 @@ std::string render_markdown(const fs::path& dir, const SweepRecord& record, cons
   } else {
     md += "No finished trial has a value of the metric yet.\n\n";
   }
+  const std::vector<Column> columns = table_columns(record);
   md += "| | trial |";
   for (const auto& k : record.keys) md += " " + md_cell(k) + " |";
-  md += " status | steps | train loss | eval loss | perplexity | exact match | tokens/s | peak GiB | wall | " +
-        record.metric + " |\n|---|---|";
+  for (const auto& c : columns) md += " " + md_cell(c.header) + " |";
+  md += "\n|---|---|";
   for (size_t i = 0; i < record.keys.size(); ++i) md += "---|";
-  md += "---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const auto& c : columns) md += std::string(c.align) + "|";
+  md += "\n";
   for (const auto& r : rows) {
     md += std::string("| ") + (r.best ? "**best**" : "") + " | " +
           (r.best ? "**" + md_cell(r.trial.name) + "**" : md_cell(r.trial.name)) + " |";
     for (const auto& k : record.keys) md += " " + md_cell(value_of(r.trial, k)) + " |";
-    md += fmt::format(" {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", to_string(r.status), r.steps,
-                      md_number(r.train_loss), md_number(r.eval_loss), md_number(r.perplexity),
-                      r.exact_match ? fmt::format("{:.1f}%", 100.0 * *r.exact_match) : "",
-                      md_number(r.tokens_per_s, "{:.0f}"),
-                      r.peak_memory_gib.value_or(0.0) > 0 ? md_number(r.peak_memory_gib, "{:.2f}") : "",
-                      r.wall_s > 0 ? metrics::format_duration(r.wall_s) : "", md_number(r.metric, "{:.6g}"));
+    for (const auto& c : columns) md += " " + md_cell(c.cell(r)) + " |";
+    md += "\n";
   }
   std::string failed, pruned;
   for (const auto& r : rows) {
@@ -273,7 +331,7 @@ SummaryFiles write_summary(const fs::path& dir, const SweepRecord& record) {
     files.png.clear();
   } else {
     try {
-      metrics::plot_comparison(runs, files.png, "sweep " + dir.filename().string() + ": " + counts_text(rows));
+      metrics::plot_comparison(runs, files.png, sweep_title(dir) + ": " + counts_text(rows));
     } catch (const Error& e) {
       // The chart is an extra: the tables are still written, and the sweep goes on.
       FT_LOG_WARN("sweep: {} not written: {} ({})", files.png.filename().string(), e.what(), e.hint());

@@ -26,7 +26,7 @@ struct TrialMetrics {
 TrialMetrics read_trial_metrics(const std::filesystem::path& metrics_jsonl);
 
 // (step, value) of `metric` ("eval.loss": field "loss" of the eval events; "train.tokens_per_s": ...), in step order.
-std::vector<std::pair<int64_t, double>> metric_series(const TrialMetrics& metrics, const std::string& metric);
+std::vector<std::pair<int64_t, double>> metric_series(const TrialMetrics& trial, const std::string& metric);
 // The best value under `mode`; nullopt for an empty series.
 std::optional<double> best_of(const std::vector<std::pair<int64_t, double>>& series, Mode mode);
 // True when `a` is better than `b` under `mode`.
@@ -44,7 +44,7 @@ struct Row {
   std::optional<double> perplexity;       // best (lowest)
   std::optional<double> exact_match;      // best (highest)
   std::optional<double> tokens_per_s;     // mean over the train events
-  std::optional<double> peak_memory_gib;  // highest (0 on the CPU, where it is not measured)
+  std::optional<double> peak_memory_gib;  // highest (0 on the CPU, where it is not measured: "n/a" in summary.md)
   std::optional<double> metric;           // the ranking metric's best value under the mode
   double wall_s = 0.0;                    // all attempts, the running one included
   bool best = false;                      // the best finished trial
@@ -54,10 +54,17 @@ struct Row {
 // eval loss), then the others with a value, then those without (by index).
 std::vector<Row> collect_rows(const std::filesystem::path& dir, const SweepRecord& record);
 
+// The sweep's name in the summary's heading and chart title: its directory's name ("runs/lr/" -> "Sweep lr"), alone
+// when it already says sweep ("runs/sweep" -> "sweep", "runs/demo-sweep" -> "demo-sweep", never "sweep sweep").
+std::string sweep_title(const std::filesystem::path& dir);
+
 // "4 trials: 2 finished, 1 running, 1 failed".
 std::string counts_text(const std::vector<Row>& rows);
 
-// The Markdown report (header, table, failures, stopped trials, the PNG when `png` is set).
+// The Markdown report (header, table, failures, stopped trials, the PNG when `png` is set). The table has one
+// column per swept key, then status, steps, train loss, eval loss, perplexity, exact match, tokens/s, peak GiB
+// ("n/a" on the CPU), wall time and the ranking metric; a metric that is one of the eval columns marks that
+// column "(ranked)" instead of repeating it.
 std::string render_markdown(const std::filesystem::path& dir, const SweepRecord& record, const std::vector<Row>& rows,
                             bool png);
 // The CSV report, one line per row in the rows' order; numbers with every digit (they parse back exactly).

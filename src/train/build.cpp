@@ -7,9 +7,11 @@
 #include <numeric>
 #include <optional>
 
+#include "ckpt/checkpoint_store.h"
 #include "config/derived_paths.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/records.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
@@ -24,6 +26,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fmt.h"
 #include "util/log.h"
@@ -39,12 +42,7 @@ void log_dataset_stats(const char* split, const data::DatasetStats& stats) {
   FT_LOG_INFO("{} data: {} samples per epoch, {} tokens ({} targets); {} truncated, {} dropped, {} bad lines skipped",
               split, stats.epoch_samples, stats.tokens, stats.target_tokens, stats.truncated, stats.dropped,
               stats.skipped);
-  for (const auto& source : stats.sources) {
-    if (source.skipped > 0) {
-      FT_LOG_WARN("{}: skipped {} bad lines (first: {})", source.path, source.skipped,
-                  fmt::join(source.skipped_lines, ", "));
-    }
-  }
+  for (const auto& source : stats.sources) data::warn_skipped_lines(source.path, source.skipped, source.skipped_lines);
 }
 
 std::string device_name(c10::Device device) {
@@ -97,6 +95,9 @@ void train_tokenizer_into(const Config& cfg, const std::filesystem::path& file) 
   for (const auto& source : cfg.data.train) inputs.emplace_back(source.path);
   data::TokenizerTrainOptions options;
   options.fields = cfg.data.fields;
+  const auto dataset = data::DatasetOptions::from_config(cfg, /*eval=*/false);
+  options.dataset = &dataset;
+  options.write_vocab = false;  // the run reads tokenizer.model only
   const std::string model_type = name_of(t.train_model_type);
   data::train_tokenizer(inputs, t.train_vocab_size, model_type, file.parent_path(), options);
   if (file.filename() != "tokenizer.model") fs::rename(file.parent_path() / "tokenizer.model", file);
@@ -105,17 +106,44 @@ void train_tokenizer_into(const Config& cfg, const std::filesystem::path& file) 
 
 }  // namespace
 
+namespace {
+
+// run.overwrite deletes an earlier run; without it a run that would start at step 0 refuses a directory holding one
+// (train/run_dir.h). Decided before anything is written. `auto` with checkpoints that all fail verification is
+// refused later, by the Trainer's resume (verifying reads every file). Returns what was deleted.
+std::vector<std::string> claim_run_dir(const Config& cfg, const RunContext& ctx) {
+  const std::filesystem::path run_dir = cfg.run.output_dir;
+  if (cfg.run.overwrite) return ctx.rank == 0 ? clear_earlier_run(cfg) : std::vector<std::string>{};
+  if (cfg.checkpoint.resume.mode == ResumeSetting::Mode::kPath) return {};
+  const auto earlier = earlier_run(run_dir);
+  if (!earlier.empty() && cfg.checkpoint.resume.mode == ResumeSetting::Mode::kNever) {
+    refuse_new_run(run_dir, earlier, "checkpoint.resume is never");
+  }
+  if (!earlier.empty() && ckpt::CheckpointStore::list(run_dir).empty()) {
+    refuse_new_run(run_dir, earlier, "it holds no checkpoint to resume from");
+  }
+  return {};
+}
+
+}  // namespace
+
 void prepare_run(Config& cfg, const RunContext& ctx) {
   const std::filesystem::path run_dir = cfg.run.output_dir;
+  const auto removed = claim_run_dir(cfg, ctx);
   if (ctx.rank == 0) {
     std::filesystem::create_directories(run_dir);
     log::add_file_sink((run_dir / "train.log").string());
   }
+  if (!removed.empty()) FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(removed, ", "));
   if (cfg.run.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setBenchmarkCuDNN(false);
   }
   FT_LOG_INFO("run directory {} on {} (rank {}/{})", run_dir.string(), ctx.device.str(), ctx.rank, ctx.world_size);
+  prepare_inputs(cfg, ctx);
+}
+
+void prepare_inputs(Config& cfg, const RunContext& ctx) {
   config::fill_derived_paths(cfg);
   generate_synthetic_data(cfg, ctx);
   const auto tokenizer_file = tokenizer_to_train(cfg);
@@ -158,9 +186,12 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   if (!cfg.model.path.empty()) {
     m = model::load_pretrained(cfg.model.path, ctx.device, precision.param);
   } else {
-    m = std::make_shared<model::Transformer>(model::args_from_config(cfg.model, tokenizer.vocab_size()));
-    model::init_weights(*m, cfg.model.init_std, seed);
-    m->to(ctx.device, precision.param);
+    auto args = model::args_from_config(cfg.model, tokenizer.vocab_size());
+    // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
+    model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
+    m = std::make_shared<model::Transformer>(args);
+    model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param);
+    m->to(ctx.device, precision.param);  // the buffers: the parameters are there already
   }
   if (cfg.data.seq_len > m->args().max_position_embeddings) {
     FT_LOG_WARN(
@@ -195,7 +226,6 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   if (cfg.lora.enabled) model::apply_lora(*m, cfg.lora, seed);
   if (cfg.lora.enabled && !created.empty()) m->add_token_rows(created);
   m->set_activation_checkpointing(cfg.model.activation_checkpointing);
-  m->set_fused_kernels(cfg.train.fused_kernels);
   m->train();
   int64_t trainable_count = 0;
   int64_t total_count = 0;
@@ -257,30 +287,14 @@ DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const 
 
 data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
                                    bool shuffle) {
-  data::LoaderOptions loader;
-  loader.micro_batch_size = cfg.train.micro_batch_size;
-  loader.seq_len = cfg.data.seq_len;
-  loader.packing = cfg.data.packing;
-  loader.pad_id = tokenizer.pad_id();
-  loader.seed = static_cast<uint64_t>(cfg.run.seed);
-  loader.rank = ctx.rank;
-  loader.world_size = ctx.world_size;
-  loader.prefetch = cfg.data.prefetch;
-  loader.shuffle = shuffle;
-  loader.pin_memory = ctx.device.is_cuda();
-  return loader;
+  return data::LoaderOptions::from_config(cfg, tokenizer.pad_id(), ctx.rank, ctx.world_size, ctx.device.is_cuda(),
+                                          shuffle);
 }
 
 OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
                                int64_t total_steps, const RunContext& ctx) {
   OptimizerParts parts;
-  optim::AdamWOptions opts;
-  opts.lr = cfg.optimizer.lr;
-  opts.beta1 = cfg.optimizer.betas.at(0);
-  opts.beta2 = cfg.optimizer.betas.at(1);
-  opts.eps = cfg.optimizer.eps;
-  opts.weight_decay = cfg.optimizer.weight_decay;
-  opts.decay_norms_and_biases = cfg.optimizer.decay_norms_and_biases;
+  const auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
   if (cfg.distributed.zero == 1 && ctx.world_size > 1) {
     // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h).
     std::vector<int64_t> numels;
@@ -303,34 +317,20 @@ OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<st
     parts.optimizer = std::make_unique<optim::AdamW>(trainable, opts);
   }
 
-  optim::ScheduleOptions sched;
-  sched.type = cfg.scheduler.type;
-  sched.peak_lr = cfg.optimizer.lr;
-  sched.total_steps = total_steps;
-  sched.warmup_steps = cfg.scheduler.warmup_steps;
-  sched.warmup_ratio = cfg.scheduler.warmup_ratio;
-  sched.min_lr_ratio = cfg.scheduler.min_lr_ratio;
-  sched.decay_ratio = cfg.scheduler.decay_ratio;
-  parts.schedule = std::make_unique<optim::LrSchedule>(sched);
+  parts.schedule = std::make_unique<optim::LrSchedule>(optim::ScheduleOptions::from_config(cfg, total_steps));
   return parts;
 }
 
 std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const PrecisionPolicy& precision,
                                                 c10::Device device) {
-  optim::GradScalerOptions scaler;
-  scaler.enabled = precision.loss_scaling;
-  scaler.init_scale = cfg.train.loss_scale_init;
-  scaler.growth_interval = cfg.train.loss_scale_interval;
-  return std::make_unique<optim::GradScaler>(scaler, device);
+  return std::make_unique<optim::GradScaler>(
+      optim::GradScalerOptions::from_config(cfg.train, precision.loss_scaling), device);
 }
 
 std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t total_steps, int rank) {
   if (rank != 0) return nullptr;
-  metrics::MetricsOptions options;
-  options.tensorboard = cfg.logging.tensorboard;
-  options.progress = cfg.logging.progress;
-  options.total_steps = total_steps;
-  return std::make_unique<metrics::MetricsLogger>(cfg.run.output_dir, options);
+  return std::make_unique<metrics::MetricsLogger>(cfg.run.output_dir,
+                                                  metrics::MetricsOptions::from_config(cfg, total_steps));
 }
 
 std::unique_ptr<metrics::StepProfiler> build_profiler(const Config& cfg, const RunContext& ctx) {

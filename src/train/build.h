@@ -51,9 +51,13 @@ struct RunContext {
 // its train.log, the paths of the files the run makes for itself (config::fill_derived_paths), synthetic data
 // (data.synth: missing files are generated) and a trained tokenizer (tokenizer.train_vocab_size > 0: into a
 // tokenizer.path that does not exist yet, <path>/tokenizer.model for a directory; tokenizer.path then names the file).
-// So config.yaml names the files the run used, and a rerun from it finds them. Also applies run.deterministic. Rank 0
-// writes; every rank returns once the files exist.
+// So config.yaml names the files the run used, and a rerun from it finds them. Also applies run.deterministic and
+// the rule for a directory that holds an earlier run (train/run_dir.h). Rank 0 writes; every rank returns once the
+// files exist.
 void prepare_run(Config& cfg, const RunContext& ctx);
+// prepare_run's inputs alone (derived paths, synthetic data, the trained tokenizer), e.g. for `finetune data
+// inspect`, which shows the data as the run will see it.
+void prepare_inputs(Config& cfg, const RunContext& ctx);
 
 // The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
 std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg);

@@ -30,6 +30,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "train/fingerprint.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 #include "util/build_info.h"
 #include "util/file_writer.h"
@@ -210,7 +211,7 @@ void Trainer::save_checkpoint() {
   if (ctx_.rank == 0) tmp = checkpoints_->begin(progress_.step);
   if (sharded) {
     // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
-    tmp = dist::all_gather_strings(*ctx_.comm, tmp.string()).at(0);
+    tmp = dist::broadcast_string(*ctx_.comm, tmp.string());
     std::string failure;
     if (ctx_.rank != 0) {
       try {
@@ -266,29 +267,34 @@ bool Trainer::try_resume() {
   if (resume.mode == ResumeSetting::Mode::kNever) return false;
   // Rank 0 picks and verifies the checkpoint, reading every file once rather than once per rank; every rank then
   // acts on its answer: {"path": the checkpoint or "" for none, "problem": why an explicit path is invalid}.
-  nlohmann::json choice = {{"path", ""}, {"problem", ""}};
+  nlohmann::json choice = {{"path", ""}, {"problem", ""}, {"earlier", nlohmann::json::array()}};
   if (ctx_.rank == 0) {
     if (resume.mode == ResumeSetting::Mode::kAuto) {
-      if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_))
+      if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_)) {
         choice["path"] = latest->path.string();
+      } else if (!cfg_.run.overwrite) {
+        choice["earlier"] = earlier_run(run_dir_);  // every checkpoint failed verification
+      }
     } else {
       choice["path"] = resume.path;
       choice["problem"] = ckpt::CheckpointStore::verify(resume.path).problem;
     }
   }
-  choice = nlohmann::json::parse(dist::all_gather_strings(*ctx_.comm, choice.dump()).at(0));
+  choice = dist::broadcast_json(*ctx_.comm, choice);
   const std::string problem = choice.at("problem").get<std::string>();
   if (!problem.empty()) {
     throw ConfigError("checkpoint.resume: " + resume.path + " is not a valid checkpoint: " + problem,
                       "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
   }
+  const auto earlier = choice.at("earlier").get<std::vector<std::string>>();
+  if (!earlier.empty()) refuse_new_run(run_dir_, earlier, "none of its checkpoints verifies");
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
   if (!same_fingerprint(state.at("fingerprint").get<std::string>(), fingerprint())) {
     throw ConfigError("cannot resume from " + dir.string() + ": " + fingerprint_differences(dir),
                       "restore the original settings (see " + (dir / "config.yaml").string() +
-                          "), use another run.output_dir, or set checkpoint.resume=never");
+                          "), use another run.output_dir, or add --overwrite (run.overwrite=true) to start again");
   }
   const int saved_world = state.at("world_size").get<int>();
   if (saved_world != ctx_.world_size) {
@@ -321,7 +327,7 @@ bool Trainer::final_model_is_current() const {
     const auto model_time = std::filesystem::last_write_time(final_model_dir(), ec);
     answer = latest && !ec && model_time >= std::filesystem::last_write_time(latest->path, ec) && !ec;
   }
-  return nlohmann::json::parse(dist::all_gather_strings(*ctx_.comm, answer.dump()).at(0)).get<bool>();
+  return dist::broadcast_json(*ctx_.comm, answer).get<bool>();
 }
 
 void Trainer::save_final_model() {

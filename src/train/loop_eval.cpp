@@ -21,15 +21,6 @@
 namespace ft::train {
 namespace {
 
-// Greedy generation settings of evaluation: stops where `finetune generate` does.
-model::GenerateOptions eval_generation(const model::Transformer& model, const data::Tokenizer& tokenizer,
-                                       int64_t max_new_tokens) {
-  model::GenerateOptions gen;
-  gen.max_new_tokens = max_new_tokens;
-  gen.stop_ids = model::stop_ids_for(model, tokenizer.eos_id());
-  return gen;
-}
-
 std::string one_line(std::string text) {
   for (size_t i = text.find('\n'); i != std::string::npos; i = text.find('\n', i + 2)) text.replace(i, 1, "\\n");
   return text;
@@ -37,8 +28,8 @@ std::string one_line(std::string text) {
 
 }  // namespace
 
-EvalResult Trainer::evaluate() {
-  EvalResult result;
+metrics::EvalRecord Trainer::evaluate() {
+  metrics::EvalRecord result;
   if (!eval_set_) return result;
   model::EvalModeGuard eval_mode(*model_);
   at::NoGradGuard no_grad;
@@ -61,34 +52,20 @@ EvalResult Trainer::evaluate() {
   if (ctx_.rank == 0 && cfg_.eval.exact_match_samples > 0) {
     const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
     int64_t correct = 0;
-    const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
     for (const auto& sample : samples) {
       const auto prompt_ids = data::encode_prompt(*tokenizer_, sample.prompt, cfg_.tokenizer.add_bos);
-      std::vector<int64_t> generated;
-      {
-        model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
-        generated = model::generate(*model_, prompt_ids, gen);
-      }
-      if (data::exact_match(tokenizer_->decode(model::without_stop(generated, gen)), sample.completion)) ++correct;
+      if (data::exact_match(generate_text(prompt_ids), sample.completion)) ++correct;
     }
     if (!samples.empty()) result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
   }
   if (ctx_.rank == 0) {
-    nlohmann::json m;
-    m["loss"] = result.loss;
-    m["perplexity"] = std::exp(std::min(result.loss, 50.0));
-    m["tokens"] = result.tokens;
-    if (result.exact_match) m["exact_match"] = *result.exact_match;
-    nlohmann::json samples = nlohmann::json::array();
     for (const auto& [prompt, completion] : sample_generations()) {
-      samples.push_back({{"prompt", prompt}, {"completion", completion}});
+      result.samples.push_back({{"prompt", prompt}, {"completion", completion}});
     }
-    if (!samples.empty()) m["samples"] = samples;
-    metrics_->log("eval", progress_.step, m);
-    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", progress_.step, result.loss,
-                m["perplexity"].get<double>(),
+    metrics_->log(metrics::kEvalEvent, progress_.step, result.to_json());
+    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", progress_.step, result.loss, result.perplexity(),
                 result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "");
-    for (const auto& sample : samples) {  // one line each: newlines shown as \n
+    for (const auto& sample : result.samples) {  // one line each: newlines shown as \n
       FT_LOG_INFO("  {} -> {}", one_line(sample["prompt"].get<std::string>()),
                   one_line(sample["completion"].get<std::string>()));
     }
@@ -100,9 +77,21 @@ EvalResult Trainer::evaluate() {
   return result;
 }
 
+std::string Trainer::generate_text(const std::vector<int64_t>& prompt_ids) {
+  // Greedy, stopping where `finetune generate` does.
+  model::GenerateOptions gen;
+  gen.max_new_tokens = cfg_.eval.max_new_tokens;
+  gen.stop_ids = model::stop_ids_for(*model_, tokenizer_->eos_id());
+  std::vector<int64_t> generated;
+  {
+    const auto autocast = precision_.autocast_on(ctx_.device.type());
+    generated = model::generate(*model_, prompt_ids, gen);
+  }
+  return tokenizer_->decode(model::without_stop(generated, gen));
+}
+
 std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
   std::vector<std::pair<std::string, std::string>> out;
-  const model::GenerateOptions gen = eval_generation(*model_, *tokenizer_, cfg_.eval.max_new_tokens);
   // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
   const bool chat =
       cfg_.eval.prompt_format == PromptFormat::kChat ||
@@ -120,14 +109,9 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
     } else {
       prompt_ids = data::encode_prompt(*tokenizer_, prompt.text, cfg_.tokenizer.add_bos);
     }
-    std::vector<int64_t> generated;
-    {
-      model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
-      generated = model::generate(*model_, prompt_ids, gen);
-    }
     // A prompt given as turns is shown by its last (user) turn.
     const std::string shown = prompt.messages.empty() ? prompt.text : prompt.messages.back().content;
-    out.emplace_back(shown, tokenizer_->decode(model::without_stop(generated, gen)));
+    out.emplace_back(shown, generate_text(prompt_ids));
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "model/mode_guards.h"
 
 namespace ft::train {
 
@@ -20,6 +21,8 @@ struct PrecisionPolicy {
 
   // "bf16 autocast over fp32 parameters, fp32 gradient reduction" for the log.
   std::string describe() const;
+  // Autocast as the policy says, on `device` until the guard's scope ends: around every forward of the run.
+  model::AutocastGuard autocast_on(c10::DeviceType device) const { return {device, autocast_dtype, autocast}; }
 };
 
 // train.precision: fp32 (all F32), bf16 (bf16 autocast over F32 parameters), fp16 (fp16 autocast, loss scaling),

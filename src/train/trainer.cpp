@@ -23,6 +23,7 @@
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
+#include "metrics/record.h"
 #include "model/linear_cross_entropy.h"
 #include "model/mode_guards.h"
 #include "model/transformer.h"
@@ -30,7 +31,9 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/schedule.h"
 #include "util/fmt.h"
+#include "util/process.h"
 #include "util/signals.h"
 
 #ifdef FT_WITH_CUDA
@@ -74,12 +77,13 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
       ctx_(std::move(ctx)),
       run_dir_(cfg_.run.output_dir),
       precision_(resolve_precision(cfg_)),
-      fused_loss_(cfg_.train.fused_kernels && ctx_.device.is_cuda()) {
+      kernels_(model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision_.compute)) {
   checkpoints_ = std::make_unique<ckpt::CheckpointStore>(
       run_dir_, ckpt::CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
   tokenizer_ = build_tokenizer(cfg_);
   ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
   model_ = std::move(model.model);
+  model_->set_kernel_policy(kernels_);
   trainable_ = std::move(model.trainable);
   flops_per_token_ = model.flops_per_token;
   peak_tflops_ = model.peak_tflops;
@@ -103,10 +107,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   state_parts_->add_per_rank("loader", *train_loader_);
 
   FT_LOG_INFO("precision: {}", precision_.describe());
-  FT_LOG_INFO("kernels: attention {}; {}{}", model_->attention_path(cfg_.data.packing, ctx_.device, precision_.compute),
-              fused_loss_ ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
-                          : "full logits + cross-entropy, composite RMSNorm and RoPE",
-              model_->args().final_logit_softcapping ? "; final logit soft-capping" : "");
+  FT_LOG_INFO("kernels: {}", model_->kernel_summary(cfg_.data.packing));
 }
 
 Trainer::~Trainer() = default;
@@ -149,10 +150,10 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
     packed.cu_seqlens = batch.cu_seqlens.to(ctx_.device, /*non_blocking=*/true);
     packed.max_seqlen = batch.max_seqlen;
   }
-  if (fused_loss_) {
+  if (kernels_.fused) {
     at::Tensor hidden;  // [B, T, hidden]
     {
-      model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
+      const auto autocast = precision_.autocast_on(ctx_.device.type());
       hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
     }
     return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
@@ -161,7 +162,7 @@ at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
   }
   at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
   {
-    model::AutocastGuard autocast(ctx_.device.type(), precision_.autocast_dtype, precision_.autocast);
+    const auto autocast = precision_.autocast_on(ctx_.device.type());
     logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
   }
   const int64_t vocab = logits.size(-1);
@@ -242,9 +243,12 @@ ExitCode Trainer::run() {
               total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size, cfg_.data.seq_len,
               name_of(cfg_.train.precision));
 
+  const auto schedule = LoopSchedule::from_config(cfg_, total_steps_);
   const auto run_start = Clock::now();
+  const double setup_s = process::seconds_since_start();
   metrics::LogWindow window(ctx_.device);  // the steps since the last log line
   bool interrupted = false;
+  bool first_step_logged = false;
 
   while (progress_.step < total_steps_) {
     const auto step_start = Clock::now();
@@ -261,45 +265,45 @@ ExitCode Trainer::run() {
       throw;
     }
     ++progress_.step;
+    if (!first_step_logged) {
+      first_step_logged = true;
+      log_first_step(setup_s, seconds_since(run_start));
+    }
     profiler_->after_step(progress_.step);
     progress_.tokens_seen += out.global_tokens;
     window.add_step(out.global_tokens, out.global_positions, out.loss_sum, seconds_since(step_start), out.data_wait_s);
 
-    const bool last = progress_.step == total_steps_;
-    if (progress_.step % cfg_.logging.every_steps == 0 || last) {
+    if (schedule.log_at(progress_.step)) {
       check_non_finite();  // host sync: once per log interval
       const double loss =
           all_reduce_sum(window.loss_sum().item<double>()) / std::max<double>(1, window.target_tokens());
       // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
       const double tokens_per_s = window.positions_per_s();
-      nlohmann::json m;
-      m["loss"] = loss;
-      m["lr"] = lr;
-      m["grad_norm"] = out.grad_norm.item<double>();
-      m["loss_scale"] = scaler_->get_scale();
-      m["tokens_per_s"] = tokens_per_s;
-      m["target_tokens_per_s"] = window.target_tokens_per_s();
-      m["step_time_s"] = window.step_time_s();
-      m["data_wait_s"] = window.data_wait_s();
-      m["tokens_seen"] = progress_.tokens_seen;
-      m["epoch"] = progress_.epoch;
-      m["skipped_steps"] = progress_.nan_skips + scaler_->skipped_steps();
-      m["peak_memory_gib"] = peak_memory_gib(ctx_.device);
-      if (ctx_.device.is_cuda()) m["peak_reserved_gib"] = peak_memory_gib(ctx_.device, /*reserved=*/true);
-      if (peak_tflops_ > 0) m["mfu"] = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, ctx_.world_size);
+      metrics::TrainRecord record;
+      record.loss = loss;
+      record.lr = lr;
+      record.grad_norm = out.grad_norm.item<double>();
+      record.loss_scale = scaler_->get_scale();
+      record.tokens_per_s = tokens_per_s;
+      record.target_tokens_per_s = window.target_tokens_per_s();
+      record.step_time_s = window.step_time_s();
+      record.data_wait_s = window.data_wait_s();
+      record.tokens_seen = progress_.tokens_seen;
+      record.epoch = progress_.epoch;
+      record.skipped_steps = progress_.nan_skips + scaler_->skipped_steps();
+      record.peak_memory_gib = peak_memory_gib(ctx_.device);
+      if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
+      if (peak_tflops_ > 0) record.mfu = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, ctx_.world_size);
       if (ctx_.rank == 0) {
-        metrics_->log("train", progress_.step, m);
-        metrics_->progress(progress_.step, m);
+        const nlohmann::json fields = record.to_json();
+        metrics_->log(metrics::kTrainEvent, progress_.step, fields);
+        metrics_->progress(progress_.step, fields);
       }
       window.reset();
     }
     if (ctx_.rank == 0) metrics_->tick(progress_.step);
-    if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0 && !last) {
-      evaluate();
-    }
-    if (cfg_.checkpoint.every_steps > 0 && progress_.step % cfg_.checkpoint.every_steps == 0 && !last) {
-      save_checkpoint();
-    }
+    if (schedule.eval_at(progress_.step)) evaluate();
+    if (schedule.checkpoint_at(progress_.step)) save_checkpoint();
     if (any_rank(signals::stop_requested())) {
       FT_LOG_WARN("stop requested by signal {}: saving a checkpoint at step {}", signals::stop_signal(),
                   progress_.step);
@@ -307,6 +311,8 @@ ExitCode Trainer::run() {
       break;
     }
   }
+  // The bar stays where the loop left it; what follows (evaluation, checkpoint, the summary) is logged below it.
+  if (ctx_.rank == 0) metrics_->finish();
   if (interrupted) {
     save_checkpoint();
     FT_LOG_WARN(
@@ -322,6 +328,15 @@ ExitCode Trainer::run() {
   FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", progress_.step, progress_.tokens_seen,
               seconds_since(run_start));
   return ExitCode::kOk;
+}
+
+void Trainer::log_first_step(double setup_s, double step_s) {
+  // The time outside the step that a user waits for at every start (model build or load, data, resume).
+  FT_LOG_INFO("first step done {:.1f} s after the start: setup {:.1f} s, first step {:.1f} s", setup_s + step_s,
+              setup_s, step_s);
+  if (ctx_.rank == 0) {
+    metrics_->log(metrics::kStartEvent, progress_.step, {{"setup_s", setup_s}, {"first_step_s", step_s}});
+  }
 }
 
 void Trainer::check_non_finite() {

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "metrics/record.h"
+#include "model/kernel_policy.h"
 #include "train/build.h"
 #include "train/precision.h"
 #include "train/train_state.h"
@@ -27,13 +29,6 @@ class CheckpointStore;
 }  // namespace ft::ckpt
 
 namespace ft::train {
-
-// What one evaluation measured.
-struct EvalResult {
-  double loss = 0.0;                  // token-weighted mean cross-entropy over the eval set
-  int64_t tokens = 0;                 // target tokens evaluated
-  std::optional<double> exact_match;  // fraction of prompt_completion samples generated exactly, when scored
-};
 
 // Peak memory allocated (or reserved by the caching allocator) on `device` since the start, in GiB (0 on the CPU).
 double peak_memory_gib(c10::Device device, bool reserved = false);
@@ -69,8 +64,9 @@ class Trainer {
   at::Tensor micro_loss_sum(const data::Batch& batch);  // F32 [] summed cross-entropy of one micro-batch
 
   // Evaluation (loop_eval.cpp).
-  EvalResult evaluate();
+  metrics::EvalRecord evaluate();  // logged as an "eval" event on rank 0
   std::vector<std::pair<std::string, std::string>> sample_generations();  // (prompt, completion) for eval.prompts
+  std::string generate_text(const std::vector<int64_t>& prompt_ids);     // greedy, eval.max_new_tokens, as text
 
   // Checkpoints (loop_checkpoint.cpp).
   void save_checkpoint();
@@ -82,6 +78,9 @@ class Trainer {
   std::string fingerprint() const;                               // what a resumed run must share with this one
   // The fingerprint keys whose values differ between `checkpoint`'s config.yaml and this run, for the refusal.
   std::string fingerprint_differences(const std::filesystem::path& checkpoint) const;
+
+  // "first step done N s after the start" in train.log, and a "start" event in metrics.jsonl.
+  void log_first_step(double setup_s, double step_s);
 
   // Counts the steps skipped for non-finite losses since the last call (one host sync) and stops the run when
   // train.max_nan_skips is exceeded.
@@ -119,7 +118,9 @@ class Trainer {
 
   // Precision, resolved once from the config (train/precision.h).
   const PrecisionPolicy precision_;
-  const bool fused_loss_;  // the chunked linear + cross-entropy (train.fused_kernels on CUDA)
+  // The kernels of the run (train.fused_kernels on ctx_.device in precision_.compute), resolved once; the model
+  // gets it too. `fused`: the chunked linear + cross-entropy.
+  const model::KernelPolicy kernels_;
 
   // Progress.
   TrainState progress_;                                        // step, epoch, tokens seen, skips, best eval loss

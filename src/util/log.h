@@ -43,6 +43,9 @@ inline void error(std::string_view m) {
 // the last one on screen and moves to a new line.
 void set_status(std::string_view line);
 void end_status();
+// The width of the terminal on stderr, asked anew at each call so that a status line follows resizes; $COLUMNS when
+// stderr is no terminal, else 80.
+int console_columns();
 
 // Also writes every line to `path` (appending), e.g. <run_dir>/train.log.
 void add_file_sink(const std::string& path);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +17,8 @@ extern char** environ;
 
 namespace ft::process {
 namespace {
+
+const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -115,6 +118,10 @@ void write_all(int fd, const std::string& text) {
     if (n <= 0) return;  // the descriptor is gone: nothing sensible left to do with the text
     done += static_cast<size_t>(n);
   }
+}
+
+double seconds_since_start() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count();
 }
 
 }  // namespace ft::process

@@ -36,4 +36,7 @@ std::string last_error_line(const std::string& text);
 // Writes all of `text` to `fd`, retrying after EINTR; gives up silently when the descriptor is gone.
 void write_all(int fd, const std::string& text);
 
+// Seconds since this process started (since its static objects were initialised, before main).
+double seconds_since_start();
+
 }  // namespace ft::process

@@ -1,4 +1,4 @@
-#include "util/device.h"
+#include "cli/device.h"
 
 #include <ATen/Context.h>
 #include <torch/cuda.h>

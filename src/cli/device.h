@@ -1,4 +1,5 @@
-// run.device resolution: auto | cpu | cuda | cuda:N (config/settings.h's DeviceSetting).
+// run.device resolution: auto | cpu | cuda | cuda:N (config/open_settings.h's DeviceSetting), for the commands
+// that pick a device (train, generate, config validate).
 #pragma once
 
 #include <c10/core/Device.h>

@@ -1,0 +1,80 @@
+#include "train/run_dir.h"
+
+#include "ckpt/checkpoint_store.h"
+#include "config/derived_paths.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool non_empty_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && fs::file_size(path, ec) > 0 && !ec;
+}
+
+// `path` lies inside `dir` (both absolute and normalised).
+bool inside(const fs::path& path, const fs::path& dir) {
+  const auto rel = path.lexically_normal().lexically_relative(dir.lexically_normal());
+  return !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".";
+}
+
+}  // namespace
+
+std::vector<std::string> earlier_run(const fs::path& run_dir) {
+  std::vector<std::string> found;
+  if (non_empty_file(run_dir / "metrics.jsonl")) found.emplace_back("metrics.jsonl");
+  const auto checkpoints = ckpt::CheckpointStore::list(run_dir);
+  if (!checkpoints.empty()) {
+    found.push_back((fs::path("checkpoints") / checkpoints.back().path.filename()).string());
+  }
+  std::error_code ec;
+  for (const char* final_dir : {"model", "adapter"}) {
+    if (fs::is_directory(run_dir / final_dir, ec)) found.push_back(std::string(final_dir) + "/");
+  }
+  return found;
+}
+
+void refuse_new_run(const fs::path& run_dir, const std::vector<std::string>& earlier, const std::string& why) {
+  throw ConfigError(fmt::format("run.output_dir {} already holds a run ({}), and this one would start at step 0: {}",
+                                run_dir.string(), fmt::join(earlier, ", "), why),
+                    "add --overwrite (run.overwrite=true) to delete that run and start again, choose another "
+                    "run.output_dir, or keep checkpoint.resume=auto to continue it from its newest checkpoint");
+}
+
+std::vector<std::string> clear_earlier_run(const Config& cfg) {
+  const fs::path run_dir = fs::absolute(cfg.run.output_dir);
+  std::vector<fs::path> targets;
+  for (const char* name : {"config.yaml", "config_history", "train.log", "metrics.jsonl", "checkpoints", "model",
+                           "adapter", "model.tmp", "adapter.tmp", "tb", "profile"}) {
+    targets.push_back(run_dir / name);
+  }
+  // The files a run generates at its start (synthetic data, a trained tokenizer) follow the config, which may have
+  // changed: they are made again. Only those inside the run directory; a path the config names stays.
+  Config derived = cfg;
+  config::fill_derived_paths(derived);
+  auto add_generated = [&](const std::string& before, const std::string& after) {
+    if (before.empty() && !after.empty() && inside(fs::absolute(after), run_dir)) targets.emplace_back(after);
+  };
+  for (size_t i = 0; i < derived.data.train.size(); ++i)
+    add_generated(cfg.data.train[i].path, derived.data.train[i].path);
+  for (size_t i = 0; i < derived.data.eval.size(); ++i) add_generated(cfg.data.eval[i].path, derived.data.eval[i].path);
+  if (cfg.tokenizer.train_vocab_size > 0) add_generated(cfg.tokenizer.path, derived.tokenizer.path);
+
+  std::vector<std::string> removed;
+  for (const auto& target : targets) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(target, ec))) continue;
+    fs::remove_all(target, ec);
+    if (ec) {
+      throw Error(fmt::format("run.overwrite: cannot delete {}: {}", target.string(), ec.message()),
+                  "check the run directory's permissions, or choose another run.output_dir");
+    }
+    removed.push_back(target.lexically_relative(run_dir).string());
+  }
+  return removed;
+}
+
+}  // namespace ft::train

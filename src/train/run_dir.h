@@ -1,0 +1,29 @@
+// The rule for a run directory that already holds a run: a run that would start at step 0 there (checkpoint.resume
+// never, or auto with no checkpoint to continue) is refused, unless run.overwrite (`finetune train --overwrite`)
+// deletes the earlier run's files first. So a rerun never mixes two runs' metrics, checkpoints and final model.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ft::train {
+
+// What shows that a run trained in `run_dir` ("metrics.jsonl", "checkpoints/step-000600", "model/", "adapter/"):
+// empty when nothing did. An empty metrics.jsonl (opened by a run that stopped before its first log) does not count.
+std::vector<std::string> earlier_run(const std::filesystem::path& run_dir);
+
+// Throws the ConfigError (exit code 2) that refuses to start a new run over `earlier` (from earlier_run), with
+// `why` saying why this run would start at step 0, and the ways on.
+[[noreturn]] void refuse_new_run(const std::filesystem::path& run_dir, const std::vector<std::string>& earlier,
+                                 const std::string& why);
+
+// run.overwrite: deletes what runs write into the run directory (config.yaml and its history, train.log,
+// metrics.jsonl, checkpoints, the final model or adapter, TensorBoard files, profiler traces, and the generated data
+// and trained tokenizer that `cfg`'s derived paths name inside it); other files stay. Returns the names deleted.
+// Call before anything of this run is written, on one rank.
+std::vector<std::string> clear_earlier_run(const Config& cfg);
+
+}  // namespace ft::train
