@@ -1,4 +1,5 @@
-// The executable's contract: info output, version, exit codes for usage errors.
+// The executable's contract: info output, version, exit codes for usage errors, the help a misspelled command or a
+// config key given as an option gets, and the chart formats of `finetune plot`.
 #include <torch/cuda.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -6,6 +7,7 @@
 
 #include <filesystem>
 
+#include "metrics/plot.h"
 #include "support/test_support.h"
 #include "util/fs.h"
 
@@ -40,6 +42,78 @@ TEST(Cli, VersionFlagPrintsVersion) {
 TEST(Cli, MissingSubcommandIsUsageError) {
   EXPECT_EQ(run_finetune("").exit_code, 2);
   EXPECT_EQ(run_finetune("no-such-command").exit_code, 2);
+}
+
+// Exit code 2 and the error line, with `message` in it.
+void expect_usage_error(const std::string& args, const std::string& message) {
+  SCOPED_TRACE(args);
+  const auto r = run_finetune(args);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const size_t line = r.output.find("finetune: error: ");
+  ASSERT_NE(line, std::string::npos) << r.output;
+  EXPECT_NE(r.output.substr(line, r.output.find('\n', line) - line).find(message), std::string::npos) << r.output;
+}
+
+TEST(Cli, AMisspelledCommandGetsTheNearestOneAtEveryLevel) {
+  expect_usage_error("trian --config x.yaml", "unknown command 'trian'; did you mean 'train'?");
+  expect_usage_error("--log-level info trian", "unknown command 'trian'; did you mean 'train'?");
+  expect_usage_error("config shwo --config x.yaml", "unknown command 'config shwo'; did you mean 'config show'?");
+  expect_usage_error("data inpsect --config x.yaml", "unknown command 'data inpsect'; did you mean 'data inspect'?");
+  expect_usage_error("tokenizer trian", "unknown command 'tokenizer trian'; did you mean 'tokenizer train'?");
+  expect_usage_error("xyzzy", "unknown command 'xyzzy' (the commands of finetune are info, config, train,");
+  expect_usage_error("config", "finetune config needs a command: show or validate");
+  expect_usage_error("",
+                     "finetune needs a command: info, config, train, generate, export, tokenizer, data, plot or "
+                     "sweep");
+  EXPECT_NE(run_finetune("trian").output.find("hint: `finetune --help` describes the commands"), std::string::npos);
+}
+
+TEST(Cli, AConfigKeyGivenAsAnOptionIsPointedToItsOverride) {
+  TempDir dir("ft-cli-keys");
+  const std::string config = shell_quote((source_dir() / "configs" / "demo.yaml").string());
+  const std::string out = shell_quote((dir / "run").string());
+  // Found among the config's keys: by the last part of the key, the whole key, or a near miss of either.
+  expect_usage_error("train --config " + config + " --max-steps 5 run.output_dir=" + out,
+                     "unknown option '--max-steps' for finetune train; config settings are key=value overrides: "
+                     "train.max_steps=5");
+  expect_usage_error("train --config " + config + " --lr=1e-4",
+                     "unknown option '--lr' for finetune train; config settings are key=value overrides: "
+                     "optimizer.lr=1e-4");
+  expect_usage_error("config show --config " + config + " --optimizer.weight-decay 0.1",
+                     "config settings are key=value overrides: optimizer.weight_decay=0.1");
+  expect_usage_error("data inspect --config " + config + " --max-step 5", "overrides: train.max_steps=5");
+  expect_usage_error("config validate --config " + config + " --micro-batch-size",
+                     "overrides: train.micro_batch_size=VALUE");
+  const auto hint = run_finetune("train --config " + config + " --max-steps 5");
+  EXPECT_NE(hint.output.find("hint: e.g. finetune train --config FILE train.max_steps=5"), std::string::npos)
+      << hint.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run")) << "nothing ran";
+  // Commands without overrides: a near miss of their own options.
+  expect_usage_error("generate --model m --max-new-token 5",
+                     "unknown option '--max-new-token' for finetune generate; did you mean --max-new-tokens?");
+  expect_usage_error("plot runs/x --outt x.png", "unknown option '--outt' for finetune plot");
+}
+
+TEST(Cli, PlotWritesTheFormatItsExtensionNamesAndRefusesOthers) {
+  TempDir run("ft-cli-plot");
+  write_file(run / "metrics.jsonl",
+             "{\"event\":\"train\",\"step\":1,\"loss\":5.0,\"lr\":0.001,\"tokens_per_s\":900}\n"
+             "{\"event\":\"train\",\"step\":2,\"loss\":0.2,\"lr\":0.001,\"tokens_per_s\":1000}\n"
+             "{\"event\":\"eval\",\"step\":2,\"loss\":0.3}\n");
+  const std::string dir = shell_quote(run.path().string());
+  for (const char* name : {"x.jpg", "x", "x.PNG.txt"}) {
+    expect_usage_error("plot " + dir + " --out " + shell_quote((run / name).string()),
+                       "plot '" + (run / name).string() + "': ");
+    EXPECT_FALSE(std::filesystem::exists(run / name)) << name;
+  }
+  const auto jpg = run_finetune("plot " + dir + " --out " + shell_quote((run / "x.jpg").string()));
+  EXPECT_NE(jpg.output.find("(expected .png, .svg or .pdf)"), std::string::npos) << jpg.output;
+  if (!metrics::plotting_available()) GTEST_SKIP() << "built without cairo (FT_WITH_CAIRO=OFF)";
+  const auto pdf = run_finetune("plot " + dir + " --out " + shell_quote((run / "report.pdf").string()));
+  ASSERT_EQ(pdf.exit_code, 0) << pdf.output;
+  const std::string bytes = read_file(run / "report.pdf");
+  EXPECT_EQ(bytes.rfind("%PDF-", 0), 0u) << bytes.substr(0, 16);
+  EXPECT_NE(bytes.find("/MediaBox [ 0 0 720 720 ]"), std::string::npos);
 }
 
 TEST(Cli, EverySubcommandHasHelpWithExample) {

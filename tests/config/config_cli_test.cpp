@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 
 #include <filesystem>
+#include <sstream>
+#include <string>
 
 #include "config_test_util.h"
 
@@ -113,6 +115,46 @@ TEST_F(ConfigCli, ShowPrintsTheResolvedConfigWithOverrides) {
   const auto again = run_finetune("config show --config " + shell_quote((dir_ / "shown.yaml").string()));
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(again.output, r.output);
+}
+
+// An unfinished config shows what resolves, with what validate refuses listed at the top and marked at its key.
+TEST_F(ConfigCli, ShowPrintsAnIncompleteConfigWithWhatItLacksMarked) {
+  const std::string file = cfg("new.yaml", "tokenizer: {train_vocab_size: 64}\ntrain: {max_steps: 5}\n");
+  const auto r = run_finetune("config show --config " + file + " optimizer.lr=-1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# Not a valid config yet: `finetune config validate` and `train` refuse it until "
+                                  "these 2 are fixed:\n"));
+  EXPECT_THAT(r.output, HasSubstr("#   " + (dir_ / "new.yaml").string() +
+                                  ": data.train: empty (expected at least one training source)\n"));
+  EXPECT_THAT(r.output, HasSubstr("#   <override 'optimizer.lr=-1'>: optimizer.lr: "));
+  EXPECT_THAT(r.output, HasSubstr("\n  train: []  # invalid: empty (expected at least one training source)\n"));
+  EXPECT_THAT(r.output, HasSubstr("\n  lr: -1  # invalid: "));
+  EXPECT_THAT(r.output, HasSubstr("  max_steps: 5\n"));  // what resolves, with the defaults
+  EXPECT_THAT(r.output, HasSubstr("  micro_batch_size: 8\n"));
+  EXPECT_THAT(r.output, HasSubstr("2 settings to fix before the config is valid"));
+  // The printed text (stdout: the output here also holds stderr's "finetune ..." lines) is YAML that loads the same
+  // way; validate still refuses the config.
+  std::string shown;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("finetune", 0) != 0) shown += line + "\n";
+  }
+  write_file(dir_ / "shown.yaml", shown);
+  const auto again = run_finetune("config show --config " + shell_quote((dir_ / "shown.yaml").string()));
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("  train: []  # invalid: empty"));
+  const auto validate = run_finetune("config validate --config " + file);
+  EXPECT_EQ(validate.exit_code, 2) << validate.output;
+  EXPECT_THAT(validate.output, HasSubstr("data.train: empty (expected at least one training source)"));
+  // A list element's problem is marked at its own line.
+  const auto missing = run_finetune("config show --config " + file + " " +
+                                    shell_quote("data.train=[{path: " + (dir_ / "gone.jsonl").string() + "}]"));
+  ASSERT_EQ(missing.exit_code, 0) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("    - path: " + (dir_ / "gone.jsonl").string() + "  # invalid: file '"));
+  // A config that cannot be read has nothing to show.
+  const auto typo = run_finetune("config show --config " + file + " train.max_stepz=5");
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_THAT(typo.output, HasSubstr("did you mean train.max_steps?"));
 }
 
 TEST_F(ConfigCli, UnknownKeyExitsTwoWithPositionAndSuggestion) {

@@ -2,9 +2,12 @@
 // concurrent builders, and every kind of bad input.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "data/dataset.h"
@@ -241,6 +244,30 @@ TEST(Dataset, DamagedCacheEntriesAreRefusedAndNameTheEntry) {
 }
 
 // Each bad input: the error names file:line and the field; skip mode counts it and keeps the good lines.
+// data.cache_dir empty: the per-user cache of the XDG convention, never a folder beside the run directory.
+TEST(Dataset, DefaultCacheIsThePerUserXdgCache) {
+  struct EnvRestore {
+    std::string name;
+    std::optional<std::string> value;
+    explicit EnvRestore(std::string n) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) value = v;
+    }
+    ~EnvRestore() { value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str()); }
+  } xdg("XDG_CACHE_HOME"), home("HOME");
+  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(data::default_cache_dir("runs/x"), std::filesystem::path("/xdg/finetune/data"));
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(data::default_cache_dir("runs/x"), std::filesystem::path("/home/u/.cache/finetune/data"));
+  ::setenv("XDG_CACHE_HOME", "relative", 1);  // not absolute: ignored, as the XDG spec says
+  EXPECT_EQ(data::default_cache_dir("runs/x"), std::filesystem::path("/home/u/.cache/finetune/data"));
+  ::unsetenv("HOME");
+  EXPECT_EQ(data::default_cache_dir("runs/x"), std::filesystem::path("runs/x/.cache/data"));
+  Config cfg;
+  cfg.run.output_dir = "runs/x";
+  EXPECT_EQ(data::DatasetOptions::from_config(cfg, false).cache_dir, std::filesystem::path("runs/x/.cache/data"));
+}
+
 TEST(Dataset, BadInputsNameFileLineAndField) {
   struct Case {
     std::string format, bad_line, field;

@@ -60,6 +60,17 @@ TEST(DataCli, SynthWritesPromptCompletionJsonLines) {
   }
   EXPECT_EQ(n, 5);
   EXPECT_EQ(run_finetune("data synth --task nope --n 1 --out x.jsonl").exit_code, 2);
+
+  // An existing output is kept unless --overwrite is given.
+  const std::string before = read_file(dir / "r.jsonl");
+  const auto again = run_finetune("data synth --task add --n 3 --out " + shell_quote((dir / "r.jsonl").string()));
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("exists already"), std::string::npos) << again.output;
+  EXPECT_EQ(read_file(dir / "r.jsonl"), before);
+  const auto replaced =
+      run_finetune("data synth --task add --n 3 --overwrite --out " + shell_quote((dir / "r.jsonl").string()));
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_NE(read_file(dir / "r.jsonl"), before);
 }
 
 TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
@@ -70,6 +81,9 @@ TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
   auto r = run_finetune("tokenizer train --input " + shell_quote((dir / "add.jsonl").string()) +
                         " --vocab-size 300 --out " + shell_quote((dir / "tok").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto again = run_finetune("tokenizer train --input " + shell_quote((dir / "add.jsonl").string()) +
+                                  " --vocab-size 280 --out " + shell_quote((dir / "tok").string()));
+  EXPECT_EQ(again.exit_code, 2) << "an existing tokenizer.model is kept without --overwrite:\n" << again.output;
   write_file(dir / "cfg.yaml", "run:\n  output_dir: " + (dir / "run").string() + "\ntokenizer:\n  path: " +
                                    (dir / "tok" / "tokenizer.model").string() + "\ndata:\n  seq_len: 64\n  cache_dir: " +
                                    (dir / "cache").string() + "\n  train:\n    - path: " + (dir / "add.jsonl").string() +

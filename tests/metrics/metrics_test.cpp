@@ -54,6 +54,33 @@ TEST(MetricsLogger, BarShowsTheFractionDoneAndTheTextTheElapsedTime) {
   EXPECT_EQ(metrics::format_bar(3, 0, 4), "[....]   0%");  // no total known
 }
 
+// The bar's line fits the terminal (at most columns - 1 characters, so it never wraps): at 80 columns it keeps the
+// step, loss, ETA and tokens/s; at 50 the step and the loss; a wide terminal shows every field.
+TEST(MetricsLogger, StatusLineFitsTheTerminalKeepingTheFieldsThatMatterMost) {
+  const nlohmann::json fields = {{"loss", 2.34567}, {"lr", 3e-4}, {"grad_norm", 0.5}, {"tokens_per_s", 123456.0}};
+  const auto wide = metrics::format_status(300, 600, fields, 83.0, 4000.0, 200);
+  EXPECT_EQ(wide,
+            "[############............]  50% step 300/600 | loss 2.3457 | lr 3.00e-04 | gnorm 0.500 | 123456 tok/s "
+            "| 1:06:40 elapsed | ETA 1:23");
+  for (const int columns : {120, 100, 80, 60, 40, 30, 20, 10}) {
+    const auto s = metrics::format_status(300, 600, fields, 83.0, 4000.0, columns);
+    EXPECT_LE(s.size(), static_cast<size_t>(columns - 1)) << s;
+    EXPECT_NE(s.find("step 300"), std::string::npos) << s;
+    if (columns >= 50) {
+      EXPECT_NE(s.find("loss 2.3457"), std::string::npos) << s;
+    }
+    if (columns >= 30) {
+      EXPECT_EQ(s.rfind("[", 0), 0u) << s;
+      EXPECT_NE(s.find("]  50% step 300/600"), std::string::npos) << s;
+    }
+  }
+  const auto eighty = metrics::format_status(300, 600, fields, 83.0, 4000.0, 80);
+  EXPECT_NE(eighty.find("ETA 1:23"), std::string::npos) << eighty;
+  EXPECT_NE(eighty.find("123456 tok/s"), std::string::npos) << eighty;
+  EXPECT_EQ(eighty.find("gnorm"), std::string::npos) << eighty;
+  EXPECT_EQ(eighty.front(), '[');
+}
+
 TEST(Mfu, MatmulParamsOfLlama2_7bMatchPublishedCount) {
   // Llama-2-7B has 6,738,415,616 parameters; minus the input embedding (32000*4096) and the 65 RMSNorm
   // weights of 4096 leaves the matmul weights.

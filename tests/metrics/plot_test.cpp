@@ -1,5 +1,7 @@
-// The charts of `finetune plot` and the sweep: round axis ticks (the learning-rate axis never below zero), and the
-// PNG cairo writes, decoded again with cairo: the reported size, and each curve's colour where that curve was drawn.
+// The charts of `finetune plot` and the sweep: round axis ticks (the learning-rate axis never below zero), a log axis
+// for a loss that falls by more than a decade, the tokens/s axis from zero, the formats by extension (PNG, SVG, PDF;
+// anything else refused), and the PNG cairo writes, decoded again with cairo: the reported size, each curve's colour
+// where that curve was drawn, and the eval points drawn over the train line.
 #include <gtest/gtest.h>
 
 #if FT_TEST_WITH_CAIRO
@@ -15,6 +17,7 @@
 #include "support/scratch_dir.h"
 #include "support/test_support.h"
 #include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::test {
 namespace {
@@ -111,6 +114,68 @@ TEST(PlotTicks, NonFiniteOrReversedBoundsStillGiveAnAxis) {
   expect_round_ticks_covering(nice_ticks(1e299, 1e300, 6), 1e299, 1e300, 6);
 }
 
+using metrics::log_ticks;
+
+TEST(PlotTicks, LogAxisOnlyForPositiveDataSpanningMoreThanADecade) {
+  EXPECT_FALSE(metrics::wants_log_scale(0.5, 4.9));  // a factor 9.8
+  EXPECT_TRUE(metrics::wants_log_scale(0.3, 5.5));
+  EXPECT_FALSE(metrics::wants_log_scale(0, 5));  // a loss of exactly zero has no logarithm
+  EXPECT_FALSE(metrics::wants_log_scale(-1, 5));
+  EXPECT_FALSE(metrics::wants_log_scale(1e-3, std::numeric_limits<double>::infinity()));
+
+  auto t = log_ticks(0.3, 4.5, 6);  // 1, 2 and 5 x 10^k when they fit
+  EXPECT_TRUE(t.log);
+  EXPECT_EQ(t.values, (std::vector<double>{0.2, 0.5, 1, 2, 5}));
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"0.2", "0.5", "1", "2", "5"}));
+  EXPECT_EQ(t.scale, "");
+  t = log_ticks(0.06, 5.5, 6);  // a demo run's loss: the ends, and the powers of ten between them
+  EXPECT_EQ(t.values, (std::vector<double>{0.05, 0.1, 1, 10}));
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"0.05", "0.1", "1", "10"}));
+  t = log_ticks(2e-6, 3e-2, 6);  // reaching below 10^-4: every label a power of ten
+  EXPECT_EQ(t.labels, (std::vector<std::string>{"2×10⁻⁶", "10⁻⁵", "10⁻⁴", "10⁻³", "10⁻²", "5×10⁻²"}));
+  t = log_ticks(1, 1, 6);  // one value on a tick: room on both sides
+  EXPECT_EQ(t.values, (std::vector<double>{0.5, 1, 2}));
+  t = log_ticks(0, 5, 6);  // no logarithm of zero: the linear axis
+  EXPECT_FALSE(t.log);
+  EXPECT_EQ(t.lo, 0);
+
+  const std::vector<std::pair<double, double>> ranges = {{0.06, 5.5}, {1e-3, 12}, {0.011, 0.2}, {1e-250, 1e250},
+                                                         {7, 7e6},    {0.9, 1.1}, {3e-5, 1}};
+  for (const auto& [lo, hi] : ranges) {
+    for (const int max_ticks : {3, 4, 6, 9}) {
+      SCOPED_TRACE(::testing::Message() << lo << ".." << hi << " max " << max_ticks);
+      t = log_ticks(lo, hi, max_ticks);
+      ASSERT_GE(t.values.size(), 2u);
+      EXPECT_LE(t.values.size(), static_cast<size_t>(max_ticks));
+      EXPECT_LE(t.lo, lo);
+      EXPECT_GE(t.hi, hi);
+      EXPECT_GT(t.lo, lo / 10.000001);  // the ends hug the data: within the next 1, 2 or 5
+      EXPECT_LT(t.hi, hi * 10.000001);
+      ASSERT_EQ(t.labels.size(), t.values.size());
+      for (size_t i = 1; i < t.values.size(); ++i) {
+        EXPECT_GT(t.values[i], t.values[i - 1]);
+        EXPECT_NE(t.labels[i], t.labels[i - 1]);
+      }
+    }
+  }
+}
+
+TEST(PlotFormat, ByExtensionCaseInsensitiveAndAnyOtherRefusedNamingTheChoices) {
+  EXPECT_EQ(metrics::chart_format("a/plot.png"), metrics::ChartFormat::kPng);
+  EXPECT_EQ(metrics::chart_format("plot.SVG"), metrics::ChartFormat::kSvg);
+  EXPECT_EQ(metrics::chart_format("report.Pdf"), metrics::ChartFormat::kPdf);
+  for (const char* name : {"x.jpg", "x.eps", "plot", "x.png.bak"}) {
+    try {
+      metrics::chart_format(name);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.code(), ExitCode::kUsage);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected .png, .svg or .pdf"), std::string::npos) << e.what();
+    }
+  }
+}
+
 metrics::MetricSeries demo_series(int steps, bool eval) {
   metrics::MetricSeries s;
   for (int step = 1; step <= steps; ++step) {
@@ -197,6 +262,13 @@ TEST_F(Plot, NothingToDrawIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "empty.png"));
 }
 
+TEST_F(Plot, AnUnknownExtensionIsRefusedAndNothingIsWritten) {
+  EXPECT_THROW(metrics::plot_metrics(demo_series(20, true), dir_ / "plot.jpg", "t"), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "plot.jpg"));
+  std::vector<metrics::LabeledSeries> runs = {{"a", demo_series(20, true)}};
+  EXPECT_THROW(metrics::plot_comparison(runs, dir_ / "summary.gif", "t"), ConfigError);
+}
+
 #if FT_TEST_WITH_CAIRO
 TEST_F(Plot, PngHasTheReportedSizeAndEachCurveInItsColour) {
   const auto info = metrics::plot_metrics(demo_series(200, true), dir_ / "plot.png", "test run");
@@ -255,6 +327,82 @@ TEST_F(Plot, SvgByExtensionAndWriteErrorsNameTheFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing/plot.png"), std::string::npos) << e.what();
   }
+}
+
+// A loss from 5 down to 0.05 (two decades), evaluated every 25 steps right on the train curve, at about 29,000
+// tokens/s with a few percent of wobble.
+metrics::MetricSeries falling_series() {
+  metrics::MetricSeries s;
+  for (int step = 1; step <= 200; ++step) {
+    s.train_loss.emplace_back(step, 5.0 * std::exp(-step / 40.0) + 0.05);
+    s.lr.emplace_back(step, 3e-4);
+    s.tokens_per_s.emplace_back(step, 29000 + 1000 * std::sin(step));
+    if (step % 25 == 0) s.eval_loss.emplace_back(step, s.train_loss.back().second);
+  }
+  return s;
+}
+
+TEST_F(Plot, LossOnALogAxisWhenItFallsADecadeAndTokensPerSecondFromZero) {
+  const auto info = metrics::plot_metrics(falling_series(), dir_ / "log.png", "log");
+  ASSERT_EQ(info.value_axes.size(), 3u);
+  EXPECT_TRUE(info.value_axes[0].log);
+  EXPECT_LE(info.value_axes[0].lo, 0.05);
+  EXPECT_GT(info.value_axes[0].lo, 0);
+  EXPECT_EQ(info.value_axes[2].lo, 0) << "tokens/s from zero: a 7 % wobble stays small";
+  EXPECT_GE(info.value_axes[2].hi, 30000);
+  EXPECT_EQ(info.axis_titles, (std::vector<std::string>{"loss (log scale)", "learning rate (×10⁻⁴)", "tokens/s"}));
+
+  // Within a decade the loss stays linear, and says nothing about its scale.
+  const auto linear = metrics::plot_metrics(demo_series(200, true), dir_ / "linear.png", "linear");
+  EXPECT_FALSE(linear.value_axes[0].log);
+  EXPECT_EQ(linear.axis_titles[0], "loss");
+  EXPECT_EQ(linear.value_axes[2].lo, 0);
+
+  std::vector<metrics::LabeledSeries> runs = {{"a", falling_series()}, {"b", demo_series(200, true)}};
+  const auto sweep = metrics::plot_comparison(runs, dir_ / "sweep.png", "sweep");
+  EXPECT_EQ(sweep.axis_titles, (std::vector<std::string>{"train loss (log scale)", "eval loss (log scale)"}));
+}
+
+TEST_F(Plot, EvalPointsAreRingedMarkersDrawnOverTheTrainLine) {
+  // One eval point in the left half (the legend is in the top right), on the train curve.
+  metrics::MetricSeries s = falling_series();
+  s.eval_loss = {{30, s.train_loss[29].second}};
+  metrics::plot_metrics(s, dir_ / "eval.png", "eval");
+  const Image img = decode_png(dir_ / "eval.png");
+  double sum_x = 0, sum_y = 0;
+  size_t red = 0;
+  for (int y = 0; y < img.height; ++y) {
+    for (int x = 0; x < img.width / 2; ++x) {
+      const uint32_t p = img.rgb[static_cast<size_t>(y * img.width + x)];
+      Image one{1, 1, {p}};
+      if (count_color(one, kRed) == 0) continue;
+      ++red, sum_x += x, sum_y += y;
+    }
+  }
+  EXPECT_GT(red, 40u) << "a marker of radius 4.5 in the eval colour";
+  ASSERT_GT(red, 0u);
+  const int cx = static_cast<int>(std::lround(sum_x / red)), cy = static_cast<int>(std::lround(sum_y / red));
+  EXPECT_EQ(count_color(Image{1, 1, {img.rgb[static_cast<size_t>(cy * img.width + cx)]}}, kRed), 1u)
+      << "the train line is drawn over the eval point at " << cx << "," << cy;
+  // The white ring around it: near-white pixels on a circle of radius 5.5 around the centre.
+  size_t white = 0;
+  for (int a = 0; a < 16; ++a) {
+    const double t = a * M_PI / 8;
+    const int x = cx + static_cast<int>(std::lround(5.4 * std::cos(t)));
+    const int y = cy + static_cast<int>(std::lround(5.4 * std::sin(t)));
+    white += count_color(Image{1, 1, {img.rgb[static_cast<size_t>(y * img.width + x)]}}, 0xffffff, 60);
+  }
+  EXPECT_GE(white, 10u) << "the ring separates the marker from the line";
+}
+
+TEST_F(Plot, PdfIsAVectorPageOfTheChartsSize) {
+  const auto info = metrics::plot_metrics(demo_series(50, true), dir_ / "plot.pdf", "pdf");
+  const std::string pdf = read_file(dir_ / "plot.pdf");
+  EXPECT_EQ(pdf.rfind("%PDF-1.", 0), 0u) << pdf.substr(0, 20);
+  EXPECT_NE(pdf.find("%%EOF"), std::string::npos);
+  // 960 x 960 pixels at 96 dpi: 720 x 720 points.
+  EXPECT_NE(pdf.find(fmt::format("/MediaBox [ 0 0 {} {} ]", info.width * 3 / 4, info.height * 3 / 4)),
+            std::string::npos);
 }
 
 TEST_F(Plot, ComparisonOfManyRunsHasALegendRowEachUpToForty) {

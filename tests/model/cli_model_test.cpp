@@ -48,6 +48,36 @@ TEST(CliModel, PromptTextWithoutTokenizerIsAUsageError) {
   EXPECT_NE(r.output.find("tokenizer.model"), std::string::npos) << r.output;
 }
 
+// What the prompt options refuse is bad input (exit code 2), each with its own message, before or without a run.
+TEST(CliModel, EmptyMissingOrOutOfVocabularyPromptsAreUsageErrors) {
+  const std::string model = "generate --model " + q(reference_dir() / "llama" / "model") + " --device cpu";
+  const auto vocab =
+      nlohmann::json::parse(read_file(reference_dir() / "llama" / "model" / "config.json"))["vocab_size"];
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {" --prompt ''", "finetune: error: --prompt is empty"},
+      {" --prompt-ids ''", "finetune: error: --prompt-ids is empty"},
+      {"", "finetune: error: generate needs --prompt TEXT or --prompt-ids"},
+      {" --prompt-ids '1 " + vocab.dump() + "'",
+       "finetune: error: --prompt-ids: token id " + vocab.dump() + " is outside the vocabulary of "},
+      {" --prompt-ids='-1 2'", "finetune: error: --prompt-ids: token id -1 is outside the vocabulary"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_finetune(model + c.args + " --max-new-tokens 2");
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << ": " << r.output;
+    if (!c.args.empty()) {
+      EXPECT_EQ(r.output.find("needs --prompt TEXT"), std::string::npos) << r.output;
+    }
+  }
+  // The last id of the vocabulary is fine.
+  const auto last =
+      run_finetune(model + " --prompt-ids '1 " + std::to_string(vocab.get<int64_t>() - 1) + "' --max-new-tokens 1");
+  EXPECT_EQ(last.exit_code, 0) << last.output;
+}
+
 TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
   TempDir tmp("ft-export");
   const auto base = tmp / "base";
@@ -67,9 +97,15 @@ TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
     ours = model->forward(ids);
   }
   model::save_adapter(*model, lora, tmp / "adapter", base.string());
+  // As training writes it: the adapter carries the tokenizer files it trained with, which win over the base's.
+  write_file(tmp / "adapter" / "tokenizer_config.json", R"({"model_max_length": 128})");
   const auto r = run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
                               q(tmp / "merged"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_file(tmp / "merged" / "tokenizer_config.json"), R"({"model_max_length": 128})");
+  // Each file once in the log, by where it came from.
+  EXPECT_NE(r.output.find("tokenizer_config.json (from adapter)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tokenizer_config.json"), r.output.rfind("tokenizer_config.json")) << r.output;
   EXPECT_TRUE(std::filesystem::exists(tmp / "merged" / "tokenizer_config.json"));
   io::write_safetensors(tmp / "ids.safetensors", {{"input_ids", ids}});
   nlohmann::json jobs = {{{"model", (tmp / "merged").string()}, {"ids", (tmp / "ids.safetensors").string()},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fused_test_util.h"
+#include "model/attention.h"
 #include "model/softcap_attention.h"
 #include "support/test_support.h"
 

@@ -141,7 +141,7 @@ TEST(FusedLoraDropout, GpuLoraLayerTrainsWithTheKernelReplaysFromTheGeneratorAnd
     cuda_generator().set_current_seed(seed);
     layer->zero_grad();
     model::AutocastGuard autocast(at::kCUDA, at::kBFloat16, true);
-    const at::Tensor y = layer->forward(x, fused).to(at::kFloat);
+    const at::Tensor y = layer->forward(x, cuda_policy(fused)).to(at::kFloat);
     if (layer->is_training()) {
       EXPECT_EQ(count_nodes(y, "DroppedDown"), fused ? 1 : 0);
       (y * at::cos(y.detach())).sum().backward();

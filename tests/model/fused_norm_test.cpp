@@ -22,10 +22,10 @@ TEST(FusedKernels, GpuFusedRmsNormMatchesTheCompositeForwardAndBackward) {
     }
     const at::Tensor x0 = at::randn({4, 33, 64}, at::TensorOptions().device(at::kCUDA).dtype(dtype));
     auto run = [&](bool fused) {
-      norm->fused = fused;
+      const model::KernelPolicy policy = cuda_policy(fused);
       norm->weight.mutable_grad() = at::Tensor();
       at::Tensor x = x0.clone().requires_grad_(true);
-      at::Tensor y = norm->forward(x);
+      at::Tensor y = norm->forward(x, policy);
       (y.to(at::kFloat) * at::linspace(-1, 1, 64, x.options().dtype(at::kFloat))).sum().backward();
       return std::make_tuple(y.detach(), x.grad(), norm->weight.grad().clone());
     };
@@ -56,11 +56,11 @@ TEST(FusedKernels, GpuGemmaNormsMatchTheCompositeForwardAndBackward) {
     const at::Tensor d0 = at::randn({3, 100, 256}, dev).to(delta_dtype);
     const at::Tensor up = at::randn({3, 100, 256}, dev);
     auto run = [&](bool fused) {
-      norm->fused = fused;
+      const model::KernelPolicy policy = cuda_policy(fused);
       norm->weight.mutable_grad() = at::Tensor();
       at::Tensor r = r0.clone().requires_grad_(true), d = d0.clone().requires_grad_(true);
-      const auto [sum, normed] = norm->add_forward(r, d, /*gemm_input=*/false);
-      const at::Tensor plain = norm->forward(d);  // Gemma's post-norms: the plain norm of a layer output
+      const auto [sum, normed] = norm->add_forward(r, d, /*gemm_input=*/false, policy);
+      const at::Tensor plain = norm->forward(d, policy);  // Gemma's post-norms: the plain norm of a layer output
       ((normed.to(at::kFloat) + plain.to(at::kFloat)) * up).sum().backward();
       return std::make_tuple(normed.detach(), plain.detach(), r.grad(), d.grad(), norm->weight.grad().clone());
     };
@@ -103,7 +103,7 @@ AddNormRun run_add_norm(bool fused, const AddNormCase& c, const at::Tensor& r0, 
     model::RMSNorm norm(w0.size(0), 1e-5);  // the composite: normalize in F32, cast back, scale
     norm->weight = w;
     sum = r + d;
-    normed = norm->forward(sum).to(c.out);
+    normed = norm->forward(sum, model::KernelPolicy{}).to(c.out);
   }
   at::Tensor loss = (normed.to(at::kFloat) * up_normed).sum();
   if (use_sum) loss = loss + (sum.to(at::kFloat) * up_sum).sum();

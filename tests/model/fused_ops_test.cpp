@@ -166,7 +166,10 @@ GroupRun run_group(bool fused, bool autocast, at::Device device, bool bias, doub
     std::unique_ptr<model::AutocastGuard> guard;
     if (autocast) guard = std::make_unique<model::AutocastGuard>(device.type(), at::kBFloat16, true);
     at::manual_seed(11);
-    for (const at::Tensor& y : model::linear_group(x, ptrs, fused).outputs) {
+    // The grouped GEMMs on either device (on CUDA, the rest of the run's fused paths as well).
+    model::KernelPolicy policy = model::KernelPolicy::resolve(fused, device, at::kBFloat16);
+    policy.group_gemms = fused;
+    for (const at::Tensor& y : model::linear_group(x, ptrs, policy).outputs) {
       const at::Tensor yf = y.to(at::kFloat);
       run.outputs.push_back(yf.detach());
       loss = loss + (yf * at::cos(yf.detach())).sum();
@@ -230,15 +233,17 @@ TEST(LinearGroup, AdaptersAddIntoTheBaseOutputWithoutCopySlices) {
   model::Linear single(48, 64, false);
   single->add_lora(4, 8.0, 0.0, gen);
   const at::Tensor x = at::randn({2, 5, 48}).requires_grad_(true);
-  const at::Tensor y = single->forward(x);
+  const at::Tensor y = single->forward(x, model::KernelPolicy{});
   EXPECT_GT(count_autograd_nodes(y.grad_fn(), "AddmmBackward"), 0);  // the walk sees the adapter's GEMM
   EXPECT_EQ(count_autograd_nodes(y.grad_fn(), "CopySlices"), 0);
+  model::KernelPolicy grouped;
+  grouped.group_gemms = true;
   for (const bool autocast : {false, true}) {
     std::vector<model::Linear> layers = {model::Linear(48, 64, false), model::Linear(48, 16, false)};
     layers[0]->add_lora(4, 8.0, 0.0, gen);
     std::unique_ptr<model::AutocastGuard> guard;
     if (autocast) guard = std::make_unique<model::AutocastGuard>(at::kCPU, at::kBFloat16, true);
-    const auto out = model::linear_group(x, {layers[0].get(), layers[1].get()}, true).outputs;
+    const auto out = model::linear_group(x, {layers[0].get(), layers[1].get()}, grouped).outputs;
     EXPECT_EQ(count_autograd_nodes(out[0].grad_fn(), "CopySlices"), 0) << autocast;
   }
 }
@@ -261,12 +266,14 @@ TEST(LinearGroup, FrozenWeightsJoinedIntoOneBufferGiveTheSameOutputsAndGradients
   }
   const at::Tensor x = at::randn({3, 8});
   EXPECT_FALSE(model::join_frozen_weights(ptrs));  // trainable weights stay apart
-  EXPECT_FALSE(model::linear_group(x, ptrs, true).joint.defined());
+  model::KernelPolicy grouped;
+  grouped.group_gemms = true;
+  EXPECT_FALSE(model::linear_group(x, ptrs, grouped).joint.defined());
   for (auto* l : ptrs) l->weight.set_requires_grad(false);
   const at::Tensor before = at::cat({layers[0]->weight, layers[1]->weight});
   ASSERT_TRUE(model::join_frozen_weights(ptrs));
   EXPECT_TRUE(at::equal(at::cat({layers[0]->weight, layers[1]->weight}), before));
-  EXPECT_TRUE(model::linear_group(x, ptrs, true).joint.defined());  // one GEMM
+  EXPECT_TRUE(model::linear_group(x, ptrs, grouped).joint.defined());  // one GEMM
   model::Linear other(6, 2, false);
   other->weight.set_requires_grad(false);
   EXPECT_FALSE(model::join_frozen_weights({layers[0].get(), other.get()}));  // input sizes differ
@@ -429,7 +436,7 @@ TEST(FusedKernels, GpuModelGradientsMatchTheAtenPath) {
       auto model = random_gpu_model(a, 5, lora, /*freeze_embeddings=*/false);
       const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
       auto run = [&](bool fused) {
-        model->set_fused_kernels(fused);
+        model->set_kernel_policy(cuda_policy(fused));
         return logits_and_grads(*model, ids, [&](const at::Tensor& logits) {
           // Fused: every norm through model/norm.h's kernel, all but the first input norm with its residual add.
           // Gemma's norms of layer outputs and heads (4 more per layer) take it when their weights have the input's
@@ -470,7 +477,7 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     a.head_dim = 64;
     a.max_position_embeddings = 64;
     auto model = random_gpu_model(a, 6, lora, /*freeze_embeddings=*/true, dropout);
-    model->set_fused_kernels(true);
+    model->set_kernel_policy(cuda_policy(true));
     const at::Tensor ids = at::randint(0, 101, {2, 48}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
     auto run = [&](bool ckpt) {
       model->set_activation_checkpointing(ckpt);
@@ -512,7 +519,7 @@ void check_packed_rows(int64_t window) {
     p.normal_(0, 0.05);
   }
   model->to(at::kCUDA, at::kBFloat16);
-  model->set_fused_kernels(true);
+  model->set_kernel_policy(cuda_policy(true));
   // Two rows of 64 tokens: [20, 30, 14 padding] and [64].
   const std::vector<int64_t> lens = {20, 30, 14, 64};
   const auto opts = at::TensorOptions().device(at::kCUDA);
@@ -536,7 +543,7 @@ void check_packed_rows(int64_t window) {
   }
   model::PackedPieces packed{at::tensor(cu, at::kInt).to(at::kCUDA), 64};
   const at::Tensor varlen = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA), nullptr, &packed);
-  model->set_fused_kernels(false);
+  model->set_kernel_policy(cuda_policy(false));
   const at::Tensor dense = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA));
   EXPECT_LT(rel(varlen.to(at::kFloat), dense.to(at::kFloat)), 3e-2);
   // The second sample of row 0 alone.
@@ -562,7 +569,7 @@ TEST(FusedKernels, GpuUnpackedRowsWithASlidingWindowTakeFlashAttention) {
   auto model = random_gpu_model(attention_test_args(16), 6, /*lora=*/false, /*freeze_embeddings=*/false);
   const at::Tensor ids = at::randint(0, 97, {3, 64}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
   auto run = [&](bool fused) {
-    model->set_fused_kernels(fused);
+    model->set_kernel_policy(cuda_policy(fused));
     return logits_and_grads(*model, ids, [&](const at::Tensor& logits) {
       EXPECT_EQ(count_nodes(logits, "FlashAttention") > 0, fused) << (fused ? "fused" : "dense");
     });
@@ -571,8 +578,7 @@ TEST(FusedKernels, GpuUnpackedRowsWithASlidingWindowTakeFlashAttention) {
   const auto [flash, g1] = run(true);
   EXPECT_LT(rel(flash, dense), 2e-2);
   for (size_t i = 0; i < g0.size(); ++i) EXPECT_LT(rel(g1[i], g0[i]), 5e-2) << i;
-  EXPECT_NE(model->attention_path(false, at::Device(at::kCUDA), at::kBFloat16).find("through varlen flash attention"),
-            std::string::npos);
+  EXPECT_NE(model->kernel_summary(false).find("through varlen flash attention"), std::string::npos);
 }
 
 }  // namespace

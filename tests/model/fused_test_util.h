@@ -1,4 +1,4 @@
-// Helpers of the fused-kernel tests (fused_ops_test.cpp, fused_norm_test.cpp).
+// Helpers of the fused-kernel tests (fused_ops_test.cpp, fused_norm_test.cpp, fused_dropout_test.cpp).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,7 +9,14 @@
 #include <unordered_set>
 #include <vector>
 
+#include "model/kernel_policy.h"
+
 namespace ft::test {
+
+// The kernels of a run on CUDA with train.fused_kernels = `fused` (bf16 compute, as the tests' autocast).
+inline model::KernelPolicy cuda_policy(bool fused) {
+  return model::KernelPolicy::resolve(fused, at::Device(at::kCUDA), at::kBFloat16);
+}
 
 // How many autograd nodes behind t have `name` in their name (which fused Functions a forward went through).
 inline int count_nodes(const at::Tensor& t, const std::string& name) {

@@ -64,7 +64,7 @@ TEST_P(GpuParity, Bf16AutocastMatchesTransformers) {
 TEST_P(GpuParity, Bf16AutocastWithFusedKernelsMatchesTransformers) {
   const auto r = io::read_safetensors(dir() / "ref.safetensors");
   auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
-  model->set_fused_kernels(true);
+  model->set_kernel_policy(model::KernelPolicy::resolve(true, at::Device(at::kCUDA), at::kBFloat16));
   at::NoGradGuard no_grad;
   at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
   at::autocast::set_autocast_enabled(at::kCUDA, true);

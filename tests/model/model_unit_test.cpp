@@ -1,13 +1,15 @@
 // Model behaviour that needs no Python reference: config and checkpoint errors, LoRA algebra, activation
-// checkpointing, the KV cache, init and dtype handling.
+// checkpointing, the KV cache, the kernel policy and attention plan, init and dtype handling.
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/pretrained.h"
+#include "model/attention.h"
 #include "model/generate.h"
+#include "model/kernel_policy.h"
+#include "model/pretrained.h"
 #include "model/lora.h"
 #include "model/tiny_config.h"
 #include "support/test_support.h"
@@ -461,6 +463,87 @@ TEST(ModelKVCache, IncrementalDecodingEqualsFullForward) {
     const at::Tensor third = m.forward(ids.narrow(1, 4, 1), {}, {}, &cache);
     EXPECT_LT(scaled_max_diff(at::cat({first, second, third}, 1), full), 1e-5) << type;
   }
+}
+
+// The kernels of a run are decided once, from train.fused_kernels, the device and the build.
+TEST(ModelKernels, PolicyResolvesFromTheSettingTheDeviceAndTheBuild) {
+  const auto cpu = model::KernelPolicy::resolve(true, at::Device(at::kCPU), at::kFloat);
+  EXPECT_FALSE(cpu.fused || cpu.kernels || cpu.group_gemms);
+  EXPECT_NE(cpu.why_not.find("the run is on cpu"), std::string::npos) << cpu.why_not;
+  const auto off = model::KernelPolicy::resolve(false, at::Device(at::kCUDA), at::kBFloat16);
+  EXPECT_FALSE(off.fused || off.kernels || off.group_gemms);
+  EXPECT_EQ(off.why_not, "train.fused_kernels is false");
+  const auto on = model::KernelPolicy::resolve(true, at::Device(at::kCUDA), at::kBFloat16);
+  EXPECT_TRUE(on.fused && on.group_gemms);
+  EXPECT_EQ(on.kernels, model::KernelPolicy::built_with_kernels());
+  EXPECT_EQ(on.why_not.empty(), on.kernels) << on.why_not;
+  EXPECT_FALSE(on.kernels_for(at::zeros({1})));  // a CPU tensor never takes a CUDA kernel
+}
+
+// The log line "kernels: attention ..." names the path that AttentionPlan::build takes under the same rule.
+TEST(ModelKernels, AttentionLogLineNamesThePathOfThePolicy) {
+  using model::AttentionPlan;
+  using model::KernelPolicy;
+  const at::Device cuda(at::kCUDA), cpu(at::kCPU);
+  const auto fused_bf16 = KernelPolicy::resolve(true, cuda, at::kBFloat16);
+  auto a = tiny_args("llama");  // head_dim 8: within flash attention's limits
+  EXPECT_EQ(AttentionPlan::describe(a, KernelPolicy::resolve(false, cuda, at::kBFloat16), false), "SDPA (causal)");
+  EXPECT_EQ(AttentionPlan::describe(a, fused_bf16, true), "varlen flash attention over packed pieces");
+  // Flash attention takes half precision only.
+  EXPECT_EQ(AttentionPlan::describe(a, KernelPolicy::resolve(true, cuda, at::kFloat), true),
+            "SDPA with a block-diagonal mask (packed rows)");
+  a.sliding_window = 16;
+  EXPECT_EQ(AttentionPlan::describe(a, fused_bf16, false),
+            "SDPA (causal); sliding window of 16 through varlen flash attention");
+  EXPECT_EQ(AttentionPlan::describe(a, KernelPolicy::resolve(true, cpu, at::kBFloat16), false),
+            "SDPA (causal); sliding window of 16 as a dense mask");
+  a.sliding_window.reset();
+  a.attn_logit_softcapping = 50.0;
+  const std::string capped = KernelPolicy::built_with_kernels() ? "soft-capped attention kernel" : "eager";
+  EXPECT_EQ(AttentionPlan::describe(a, fused_bf16, true),
+            capped + " (logit soft-capping, which SDPA and flash attention lack) with a block-diagonal mask "
+                     "(packed rows)");
+  EXPECT_EQ(AttentionPlan::describe(a, KernelPolicy::resolve(false, cuda, at::kBFloat16), false),
+            "eager (logit soft-capping, which SDPA and flash attention lack)");
+}
+
+TEST(ModelKernels, AttentionPlanBuildsEachLayerKindsMaskOnce) {
+  const auto policy = model::KernelPolicy::resolve(true, at::Device(at::kCPU), at::kFloat);
+  auto a = tiny_args();
+  model::AttentionBatch batch;
+  batch.rows = 2;
+  batch.length = 5;
+  const model::AttentionMask causal = model::AttentionPlan::build(a, policy, batch).for_layer(a, 0);
+  EXPECT_TRUE(causal.causal && !causal.mask.defined() && !causal.varlen());
+  EXPECT_EQ(causal.kernel, model::AttentionKernel::kSdpa);
+  // Packed rows: a block-diagonal causal mask per row.
+  batch.segment_ids = at::tensor({0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, at::kInt).view({2, 5});
+  const model::AttentionMask packed = model::AttentionPlan::build(a, policy, batch).for_layer(a, 1);
+  ASSERT_TRUE(packed.mask.defined());
+  EXPECT_FALSE(packed.causal);
+  EXPECT_EQ(packed.mask.sizes(), at::IntArrayRef({2, 1, 5, 5}));
+  EXPECT_FALSE(packed.mask[0][0][2][1].item<bool>());  // another sample of the row
+  EXPECT_TRUE(packed.mask[0][0][3][2].item<bool>());
+  EXPECT_TRUE(packed.mask[1][0][4][0].item<bool>());
+  EXPECT_FALSE(packed.mask[1][0][0][1].item<bool>());  // a later position
+  // A window shorter than the keys: the sliding layers get a dense window mask, the others stay causal.
+  a.sliding_window = 2;
+  a.sliding_layers = {true, false};
+  batch.segment_ids = at::Tensor();
+  const model::AttentionPlan windowed = model::AttentionPlan::build(a, policy, batch);
+  EXPECT_FALSE(windowed.for_layer(a, 1).mask.defined());
+  const at::Tensor window = windowed.for_layer(a, 0).mask;  // [1, 1, 5, 5]
+  ASSERT_TRUE(window.defined());
+  EXPECT_EQ(window[0][0][4].sum().item<int64_t>(), 2);  // the query itself and the key before it
+  // One token decoded after five cached: every cached key, no mask.
+  model::AttentionBatch decode;
+  decode.rows = 1;
+  decode.length = 1;
+  decode.past = 5;
+  decode.cached = true;
+  const auto plain = tiny_args();
+  const model::AttentionMask step = model::AttentionPlan::build(plain, policy, decode).for_layer(plain, 0);
+  EXPECT_FALSE(step.causal || step.mask.defined());
 }
 
 TEST(ModelAutocast, Bf16AutocastOnCpuStaysCloseToF32) {

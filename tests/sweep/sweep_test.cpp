@@ -99,6 +99,11 @@ TEST_F(Sweep, GridTwoByTwoWritesFourRunsAndASummaryMatchingTheirMetrics) {
   expect_rows_match_metrics(out, 4);
   const std::string md = read_file(out / "summary.md");
   EXPECT_NE(md.find("**best**"), std::string::npos) << md;
+  EXPECT_EQ(md.rfind("# Sweep grid\n", 0), 0u) << md;
+  // Ranked by eval.loss (the default): its column is marked, not repeated; the CPU measures no peak memory.
+  EXPECT_EQ(count_of(md, "| eval loss (ranked) |"), 1u) << md;
+  EXPECT_EQ(md.find("eval.loss |"), std::string::npos) << md;
+  EXPECT_EQ(count_of(md, "| n/a |"), 4u) << md;
   if (metrics::plotting_available()) {  // a build without cairo writes no chart
     EXPECT_NE(md.find("![train and eval loss of every trial](summary.png)"), std::string::npos) << md;
     const auto size = png_size(out / "summary.png");

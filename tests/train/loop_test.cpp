@@ -131,6 +131,43 @@ TEST_F(TrainLoop, ExportedTokenizerLoadsInTransformersWithTheSameIds) {
   EXPECT_NE(checked.output.find("bos 1 eos 2"), std::string::npos) << checked.output;
 }
 
+// The saved model names its special tokens (config.json, generation_config.json), so transformers' own generate()
+// stops at the EOS where `finetune generate` stops, for prompts of the task it learned.
+TEST_F(TrainLoop, SavedModelStopsInTransformersGenerateWhereOursStops) {
+  const auto config = write_config("stop", "checkpoint: {every_steps: 0, keep_last: 1}\n");
+  const auto trained =
+      run(train_cmd(config, "train.max_steps=250 train.micro_batch_size=16 optimizer.lr=4.0e-3 logging.every_steps=50"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const auto model_dir = dir_ / "stop" / "model";
+  const auto generation = nlohmann::json::parse(read_file(model_dir / "generation_config.json"));
+  EXPECT_EQ(generation["eos_token_id"], 2) << generation.dump();
+  EXPECT_EQ(nlohmann::json::parse(read_file(model_dir / "config.json"))["eos_token_id"], 2);
+  constexpr int kMaxNew = 24;
+  std::vector<std::vector<int64_t>> ours;
+  std::string prompt_args;
+  for (const char* prompt : {"Reverse: 3 1 4 1 5\nAnswer:", "Reverse: 2 7 1 8\nAnswer:", "Reverse: 9 9 1\nAnswer:",
+                             "Reverse: 5 0 3 8 8 2\nAnswer:"}) {
+    const auto r = run(shell_quote(binary()) + " generate --model " + shell_quote(model_dir.string()) + " --prompt " +
+                       shell_quote(prompt) + " --max-new-tokens " + std::to_string(kMaxNew) + " --device cpu --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output.substr(r.output.rfind("{\"generated_ids\"")));
+    ours.push_back(j["generated_ids"].get<std::vector<int64_t>>());
+    std::string ids;
+    for (const auto& id : j["prompt_ids"]) ids += std::to_string(id.get<int64_t>()) + " ";
+    prompt_args += " " + shell_quote(ids);
+  }
+  const auto theirs = run(python() + " " + shell_quote((source_dir() / "tests/train/ref/generate_stop.py").string()) +
+                          " " + shell_quote(model_dir.string()) + " " + std::to_string(kMaxNew) + prompt_args);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  const auto t = nlohmann::json::parse(theirs.output.substr(theirs.output.rfind("{\"generated_ids\"")));
+  EXPECT_EQ(t["generated_ids"].get<std::vector<std::vector<int64_t>>>(), ours);
+  int stopped = 0;
+  for (const auto& generated : ours) {
+    if (!generated.empty() && generated.back() == 2 && generated.size() < static_cast<size_t>(kMaxNew)) ++stopped;
+  }
+  EXPECT_GE(stopped, 3) << "the trained model should end its answers with EOS before the token limit";
+}
+
 // checkpoint.keep_best with keep_last 1: the newest checkpoint and the one whose own step had the lowest eval loss
 // survive. The learning rate warms up to a value too high for this model, so the eval loss falls and then rises.
 TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
