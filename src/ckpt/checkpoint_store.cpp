@@ -53,6 +53,25 @@ void remove_via_trash(const fs::path& path) {
                             (std::string(kTrashPrefix) + path.filename().string() + "-" + std::to_string(::getpid())));
 }
 
+// The digest of every path: the writer's where it has one for a file of that size, else read and hashed.
+std::vector<FileDigest> digests_of(const std::vector<fs::path>& paths, const FileDigests& written) {
+  std::vector<FileDigest> out(paths.size());
+  std::vector<fs::path> unknown;
+  std::vector<size_t> unknown_at;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const auto it = written.find(paths[i].lexically_normal());
+    if (it != written.end() && fs::file_size(paths[i]) == it->second.size) {
+      out[i] = it->second;
+    } else {
+      unknown.push_back(paths[i]);
+      unknown_at.push_back(i);
+    }
+  }
+  const auto hashed = sha256_files(unknown);
+  for (size_t j = 0; j < unknown.size(); ++j) out[unknown_at[j]] = hashed[j];
+  return out;
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
@@ -99,7 +118,7 @@ fs::path CheckpointStore::begin(int64_t step) {
   return pending_;
 }
 
-fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::json& extra) {
+fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::json& extra, const FileDigests& written) {
   if (pending_.empty()) throw Error("CheckpointStore::commit() without begin()");
   const fs::path target = dir_ / step_name(pending_step_);
   try {
@@ -119,7 +138,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
         throw Error(fmt::format("checkpoint entry '{}' is not a regular file", it->path().string()));
       paths.push_back(it->path());
     }
-    const auto digests = sha256_files(paths);
+    const auto digests = digests_of(paths, written);
     for (size_t i = 0; i < paths.size(); ++i) {
       fsync_path(paths[i], /*directory=*/false);
       // The path below the checkpoint directory (not fs::relative: see remove_tree about libtorch's exports).

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/checksum.h"
+
 namespace ft::ckpt {
 
 struct CheckpointInfo {
@@ -46,8 +48,10 @@ class CheckpointStore {
   std::filesystem::path begin(int64_t step);
   // Writes the manifest (with `metric` and `extra` as "metric" and "extra"), fsyncs, renames into
   // step-<step>, fsyncs the parent and prunes. Returns the final path. On any error (e.g. ENOSPC) throws
-  // ft::Error, removes the temporary directory and leaves earlier checkpoints untouched.
-  std::filesystem::path commit(std::optional<double> metric = std::nullopt, const nlohmann::json& extra = {});
+  // ft::Error, removes the temporary directory and leaves earlier checkpoints untouched. `written` holds digests
+  // the writers computed (FileWriter::finish), by path in the temporary directory; other files are read and hashed.
+  std::filesystem::path commit(std::optional<double> metric = std::nullopt, const nlohmann::json& extra = {},
+                               const FileDigests& written = {});
   // Drops the temporary directory without committing (no-op when none is pending).
   void abort() noexcept;
 

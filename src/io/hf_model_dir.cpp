@@ -114,8 +114,9 @@ std::string CheckpointReader::file_of(const std::string& name) const {
   return it == where_.end() ? std::string("<none>") : files_[it->second]->path().string();
 }
 
-void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& order,
-                      int64_t shard_size_bytes, const std::string& base_name) {
+FileDigests write_checkpoint(const std::filesystem::path& dir,
+                             const std::vector<std::pair<std::string, at::Tensor>>& order, int64_t shard_size_bytes,
+                             const std::string& base_name) {
   std::filesystem::create_directories(dir);
   std::vector<TensorMap> shards(1);
   std::vector<int64_t> shard_bytes(1, 0);
@@ -134,20 +135,23 @@ void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::p
   }
   // Remove a stale layout of the other kind so a reader never sees both.
   std::filesystem::remove(dir / (base_name + ".safetensors.index.json"));
+  FileDigests digests;
   if (shards.size() == 1) {
-    write_safetensors(dir / (base_name + ".safetensors"), shards[0]);
-    return;
+    const auto path = dir / (base_name + ".safetensors");
+    digests.emplace(path, write_safetensors(path, shards[0]));
+    return digests;
   }
   std::filesystem::remove(dir / (base_name + ".safetensors"));
   nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t i = 0; i < shards.size(); ++i) {
     char fname[128];
     std::snprintf(fname, sizeof(fname), "%s-%05zu-of-%05zu.safetensors", base_name.c_str(), i + 1, shards.size());
-    write_safetensors(dir / fname, shards[i]);
+    digests.emplace(dir / fname, write_safetensors(dir / fname, shards[i]));
     for (const auto& [name, _] : shards[i]) weight_map[name] = fname;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   write_file(dir / (base_name + ".safetensors.index.json"), index.dump(2) + "\n");
+  return digests;
 }
 
 }  // namespace ft::io

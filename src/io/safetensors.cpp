@@ -208,7 +208,7 @@ TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata
   return out;
 }
 
-void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata) {
+FileDigest write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata) {
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = metadata.empty() ? Metadata{{"format", "pt"}} : metadata;
   std::vector<at::Tensor> cpu;
@@ -225,12 +225,13 @@ void write_safetensors(const std::filesystem::path& path, const TensorMap& tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  FileWriter out(path);
+  // Weights of 64 MB and more bypass the page cache (util/file_writer.h says why).
+  FileWriter out(path, /*direct=*/offset >= (std::uint64_t{64} << 20));
   const std::uint64_t len = text.size();
   out.write(&len, 8);
   out.write(text);
   for (const auto& c : cpu) out.write(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
-  out.finish(/*sync=*/false);
+  return out.finish(/*sync=*/false);
 }
 
 }  // namespace ft::io

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "util/checksum.h"
+
 #include "io/mapped_file.h"
 
 namespace ft::io {
@@ -62,8 +64,9 @@ TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata
 
 // Writes `tensors` (any device; copied to CPU contiguous) sorted by name, header padded with spaces to a multiple
 // of 8 bytes as the Python library does. `metadata` defaults to {"format": "pt"}. Writes `path` directly; callers
-// that need atomicity write to a temporary name and rename.
-void write_safetensors(const std::filesystem::path& path, const TensorMap& tensors, const Metadata& metadata = {});
+// that need atomicity write to a temporary name and rename. Returns the file's digest (FileWriter::finish).
+FileDigest write_safetensors(const std::filesystem::path& path, const TensorMap& tensors,
+                             const Metadata& metadata = {});
 
 // A Hugging Face checkpoint directory: model.safetensors, or shards listed by model.safetensors.index.json
 // (`base_name` picks another prefix, e.g. "adapter_model"). Every shard must be a plain file name in `dir` and no
@@ -85,8 +88,10 @@ class CheckpointReader {
 };
 
 // Writes `tensors` as <base>.safetensors, or, when their total exceeds `shard_size_bytes` (> 0), as
-// <base>-0000N-of-0000M.safetensors plus <base>.safetensors.index.json. Tensors are placed in `order`.
-void write_checkpoint(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& order,
-                      int64_t shard_size_bytes, const std::string& base_name = "model");
+// <base>-0000N-of-0000M.safetensors plus <base>.safetensors.index.json. Tensors are placed in `order`. Returns the
+// digests of the safetensors files.
+FileDigests write_checkpoint(const std::filesystem::path& dir,
+                             const std::vector<std::pair<std::string, at::Tensor>>& order, int64_t shard_size_bytes,
+                             const std::string& base_name = "model");
 
 }  // namespace ft::io

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,9 @@ struct FileDigest {
   std::string sha256;  // lowercase hex
   uint64_t size = 0;   // bytes
 };
+// Digests of files by path, as their writers computed them (FileWriter::finish).
+using FileDigests = std::map<std::filesystem::path, FileDigest>;
+
 // sha256_file of every path, several files at a time (at::parallel_for, one file per task); in input order.
 // Throws the first unreadable file's ft::Error.
 std::vector<FileDigest> sha256_files(const std::vector<std::filesystem::path>& paths);
