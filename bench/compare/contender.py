@@ -1,7 +1,9 @@
 """The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
 the g workloads; eager or torch.compile, PEFT for LoRA) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
 random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
-clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line."""
+clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line. With --save DIR, instead of
+timing steps: the time transformers' Trainer stops training for one checkpoint after the warm-up steps
+(save_pretrained of the model and torch.save of the optimizer state into DIR, as Trainer._save_checkpoint does)."""
 import argparse
 import json
 import time
@@ -41,6 +43,7 @@ p.add_argument("workload", choices=sorted(WORKLOADS))
 p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--steps", type=int, default=15)
+p.add_argument("--save", help="time one checkpoint into this directory instead of the steps")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
 
@@ -70,6 +73,16 @@ def step():
 for _ in range(a.warmup):
     step()
 torch.cuda.synchronize()
+if a.save:
+    import os
+    t0 = time.perf_counter()
+    model.save_pretrained(a.save)
+    torch.save(opt.state_dict(), os.path.join(a.save, "optimizer.pt"))
+    os.sync()
+    dt = time.perf_counter() - t0
+    size = sum(os.path.getsize(os.path.join(a.save, f)) for f in os.listdir(a.save))
+    print(json.dumps(dict(workload=a.workload, runner="hf-save", stall_s=dt, bytes=size)), flush=True)
+    raise SystemExit(0)
 t0 = time.perf_counter()
 for _ in range(a.steps):
     step()

@@ -7,7 +7,9 @@
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
-# a-aten / b-aten = a / b with train.fused_kernels=false.
+# a-aten / b-aten = a / b with train.fused_kernels=false,
+# ckpt = the training stall of one checkpoint of b (checkpoint.async on and off) beside transformers' Trainer save
+# and the disk's sequential write bandwidth (dd, O_DIRECT); rows in OUT/ckpt.md.
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
@@ -86,6 +88,32 @@ PY
   fi
 }
 
+# ckpt_stall NAME STOP ARGS...: 60 steps with a checkpoint at step 30; the stall is the time between the step-30 and
+# step-31 records less step 31's own time; the write time and bandwidth come from the "checkpoint saved" log line.
+# STOP=1 kills the run once step 32 is logged (a synchronous save has nothing left to show after it).
+ckpt_stall() {
+  local name=$1 stop=$2; shift 2
+  rm -rf "$work/$name"
+  "$bin" train "$@" "${common[@]}" train.max_steps=60 checkpoint.every_steps=30 checkpoint.keep_last=1 \
+    logging.every_steps=1 run.output_dir="$work/$name" >"$out/$name.log" 2>&1 &
+  local pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    if [[ $stop == 1 ]] && grep -q '"step":32,' "$work/$name/metrics.jsonl" 2>/dev/null; then kill -9 $pid; break; fi
+    sleep 0.5
+  done
+  wait $pid 2>/dev/null
+  python3 - "$work/$name/metrics.jsonl" "$out/$name.log" "$name" >>"$out/ckpt.jsonl" <<'PY'
+import json, re, sys
+ev = {e["step"]: e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "train"}
+saved = [l for l in open(sys.argv[2]) if "checkpoint saved" in l and "step-000030" in l]
+m = re.search(r"\(([\d.]+) GB written in ([\d.]+) s", saved[0]) if saved else None
+print(json.dumps(dict(name=sys.argv[3], stall_s=ev[31]["time"] - ev[30]["time"] - ev[31]["step_time_s"],
+                      step_s=ev[31]["step_time_s"], gb=float(m.group(1)) if m else None,
+                      write_s=float(m.group(2)) if m else None)))
+PY
+  rm -rf "$work/$name"
+}
+
 contender() {  # WORKLOAD MODE
   [[ ${CONTENDERS:-1} == 0 ]] && return
   python3 bench/compare/contender.py "$1" --mode "$2" --steps "$steps" >>"$results" 2>"$out/py-$1-$2.log" ||
@@ -112,6 +140,19 @@ for w in "${workloads[@]}"; do
      contender c eager; contender c compile ;;
   d) ft d-a d "${scratch[@]}" "${shape_a[@]}" "${packed[@]}" data.seq_len=1024 train.micro_batch_size=32
      ft d-b d "${scratch[@]}" "${shape_b[@]}" "${packed[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
+  ckpt) : >"$out/ckpt.jsonl"
+     dd if=/dev/zero of="$work/dd.bin" bs=64M count=128 oflag=direct 2>&1 | tail -1 >"$out/dd.txt"; rm -f "$work/dd.bin"
+     for mode in on off; do
+       ckpt_stall "ckpt-b-$mode" "$([[ $mode == off ]] && echo 1 || echo 0)" "${scratch[@]}" "${shape_b[@]}" \
+         "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8 checkpoint.async=$mode
+     done
+     if [[ ${CONTENDERS:-1} != 0 ]]; then
+       rm -rf "$work/hf-save"
+       python3 bench/compare/contender.py b --save "$work/hf-save" >>"$out/ckpt.jsonl" 2>"$out/py-ckpt.log" ||
+         tail -3 "$out/py-ckpt.log"
+       rm -rf "$work/hf-save"
+     fi
+     cat "$out/dd.txt" "$out/ckpt.jsonl" ;;
   g2|g3)
      shape=$([[ $w == g2 ]] && echo gemma2-2b || echo gemma3-1b)
      random_model "$shape"

@@ -294,6 +294,7 @@ struct CheckpointConfig {
   bool keep_best = false;       // also keep the checkpoint with the lowest eval loss
   ResumeSetting resume;         // auto (newest valid in output_dir) | never | PATH
   int64_t shard_size_mb = 5000; // safetensors shard size for saved models, in MB (10^6 bytes, as transformers' "5GB")
+  AsyncSave async = AsyncSave::kAuto;  // write checkpoints while training goes on: auto (on a GPU) | on | off
 
   template <class V> void visit(V& v) {
     v("every_steps", every_steps);
@@ -301,6 +302,7 @@ struct CheckpointConfig {
     v("keep_best", keep_best);
     v("resume", resume);
     v("shard_size_mb", shard_size_mb);
+    v("async", async);
   }
 };
 

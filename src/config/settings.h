@@ -164,6 +164,14 @@ struct EnumTable<Progress> {
       {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}}};
 };
 
+// checkpoint.async: auto writes checkpoints in the background when training on a GPU.
+enum class AsyncSave { kAuto, kOn, kOff };
+template <>
+struct EnumTable<AsyncSave> {
+  static constexpr std::array<EnumName<AsyncSave>, 3> entries{
+      {{AsyncSave::kAuto, "auto"}, {AsyncSave::kOn, "on"}, {AsyncSave::kOff, "off"}}};
+};
+
 enum class Backend { kAuto, kNccl, kGloo };
 template <>
 struct EnumTable<Backend> {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/pretrained.h"
 #include "model/transformer.h"
 
 namespace ft::model {
@@ -41,6 +42,9 @@ std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transforme
 // (resize_token_embeddings(len(tokenizer)), which AutoPeftModelForCausalLM does by itself).
 void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
                   const std::string& base_model_name_or_path);
+// What save_adapter writes (F32 adapter tensors and adapter_config.json), for write_model_files.
+ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
+                         const std::string& base_model_name_or_path);
 
 // Reads adapter_config.json (r, lora_alpha, lora_dropout, target_modules: a list, all-linear, or a regex PEFT
 // full-matches against module paths; use_rslora) and the adapter weights,

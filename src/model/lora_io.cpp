@@ -105,14 +105,11 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const std::v
 
 }  // namespace
 
-void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
-                  const std::string& base_model_name_or_path) {
-  const auto tensors = adapter_tensors(model);
-  FT_CHECK(!tensors.empty(), "save_adapter: the model has no LoRA adapters or token rows (apply_lora first)");
-  std::filesystem::create_directories(dir);
-  io::TensorMap map;
-  for (const auto& [name, t] : tensors) map.emplace(name, t.detach().to(at::kFloat));
-  io::write_safetensors(dir / "adapter_model.safetensors", map);
+ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
+                         const std::string& base_model_name_or_path) {
+  ModelFiles files{adapter_tensors(model), model.args(), nullptr};
+  FT_CHECK(!files.tensors.empty(), "save_adapter: the model has no LoRA adapters or token rows (apply_lora first)");
+  for (auto& [name, t] : files.tensors) t = t.detach().to(at::kFloat);
   std::vector<std::string> targets = resolve_lora_targets(cfg.targets, model.args());  // as PEFT saves all-linear
   std::sort(targets.begin(), targets.end());
   nlohmann::json j = {{"peft_type", "LORA"},
@@ -144,7 +141,13 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
   } else if (!embed_ids.empty()) {
     j["trainable_token_indices"] = embed_ids;
   }
-  ft::write_file(dir / "adapter_config.json", j.dump(2) + "\n");
+  files.adapter_config = std::move(j);
+  return files;
+}
+
+void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std::filesystem::path& dir,
+                  const std::string& base_model_name_or_path) {
+  write_model_files(adapter_files(model, cfg, base_model_name_or_path), dir, /*shard_size_bytes=*/0);
 }
 
 ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {

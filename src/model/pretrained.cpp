@@ -10,6 +10,7 @@
 #include "io/safe_path.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 
 namespace ft::model {
@@ -122,17 +123,33 @@ void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c
   }
 }
 
-void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes) {
-  const auto params = base_parameters(model);
-  FT_CHECK(!params.empty(), "save_pretrained: model has no parameters");
+ModelFiles pretrained_files(const Transformer& model) {
+  ModelFiles files{base_parameters(model), model.args(), nullptr};
+  FT_CHECK(!files.tensors.empty(), "save_pretrained: model has no parameters");
+  return files;
+}
+
+FileDigests write_model_files(const ModelFiles& files, const std::filesystem::path& dir, int64_t shard_size_bytes) {
   std::filesystem::create_directories(dir);
-  ModelArgs args = model.args();
-  args.torch_dtype = dtype_name(params.front().second.scalar_type());
-  io::write_checkpoint(dir, params, shard_size_bytes);
+  if (!files.adapter_config.is_null()) {
+    const auto weights = dir / "adapter_model.safetensors";
+    FileDigests digests{
+        {weights, io::write_safetensors(weights, io::TensorMap(files.tensors.begin(), files.tensors.end()))}};
+    ft::write_file(dir / "adapter_config.json", files.adapter_config.dump(2) + "\n");
+    return digests;
+  }
+  ModelArgs args = files.args;
+  args.torch_dtype = dtype_name(files.tensors.front().second.scalar_type());
+  FileDigests digests = io::write_checkpoint(dir, files.tensors, shard_size_bytes);
   save_hf_config(args, dir / "config.json");
   // A base model's own generation_config.json (sampling defaults, several EOS ids) replaces this one when its
   // tokenizer files are copied after.
   save_generation_config(args, dir / "generation_config.json");
+  return digests;
+}
+
+void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes) {
+  write_model_files(pretrained_files(model), dir, shard_size_bytes);
 }
 
 std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "model/transformer.h"
+#include "util/checksum.h"
 
 namespace ft::model {
 
@@ -35,11 +37,26 @@ void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c
 // writes.
 std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transformer& model);
 
-// Writes config.json (torch_dtype = the parameters' dtype), generation_config.json (the special-token ids) and the
-// weights into `dir` (created if missing):
-// model.safetensors, or model-0000N-of-0000M.safetensors + model.safetensors.index.json when the weights exceed
-// `shard_size_bytes` (<= 0: never shard). LoRA adapters and token rows are not written (merge_lora first for a merged
-// export).
+// A saved model directory taken from a model at one moment and written later by write_model_files, so that its
+// tensors can be replaced by host copies and written while training goes on (ckpt::HostStaging): an HF model
+// (pretrained_files) or a PEFT adapter (adapter_files in lora.h).
+struct ModelFiles {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // the names in the files, in write order
+  ModelArgs args;                                           // config.json and generation_config.json of an HF model
+  nlohmann::json adapter_config;                            // adapter_config.json; null for an HF model
+};
+
+// The base parameters and args of `model`, for save_pretrained.
+ModelFiles pretrained_files(const Transformer& model);
+
+// An HF model: config.json (torch_dtype = the tensors' dtype), generation_config.json (the special-token ids) and
+// the weights: model.safetensors, or model-0000N-of-0000M.safetensors + model.safetensors.index.json when they
+// exceed `shard_size_bytes` (<= 0: never shard). An adapter: adapter_model.safetensors and adapter_config.json,
+// never sharded. `dir` is created if missing. Returns the digests of the weight files.
+FileDigests write_model_files(const ModelFiles& files, const std::filesystem::path& dir, int64_t shard_size_bytes);
+
+// write_model_files(pretrained_files(model)). LoRA adapters and token rows are not written (merge_lora first for a
+// merged export).
 void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes);
 
 // Copies tokenizer files (tokenizer.model, tokenizer.json, tokenizer_config.json, special_tokens_map.json,

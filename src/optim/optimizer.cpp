@@ -140,13 +140,19 @@ void AdamW::zero_grad() {
     for (auto& p : g.params) p.mutable_grad() = at::Tensor();
 }
 
-std::map<std::string, at::Tensor> AdamW::state_dict() const {
+std::map<std::string, at::Tensor> AdamW::state_tensors() const {
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, s] : state_) {
-    out[name + ".exp_avg"] = s.exp_avg.detach().to(at::kCPU).clone();
-    out[name + ".exp_avg_sq"] = s.exp_avg_sq.detach().to(at::kCPU).clone();
-    out[name + ".step"] = s.step.detach().to(at::kCPU).clone();
+    out[name + ".exp_avg"] = s.exp_avg.detach();
+    out[name + ".exp_avg_sq"] = s.exp_avg_sq.detach();
+    out[name + ".step"] = s.step.detach();
   }
+  return out;
+}
+
+std::map<std::string, at::Tensor> AdamW::state_dict() const {
+  auto out = state_tensors();
+  for (auto& [key, t] : out) t = t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
   return out;
 }
 

@@ -65,6 +65,9 @@ class AdamW {
   // State as "<param>.exp_avg" (param dtype/shape), "<param>.exp_avg_sq" (param dtype/shape) and
   // "<param>.step" (F32 []) for every parameter stepped at least once. Tensors are detached copies on the CPU.
   std::map<std::string, at::Tensor> state_dict() const;
+  // The same entries as the optimizer's own tensors (detached, on their devices, changed by the next step): for a
+  // checkpoint that writes or copies them at once.
+  std::map<std::string, at::Tensor> state_tensors() const;
   // Restores state_dict() output. Throws ft::Error naming the key on an unknown parameter, a missing entry, or a
   // shape mismatch; values are copied to each parameter's device and dtype.
   void load_state_dict(const std::map<std::string, at::Tensor>& state);

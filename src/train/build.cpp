@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "ckpt/checkpoint_store.h"
+#include "ckpt/checkpoint_writer.h"
 #include "config/derived_paths.h"
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -331,6 +332,17 @@ std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t
   if (rank != 0) return nullptr;
   return std::make_unique<metrics::MetricsLogger>(cfg.run.output_dir,
                                                   metrics::MetricsOptions::from_config(cfg, total_steps));
+}
+
+std::unique_ptr<ckpt::CheckpointWriter> build_checkpoints(const Config& cfg, const RunContext& ctx, bool sharded) {
+  ckpt::CheckpointWriterOptions opts;
+  opts.background = cfg.checkpoint.async == AsyncSave::kOn ||
+                    (cfg.checkpoint.async == AsyncSave::kAuto && ctx.device.is_cuda());
+  opts.every_rank_writes = sharded;
+  opts.timeout_s = static_cast<double>(cfg.distributed.timeout_s);
+  auto store = std::make_unique<ckpt::CheckpointStore>(
+      cfg.run.output_dir, ckpt::CheckpointStoreOptions{cfg.checkpoint.keep_last, cfg.checkpoint.keep_best});
+  return std::make_unique<ckpt::CheckpointWriter>(std::move(store), ctx.comm, ctx.rank, ctx.world_size, opts);
 }
 
 std::unique_ptr<metrics::StepProfiler> build_profiler(const Config& cfg, const RunContext& ctx) {

@@ -36,6 +36,9 @@ namespace ft::metrics {
 class MetricsLogger;
 class StepProfiler;
 }  // namespace ft::metrics
+namespace ft::ckpt {
+class CheckpointWriter;
+}
 
 namespace ft::train {
 
@@ -100,6 +103,10 @@ std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const Precisi
 
 // metrics.jsonl, TensorBoard and the progress line in the run directory: rank 0 only (null elsewhere).
 std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t total_steps, int rank);
+
+// The checkpoints of the run directory, written by every rank (`sharded`: ZeRO-1 optimizer shards) and, with
+// checkpoint.async on (auto: on a GPU), in the background.
+std::unique_ptr<ckpt::CheckpointWriter> build_checkpoints(const Config& cfg, const RunContext& ctx, bool sharded);
 
 // The Kineto trace of train.profile_steps steps from train.profile_start_step into <run>/profile.
 std::unique_ptr<metrics::StepProfiler> build_profiler(const Config& cfg, const RunContext& ctx);

@@ -18,6 +18,7 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
+#include "ckpt/checkpoint_writer.h"
 #include "config/loader.h"
 #include "data/loader.h"
 #include "data/templates.h"
@@ -43,6 +44,15 @@ namespace {
 // The optimizer state file of `rank` in a checkpoint: one file without ZeRO-1, one per rank with it.
 std::string optimizer_file(bool sharded, int rank) {
   return sharded ? fmt::format("optimizer.rank{}.safetensors", rank) : "optimizer.safetensors";
+}
+
+// The entries of `tensors` whose names start with `prefix`, without it.
+io::TensorMap tensors_under(const std::string& prefix, const ckpt::NamedTensors& tensors) {
+  io::TensorMap out;
+  for (auto it = tensors.lower_bound(prefix); it != tensors.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    out.emplace(it->first.substr(prefix.size()), it->second);
+  }
+  return out;
 }
 
 // The saved optimizer state of a checkpoint (one file, or the union of the ranks' ZeRO-1 shards), restricted to the
@@ -190,76 +200,70 @@ std::string Trainer::fingerprint() const {
 }
 
 void Trainer::write_model_dir(const std::filesystem::path& dir) const {
-  std::filesystem::create_directories(dir);
-  if (cfg_.lora.enabled) {
-    model::save_adapter(*model_, cfg_.lora, dir, cfg_.model.path);
-  } else {
-    model::save_pretrained(*model_, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
-  }
+  write_model_files(model_files(), dir);
+}
+
+model::ModelFiles Trainer::model_files() const {
+  return cfg_.lora.enabled ? model::adapter_files(*model_, cfg_.lora, cfg_.model.path) : model::pretrained_files(*model_);
+}
+
+FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const {
+  FileDigests digests = model::write_model_files(files, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
   write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos, dir);
+  return digests;
+}
+
+ckpt::NamedTensors Trainer::checkpoint_tensors(model::ModelFiles& files) const {
+  // Without ZeRO-1 only rank 0 writes; with it every rank writes its optimizer shard.
+  ckpt::NamedTensors tensors;
+  if (ctx_.rank != 0 && zero_owners_.empty()) return tensors;
+  for (auto& [key, t] : optimizer_->state_tensors()) tensors.emplace("optimizer/" + key, std::move(t));
+  if (ctx_.rank != 0) return tensors;
+  files = model_files();
+  for (size_t i = 0; i < files.tensors.size(); ++i) {
+    tensors.emplace(fmt::format("model/{:08d}", i), std::move(files.tensors[i].second));
+  }
+  return tensors;
 }
 
 void Trainer::save_checkpoint() {
   check_non_finite();  // a run past its max_nan_skips stops here, before writing
-  // Every rank contributes its data position and RNG state; rank 0 writes.
-  const ckpt::StateSnapshot snapshot =
+  // Every rank contributes its data position and RNG state; rank 0 writes them.
+  ckpt::StateSnapshot snapshot =
       state_parts_->snapshot({{"fingerprint", fingerprint()},
                               {"world_size", ctx_.world_size},
                               {"versions", {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}}}});
   const bool sharded = !zero_owners_.empty();
-  std::filesystem::path tmp;
-  if (ctx_.rank == 0) tmp = checkpoints_->begin(progress_.step);
-  if (sharded) {
-    // ZeRO-1: every rank writes its optimizer shard into rank 0's temporary directory (one filesystem for all).
-    tmp = dist::broadcast_string(*ctx_.comm, tmp.string());
-    std::string failure;
-    if (ctx_.rank != 0) {
-      try {
-        io::write_safetensors(tmp / optimizer_file(true, ctx_.rank), optimizer_->state_dict());
-      } catch (const Error& e) {
-        failure = e.what();
-      }
-    }
-    const auto failures = dist::all_gather_strings(*ctx_.comm, failure);
-    for (size_t r = 0; r < failures.size(); ++r) {
-      if (failures[r].empty()) continue;
-      if (ctx_.rank == 0) checkpoints_->abort();
-      throw Error(fmt::format("checkpoint of step {} not saved: rank {} could not write its optimizer state: {}",
-                              progress_.step, r, failures[r]),
-                  "with distributed.zero=1 every rank writes into the run directory: it must be one shared "
-                  "filesystem with free space");
-    }
+  ckpt::SaveRequest request;
+  request.step = progress_.step;
+  // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
+  if (last_eval_step_ == progress_.step) request.metric = last_eval_loss_;
+  model::ModelFiles files;
+  request.tensors = checkpoint_tensors(files);
+  const std::string optimizer_name = optimizer_file(sharded, ctx_.rank);
+  if (ctx_.rank != 0) {
+    request.write = [optimizer_name](const std::filesystem::path& dir, const ckpt::NamedTensors& tensors) {
+      return FileDigests{
+          {dir / optimizer_name, io::write_safetensors(dir / optimizer_name, tensors_under("optimizer/", tensors))}};
+    };
+    checkpoints_->save(std::move(request));
+    return;
   }
-  if (ctx_.rank == 0) {
-    try {
-      write_model_dir(tmp / (cfg_.lora.enabled ? "adapter" : "model"));
-      io::write_safetensors(tmp / optimizer_file(sharded, 0), optimizer_->state_dict());
-      ckpt::CheckpointManager::write(snapshot, tmp);
-      ft::write_file(tmp / "config.yaml", resolved_yaml_);
-      // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
-      const auto dir = checkpoints_->commit(last_eval_step_ == progress_.step ? last_eval_loss_ : std::nullopt);
-      FT_LOG_INFO("checkpoint saved: {}", dir.string());
-    } catch (const Error& e) {
-      checkpoints_->abort();
-      // The temporary directory is gone by now: name the checkpoint that was being written instead.
-      std::string message = e.what();
-      const std::string target = (tmp.parent_path() / fmt::format("step-{:06d}", progress_.step)).string();
-      for (size_t at = message.find(tmp.string()); at != std::string::npos; at = message.find(tmp.string(), at)) {
-        message.replace(at, tmp.string().size(), target);
-        at += target.size();
-      }
-      const auto previous = ckpt::CheckpointStore::find_latest_valid(run_dir_);
-      throw Error(
-          fmt::format("checkpoint of step {} not saved: {}", progress_.step, message),
-          e.hint() + (previous ? "; " + previous->path.string() + " is intact and resume: auto continues from it"
-                               : std::string()),
-          e.code());
-    } catch (...) {
-      checkpoints_->abort();
-      throw;
+  const std::string model_subdir = cfg_.lora.enabled ? "adapter" : "model";
+  request.write = [this, files = std::move(files), snapshot = std::move(snapshot), model_subdir, optimizer_name](
+                      const std::filesystem::path& dir, const ckpt::NamedTensors& tensors) {
+    model::ModelFiles staged = files;
+    for (size_t i = 0; i < staged.tensors.size(); ++i) {
+      staged.tensors[i].second = tensors.at(fmt::format("model/{:08d}", i));
     }
-  }
-  ctx_.comm->barrier();
+    FileDigests digests = write_model_files(staged, dir / model_subdir);
+    digests.emplace(dir / optimizer_name,
+                    io::write_safetensors(dir / optimizer_name, tensors_under("optimizer/", tensors)));
+    ckpt::CheckpointManager::write(snapshot, dir);
+    ft::write_file(dir / "config.yaml", resolved_yaml_);
+    return digests;
+  };
+  checkpoints_->save(std::move(request));
 }
 
 bool Trainer::try_resume() {

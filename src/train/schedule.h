@@ -24,6 +24,8 @@ struct LoopSchedule {
   bool checkpoint_at(int64_t step) const {
     return checkpoint_every > 0 && step % checkpoint_every == 0 && step != total_steps;
   }
+  // Whether some step before the last saves a checkpoint (the loop then prepares the host memory of background saves).
+  bool checkpoints_before_the_end() const { return checkpoint_every > 0 && checkpoint_every < total_steps; }
 };
 
 inline LoopSchedule LoopSchedule::from_config(const Config& cfg, int64_t total_steps) {

@@ -11,6 +11,8 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
+#include "ckpt/checkpoint_writer.h"
+#include "model/pretrained.h"
 #include "config/loader.h"
 #include "data/batch.h"
 #include "data/loader.h"
@@ -78,8 +80,6 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
       run_dir_(cfg_.run.output_dir),
       precision_(resolve_precision(cfg_)),
       kernels_(model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision_.compute)) {
-  checkpoints_ = std::make_unique<ckpt::CheckpointStore>(
-      run_dir_, ckpt::CheckpointStoreOptions{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best});
   tokenizer_ = build_tokenizer(cfg_);
   ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
   model_ = std::move(model.model);
@@ -95,6 +95,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   OptimizerParts optimizer = build_optimizer(cfg_, trainable_, total_steps_, ctx_);
   optimizer_ = std::move(optimizer.optimizer);
   zero_owners_ = std::move(optimizer.zero_owners);
+  checkpoints_ = build_checkpoints(cfg_, ctx_, !zero_owners_.empty());
   schedule_ = std::move(optimizer.schedule);
   scaler_ = build_scaler(cfg_, precision_, ctx_.device);
   metrics_ = build_metrics(cfg_, total_steps_, ctx_.rank);
@@ -268,6 +269,10 @@ ExitCode Trainer::run() {
     if (!first_step_logged) {
       first_step_logged = true;
       log_first_step(setup_s, seconds_since(run_start));
+      if (schedule.checkpoints_before_the_end()) {  // the optimizer state exists now: its host copy can be made
+        model::ModelFiles files;
+        checkpoints_->prepare(checkpoint_tensors(files));
+      }
     }
     profiler_->after_step(progress_.step);
     progress_.tokens_seen += out.global_tokens;
@@ -304,6 +309,7 @@ ExitCode Trainer::run() {
     if (ctx_.rank == 0) metrics_->tick(progress_.step);
     if (schedule.eval_at(progress_.step)) evaluate();
     if (schedule.checkpoint_at(progress_.step)) save_checkpoint();
+    checkpoints_->rethrow_failure();  // a background save that failed stops the run as a synchronous one would
     if (any_rank(signals::stop_requested())) {
       FT_LOG_WARN("stop requested by signal {}: saving a checkpoint at step {}", signals::stop_signal(),
                   progress_.step);
@@ -315,6 +321,7 @@ ExitCode Trainer::run() {
   if (ctx_.rank == 0) metrics_->finish();
   if (interrupted) {
     save_checkpoint();
+    checkpoints_->wait();
     FT_LOG_WARN(
         "stopped at step {} of {}; run the same command again to resume from the checkpoint (or: finetune "
         "train --config {})",
@@ -324,6 +331,7 @@ ExitCode Trainer::run() {
   check_non_finite();
   evaluate();
   save_checkpoint();
+  checkpoints_->wait();
   save_final_model();
   FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", progress_.step, progress_.tokens_seen,
               seconds_since(run_start));

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "train/build.h"
 #include "train/precision.h"
 #include "train/train_state.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -25,8 +27,11 @@ struct Batch;
 }
 namespace ft::ckpt {
 class CheckpointManager;
-class CheckpointStore;
+class CheckpointWriter;
 }  // namespace ft::ckpt
+namespace ft::model {
+struct ModelFiles;
+}
 
 namespace ft::train {
 
@@ -75,6 +80,12 @@ class Trainer {
   std::filesystem::path final_model_dir() const;  // <run>/model, or <run>/adapter under LoRA
   bool final_model_is_current() const;            // written after the newest checkpoint (the run ended there)
   void write_model_dir(const std::filesystem::path& dir) const;  // HF model or PEFT adapter + tokenizer files
+  model::ModelFiles model_files() const;                         // what write_model_dir writes, taken now
+  // Every tensor this rank writes into a checkpoint: "optimizer/<key>", and on rank 0 "model/<index>" in the order
+  // of `files` (model_files(), returned with its tensors moved out).
+  std::map<std::string, at::Tensor> checkpoint_tensors(model::ModelFiles& files) const;
+  // `files` (possibly host copies taken earlier) and the tokenizer files into `dir`.
+  FileDigests write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const;
   std::string fingerprint() const;                               // what a resumed run must share with this one
   // The fingerprint keys whose values differ between `checkpoint`'s config.yaml and this run, for the refusal.
   std::string fingerprint_differences(const std::filesystem::path& checkpoint) const;
@@ -97,7 +108,6 @@ class Trainer {
   const RunContext ctx_;  // rank, world size, communicator, device
   const std::filesystem::path run_dir_;
 
-  std::unique_ptr<ckpt::CheckpointStore> checkpoints_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::shared_ptr<model::Transformer> model_;
   std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
@@ -127,6 +137,9 @@ class Trainer {
   std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
   std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
   int64_t last_eval_step_ = -1;           // the step of that evaluation
+
+  // Last, so destroyed first: a save still being written in the background reads the config and tokenizer.
+  std::unique_ptr<ckpt::CheckpointWriter> checkpoints_;
 };
 
 }  // namespace ft::train

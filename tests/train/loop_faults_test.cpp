@@ -107,6 +107,16 @@ TEST_F(TrainLoopFaults, FullDiskWhileSavingKeepsThePreviousCheckpoint) {
   const auto verified = ckpt::CheckpointStore::verify(checkpoints / "step-000020");
   EXPECT_TRUE(verified.ok) << verified.problem;
 
+  // The same in the background: the failure stops the run at the next step, with the same error.
+  const auto background = run("trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " -- " +
+                              train_cmd(config, constant + "train.max_steps=40 checkpoint.async=on"));
+  EXPECT_EQ(background.exit_code, kFailure) << background.output;
+  const std::string background_error = line_with(background.output, "finetune: error: ");
+  EXPECT_NE(background_error.find("checkpoint of step 30 not saved"), std::string::npos) << background.output;
+  EXPECT_NE(background_error.find(std::strerror(EFBIG)), std::string::npos) << background.output;
+  EXPECT_LE(losses(run_dir).rbegin()->first, 31) << background.output;
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
+
   const auto resumed = run(train_cmd(config, constant + "train.max_steps=40"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + (checkpoints / "step-000020").string()), std::string::npos)

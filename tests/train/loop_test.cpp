@@ -25,17 +25,21 @@ TEST_F(TrainLoop, ResumeAfterSigtermAndAfterKill9GivesBitIdenticalLosses) {
   const auto expected = losses(dir_ / "reference");
   ASSERT_EQ(expected.size(), 60u);
 
-  // SIGTERM: the step finishes, a checkpoint is written, exit code 130; the resumed run completes.
+  // SIGTERM: the step finishes, a checkpoint is written, exit code 130; the resumed run completes. Checkpoints are
+  // written in the background (the reference wrote them synchronously): the exit waits for the last one.
+  const std::string background = "checkpoint.async=on";
   const auto term = write_config("term");
-  EXPECT_EQ(run_and_signal(train_cmd(term), dir_ / "term", 23, SIGTERM), 130);
-  const auto resumed = run(train_cmd(term));
+  EXPECT_EQ(run_and_signal(train_cmd(term, background), dir_ / "term", 23, SIGTERM), 130);
+  const auto resumed = run(train_cmd(term, background));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("written in the background"), std::string::npos) << resumed.output;
   expect_same_losses(expected, losses(dir_ / "term"), 0.0);
 
-  // kill -9: whatever the moment, the newest complete checkpoint (step 30 or 40) is intact and resumable.
+  // kill -9: whatever the moment, also during a background write, the newest complete checkpoint (step 30 or 40)
+  // is intact and resumable.
   const auto kill9 = write_config("kill9");
-  EXPECT_EQ(run_and_signal(train_cmd(kill9), dir_ / "kill9", 37, SIGKILL), 128 + SIGKILL);
+  EXPECT_EQ(run_and_signal(train_cmd(kill9, background), dir_ / "kill9", 37, SIGKILL), 128 + SIGKILL);
   const auto after_kill = run(train_cmd(kill9));
   ASSERT_EQ(after_kill.exit_code, 0) << after_kill.output;
   expect_same_losses(expected, losses(dir_ / "kill9"), 0.0);
@@ -88,9 +92,11 @@ TEST_F(TrainLoop, ZeroOneShardsOptimizerStateAndTrainsBitIdenticallyToDdp) {
   const auto expected = losses(dir_ / "replicated");
   ASSERT_EQ(expected.size(), 30u);
 
+  // Every rank writes its shard in the background; rank 0 publishes once both are on disk.
   const auto zero = write_config("zero");
-  EXPECT_EQ(run_and_signal(train_cmd(zero, two + "distributed.zero=1"), dir_ / "zero", 13, SIGTERM), 130);
-  const auto resumed = run(train_cmd(zero, two + "distributed.zero=1"));
+  const std::string zero_one = two + "distributed.zero=1 checkpoint.async=on";
+  EXPECT_EQ(run_and_signal(train_cmd(zero, zero_one), dir_ / "zero", 13, SIGTERM), 130);
+  const auto resumed = run(train_cmd(zero, zero_one));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("ZeRO-1: optimizer state for"), std::string::npos) << resumed.output;
