@@ -35,6 +35,8 @@ nlohmann::json EvalRecord::to_json() const {
   j["tokens"] = tokens;
   if (exact_match) j[kExactMatch] = *exact_match;
   if (!samples.empty()) j["samples"] = samples;
+  j["eval_s"] = eval_s;
+  j["generate_s"] = generate_s;
   return j;
 }
 

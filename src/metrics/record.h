@@ -57,6 +57,8 @@ struct EvalRecord {
   int64_t tokens = 0;                 // target tokens evaluated
   std::optional<double> exact_match;  // fraction of prompt_completion samples generated exactly
   nlohmann::json samples = nlohmann::json::array();  // [{"prompt", "completion"}] of eval.prompts
+  double eval_s = 0.0;                // wall time of the whole evaluation
+  double generate_s = 0.0;            // of it, generating (exact match and samples; rank 0)
 
   double perplexity() const;  // exp(loss), capped at exp(50)
   nlohmann::json to_json() const;

@@ -1,6 +1,7 @@
 // Evaluation: eval loss and perplexity over the eval set (sharded over ranks), exact match on prompt_completion
 // samples by greedy generation, and sample generations for eval.prompts.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,7 @@ std::string one_line(std::string text) {
 metrics::EvalRecord Trainer::evaluate() {
   metrics::EvalRecord result;
   if (!eval_set_) return result;
+  const auto start = std::chrono::steady_clock::now();
   model::EvalModeGuard eval_mode(*model_);
   at::NoGradGuard no_grad;
 
@@ -49,6 +51,7 @@ metrics::EvalRecord Trainer::evaluate() {
   result.loss = all_reduce_sum(loss_sum.item<double>()) / std::max<double>(1.0, static_cast<double>(result.tokens));
 
   // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
+  const auto generation_start = std::chrono::steady_clock::now();
   if (ctx_.rank == 0 && cfg_.eval.exact_match_samples > 0) {
     const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
     int64_t correct = 0;
@@ -62,9 +65,14 @@ metrics::EvalRecord Trainer::evaluate() {
     for (const auto& [prompt, completion] : sample_generations()) {
       result.samples.push_back({{"prompt", prompt}, {"completion", completion}});
     }
+    const auto end = std::chrono::steady_clock::now();
+    result.eval_s = std::chrono::duration<double>(end - start).count();
+    result.generate_s = std::chrono::duration<double>(end - generation_start).count();
     metrics_->log(metrics::kEvalEvent, progress_.step, result.to_json());
-    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{}", progress_.step, result.loss, result.perplexity(),
-                result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "");
+    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{} ({:.1f} s, {:.1f} s of it generating)",
+                progress_.step, result.loss, result.perplexity(),
+                result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "",
+                result.eval_s, result.generate_s);
     for (const auto& sample : result.samples) {  // one line each: newlines shown as \n
       FT_LOG_INFO("  {} -> {}", one_line(sample["prompt"].get<std::string>()),
                   one_line(sample["completion"].get<std::string>()));

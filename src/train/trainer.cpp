@@ -80,6 +80,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
       run_dir_(cfg_.run.output_dir),
       precision_(resolve_precision(cfg_)),
       kernels_(model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision_.compute)) {
+  const auto model_start = Clock::now();
   tokenizer_ = build_tokenizer(cfg_);
   ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
   model_ = std::move(model.model);
@@ -87,7 +88,10 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   trainable_ = std::move(model.trainable);
   flops_per_token_ = model.flops_per_token;
   peak_tflops_ = model.peak_tflops;
+  setup_times_.model_s = seconds_since(model_start);
+  const auto data_start = Clock::now();
   DataParts data = build_data(cfg_, *tokenizer_, ctx_);
+  setup_times_.data_s = seconds_since(data_start);
   train_set_ = std::move(data.train_set);
   eval_set_ = std::move(data.eval_set);
   train_loader_ = std::move(data.train_loader);
@@ -340,10 +344,15 @@ ExitCode Trainer::run() {
 
 void Trainer::log_first_step(double setup_s, double step_s) {
   // The time outside the step that a user waits for at every start (model build or load, data, resume).
-  FT_LOG_INFO("first step done {:.1f} s after the start: setup {:.1f} s, first step {:.1f} s", setup_s + step_s,
-              setup_s, step_s);
+  FT_LOG_INFO("first step done {:.1f} s after the start: setup {:.1f} s (tokenizer and model {:.1f} s, data {:.1f} s), "
+              "first step {:.1f} s",
+              setup_s + step_s, setup_s, setup_times_.model_s, setup_times_.data_s, step_s);
   if (ctx_.rank == 0) {
-    metrics_->log(metrics::kStartEvent, progress_.step, {{"setup_s", setup_s}, {"first_step_s", step_s}});
+    metrics_->log(metrics::kStartEvent, progress_.step,
+                  {{"setup_s", setup_s},
+                   {"model_s", setup_times_.model_s},
+                   {"data_s", setup_times_.data_s},
+                   {"first_step_s", step_s}});
   }
 }
 

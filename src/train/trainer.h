@@ -126,6 +126,12 @@ class Trainer {
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
 
+  // Seconds the constructor spent on the tokenizer and model, and on the data, for the first-step log line.
+  struct SetupTimes {
+    double model_s = 0.0;
+    double data_s = 0.0;
+  } setup_times_;
+
   // Precision, resolved once from the config (train/precision.h).
   const PrecisionPolicy precision_;
   // The kernels of the run (train.fused_kernels on ctx_.device in precision_.compute), resolved once; the model

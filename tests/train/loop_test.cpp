@@ -188,8 +188,17 @@ TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
   std::ifstream in(dir_ / "best" / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.at("event") == "eval") eval_loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+    if (j.at("event") == "eval") {
+      eval_loss[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+      // How long each evaluation took, and its generation part.
+      EXPECT_GE(j.at("eval_s").get<double>(), j.at("generate_s").get<double>()) << line;
+      EXPECT_GE(j.at("generate_s").get<double>(), 0.0) << line;
+    }
+    if (j.at("event") == "start") {  // the time to the first step and its parts
+      EXPECT_GE(j.at("setup_s").get<double>(), j.at("model_s").get<double>() + j.at("data_s").get<double>()) << line;
+    }
   }
+  EXPECT_NE(result.output.find("s of it generating)"), std::string::npos) << result.output;
   ASSERT_EQ(eval_loss.size(), 5u);
   const auto best = std::min_element(eval_loss.begin(), eval_loss.end(),
                                      [](const auto& a, const auto& b) { return a.second < b.second; });
