@@ -107,8 +107,9 @@ bool CheckpointWriter::host_has_room(int64_t bytes) {
   const int64_t more = bytes - staging_.capacity();
   if (more <= 0) return true;
   const auto available = host_memory_available();
-  // Room for the copies and a tenth of what is free besides, for everything else on the host.
-  if (!available || static_cast<double>(more) <= 0.9 * static_cast<double>(*available)) return true;
+  // Pinned memory cannot be swapped or reclaimed: the copies may take at most half of what is free, leaving the rest
+  // to the data loader, the page cache and whatever else runs on the host.
+  if (!available || static_cast<double>(more) <= 0.5 * static_cast<double>(*available)) return true;
   if (!memory_warned_) {
     FT_LOG_WARN("checkpoint.async: the host copy of a checkpoint needs {:.1f} GiB of memory, {:.1f} GiB are "
                 "available; checkpoints are written synchronously (training waits for the disk)",
