@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -36,9 +37,8 @@ bool on_device(const NamedTensors& tensors) {
 }
 
 int64_t tensor_bytes(const NamedTensors& tensors) {
-  int64_t total = 0;
-  for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.numel()) * t.element_size();
-  return total;
+  const auto sizes = tensor_sizes(tensors);
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
 }
 
 // `e` with the temporary directory (gone once the save is aborted) replaced by the checkpoint it was to become, and
@@ -95,8 +95,7 @@ void CheckpointWriter::save(SaveRequest request) {
       staging_.wait_copied();
       write_and_commit(request, dir);
     });
-    FT_LOG_INFO("checkpoint of step {}: training goes on after {:.2f} s, the files are written in the background",
-                step, seconds_since(start));
+    FT_LOG_INFO("checkpoint of step {}: copied in {:.2f} s, written in the background", step, seconds_since(start));
     return;
   }
   write_and_commit(request, dir);
