@@ -53,6 +53,8 @@ std::vector<int64_t> tensor_sizes(const std::map<std::string, at::Tensor>& tenso
 void HostStaging::reserve(const std::vector<int64_t>& bytes, bool pinned) {
   std::vector<Place> places;
   std::vector<int64_t> block_sizes;
+  // The shared block being filled; own blocks may be added after it while it still has room.
+  size_t shared_block = 0;
   int64_t shared_used = kSharedBlock;  // no shared block open yet
   for (const int64_t b : bytes) {
     const int64_t size = aligned(b);
@@ -62,10 +64,11 @@ void HostStaging::reserve(const std::vector<int64_t>& bytes, bool pinned) {
       continue;
     }
     if (shared_used + size > kSharedBlock) {
+      shared_block = block_sizes.size();
       block_sizes.push_back(kSharedBlock);
       shared_used = 0;
     }
-    places.push_back({block_sizes.size() - 1, shared_used, b});
+    places.push_back({shared_block, shared_used, b});
     shared_used += size;
   }
   next_ = 0;

@@ -50,6 +50,26 @@ TEST(HostStaging, CopiesDoNotFollowLaterChangesAndTheBlocksAreReused) {
   EXPECT_EQ(staging.capacity(), 64 << 20);
 }
 
+// A checkpoint's tensors come in name order, so large and small ones alternate: a small tensor after a large one
+// goes into the shared block that is still open, not into the large one's block.
+TEST(HostStaging, SmallTensorsBetweenLargeOnesShareOneBlock) {
+  ckpt::HostStaging staging;
+  std::vector<at::Tensor> tensors;
+  for (int i = 0; i < 6; ++i) {
+    const int64_t numel = i % 2 == 0 ? int64_t{3} << 20 : int64_t{4} << 20;  // 12 MB shared, 16 MB own
+    tensors.push_back(at::full({numel}, static_cast<float>(i), at::kFloat));
+  }
+  std::vector<int64_t> sizes;
+  for (const auto& t : tensors) sizes.push_back(t.numel() * t.element_size());
+  staging.reserve(sizes, /*pinned=*/false);
+  EXPECT_EQ(staging.capacity(), 3 * (int64_t{16} << 20) + (int64_t{64} << 20));
+  std::vector<at::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(staging.stage(t));
+  staging.record();
+  staging.wait_copied();
+  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_TRUE(at::equal(copies[i], tensors[i])) << i;
+}
+
 // On a GPU the copy is enqueued on the current stream: kernels queued after it (the next step) cannot change what
 // it copies, and the host buffer is pinned.
 TEST(HostStaging, GpuCopiesAreTakenBeforeLaterKernelsOnTheStream) {
