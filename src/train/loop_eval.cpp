@@ -16,6 +16,7 @@
 #include "model/generate.h"
 #include "model/mode_guards.h"
 #include "model/transformer.h"
+#include "train/objective.h"
 #include "train/trainer.h"
 #include "util/fmt.h"
 
@@ -43,8 +44,8 @@ metrics::EvalRecord Trainer::evaluate() {
   int64_t batches = 0;
   while (auto batch = loader.next()) {
     if (cfg_.eval.max_batches > 0 && batches >= cfg_.eval.max_batches) break;
-    loss_sum += micro_loss_sum(*batch).to(at::kDouble);
-    tokens += batch->num_target_tokens;
+    loss_sum += objective_->loss_sum(*model_, *batch).to(at::kDouble);
+    tokens += objective_->units(*batch);
     ++batches;
   }
   result.tokens = static_cast<int64_t>(all_reduce_sum(static_cast<double>(tokens)));

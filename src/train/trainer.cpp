@@ -26,13 +26,13 @@
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
 #include "metrics/record.h"
-#include "model/linear_cross_entropy.h"
 #include "model/mode_guards.h"
 #include "model/transformer.h"
 #include "optim/clip.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "train/objective.h"
 #include "train/schedule.h"
 #include "util/fmt.h"
 #include "util/process.h"
@@ -85,6 +85,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
   model_ = std::move(model.model);
   model_->set_kernel_policy(kernels_);
+  objective_ = build_objective(cfg_, precision_, kernels_);
   trainable_ = std::move(model.trainable);
   flops_per_token_ = model.flops_per_token;
   peak_tflops_ = model.peak_tflops;
@@ -145,46 +146,16 @@ data::Batch Trainer::next_batch(double& wait_s) {
   return std::move(*batch);
 }
 
-at::Tensor Trainer::micro_loss_sum(const data::Batch& batch) {
-  const auto input_ids = batch.input_ids.to(ctx_.device, /*non_blocking=*/true);
-  const auto labels = batch.labels.to(ctx_.device, /*non_blocking=*/true);
-  const auto positions = batch.position_ids.to(ctx_.device, /*non_blocking=*/true);
-  const auto segments = batch.segment_ids.defined() ? batch.segment_ids.to(ctx_.device, true) : at::Tensor();
-  model::PackedPieces packed;
-  if (batch.cu_seqlens.defined()) {
-    packed.cu_seqlens = batch.cu_seqlens.to(ctx_.device, /*non_blocking=*/true);
-    packed.max_seqlen = batch.max_seqlen;
-  }
-  if (kernels_.fused) {
-    at::Tensor hidden;  // [B, T, hidden]
-    {
-      const auto autocast = precision_.autocast_on(ctx_.device.type());
-      hidden = model_->hidden_states(input_ids, positions, segments, nullptr, &packed);
-    }
-    return model::linear_cross_entropy_sum(hidden.reshape({-1, hidden.size(-1)}), model_->lm_head_weight(),
-                                           labels.reshape({-1}), precision_.compute, 0,
-                                           model_->args().final_logit_softcapping.value_or(0.0));
-  }
-  at::Tensor logits;  // [B, T, V] in the autocast dtype or the parameter dtype
-  {
-    const auto autocast = precision_.autocast_on(ctx_.device.type());
-    logits = model_->forward(input_ids, positions, segments, nullptr, &packed);
-  }
-  const int64_t vocab = logits.size(-1);
-  return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat), labels.reshape({-1}), {},
-                                at::Reduction::Sum, /*ignore_index=*/-100);
-}
-
 Trainer::StepOutput Trainer::train_step() {
   StepOutput out;
   std::vector<data::Batch> batches;
   batches.reserve(static_cast<size_t>(cfg_.train.grad_accum_steps));
   for (int64_t i = 0; i < cfg_.train.grad_accum_steps; ++i) {
     batches.push_back(next_batch(out.data_wait_s));
-    out.local_tokens += batches.back().num_target_tokens;
+    out.local_tokens += objective_->units(batches.back());
     out.local_positions += batches.back().input_ids.numel();
   }
-  // The loss is normalised by the target tokens of the whole optimizer step on all ranks, so accumulation and data
+  // The loss is normalised by the objective's units (target tokens) of the whole optimizer step on all ranks, so accumulation and data
   // parallelism give the same update as one big batch.
   // One collective for both counts of the step over all ranks.
   const auto global = all_reduce_sum({static_cast<double>(out.local_tokens), static_cast<double>(out.local_positions)});
@@ -198,7 +169,7 @@ Trainer::StepOutput Trainer::train_step() {
   for (size_t i = 0; i < batches.size(); ++i) {
     // Gradients of accumulation micro-steps stay local; the last one all-reduces the accumulated sum.
     if (ddp_) ddp_->prepare_for_forward(/*sync=*/i + 1 == batches.size());
-    const at::Tensor loss_sum = micro_loss_sum(batches[i]);
+    const at::Tensor loss_sum = objective_->loss_sum(*model_, batches[i]);
     const at::Tensor loss = scaler_->scale(loss_sum * loss_factor);
     if (ddp_) {
       ddp_->backward(loss);

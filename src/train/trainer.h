@@ -35,6 +35,8 @@ struct ModelFiles;
 
 namespace ft::train {
 
+class Objective;
+
 // Peak memory allocated (or reserved by the caching allocator) on `device` since the start, in GiB (0 on the CPU).
 double peak_memory_gib(c10::Device device, bool reserved = false);
 
@@ -58,7 +60,7 @@ class Trainer {
   struct StepOutput {
     at::Tensor loss_sum;           // F32 [] this rank's summed token losses (device)
     at::Tensor grad_norm;          // F32 [] global gradient norm before clipping (device)
-    int64_t local_tokens = 0;      // this rank's target tokens in the step
+    int64_t local_tokens = 0;      // this rank's target tokens (the objective's units) in the step
     int64_t local_positions = 0;   // this rank's token positions (rows x length) in the step
     int64_t global_tokens = 0;     // target tokens of the step on all ranks
     int64_t global_positions = 0;  // token positions of the step on all ranks
@@ -66,7 +68,6 @@ class Trainer {
   };
   StepOutput train_step();
   data::Batch next_batch(double& wait_s);
-  at::Tensor micro_loss_sum(const data::Batch& batch);  // F32 [] summed cross-entropy of one micro-batch
 
   // Evaluation (loop_eval.cpp).
   metrics::EvalRecord evaluate();  // logged as an "eval" event on rank 0
@@ -110,6 +111,7 @@ class Trainer {
 
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::shared_ptr<model::Transformer> model_;
+  std::unique_ptr<Objective> objective_;  // the loss of a micro-batch, and what it is normalised by
   std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
   double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
   double peak_tflops_ = 0;      // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
