@@ -3,7 +3,7 @@
 # eager, transformers + torch.compile, PEFT for LoRA) on one GPU, same shapes, batch and precision; prints one table
 # (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
-# d = a and b on packed short samples, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
+# d = a and b on packed short samples, ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
@@ -40,6 +40,10 @@ with open(f"{sys.argv[1]}/short.jsonl", "w") as f:   # documents of ~50-600 toke
     for _ in range(40000):
         n = int(rng.integers(25, 300))
         f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
+with open(f"{sys.argv[1]}/tiny.jsonl", "w") as f:    # documents of ~8-32 tokens (short SFT samples)
+    for _ in range(400000):
+        n = int(rng.integers(4, 16))
+        f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
 PY
 
 shape_a=(model.hidden_size=768 model.intermediate_size=2048 model.num_layers=12 model.num_heads=12
@@ -54,6 +58,7 @@ common=(run.device=cuda:0 tokenizer.path="$tok" "data.eval=[]" eval.every_steps=
         data.cache_dir="$work/cache")
 pretok=("data.train=[{path: $work/random.u16, format: pretokenized}]" data.pretokenized_dtype=uint16)
 packed=("data.train=[{path: $work/short.jsonl, format: text}]" data.packing=true)
+packed_tiny=("data.train=[{path: $work/tiny.jsonl, format: text}]" data.packing=true)
 
 # ft NAME WORKLOAD --config FILE ARGS...: one finetune run, killed once step 5 + STEPS is logged (no final checkpoint).
 ft() {
@@ -133,6 +138,8 @@ for w in "${workloads[@]}"; do
      contender a eager; contender a compile ;;
   b) ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
      contender b eager; contender b compile ;;
+  ds) ft ds-a ds "${scratch[@]}" "${shape_a[@]}" "${packed_tiny[@]}" data.seq_len=1024 train.micro_batch_size=32
+      ft ds-b ds "${scratch[@]}" "${shape_b[@]}" "${packed_tiny[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   a-aten|b-aten)  # finetune with train.fused_kernels=false: what the fused paths add
      ft "$w" "${w%-aten}" "${scratch[@]}" train.fused_kernels=false "${pretok[@]}" \
        $([[ $w == a-aten ]] && echo "${shape_a[*]} data.seq_len=1024 train.micro_batch_size=32" ||
