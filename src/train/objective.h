@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "config/config.h"
 #include "model/kernel_policy.h"
