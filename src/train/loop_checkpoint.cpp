@@ -184,7 +184,7 @@ std::string Trainer::fingerprint_differences(const std::filesystem::path& checkp
 }
 
 std::string Trainer::fingerprint() const {
-  const auto& a = model_->args();
+  const auto& a = model_.model->args();
   nlohmann::json f;
   f["model"] = {a.model_type, a.vocab_size,   a.hidden_size, a.intermediate_size,  a.num_layers,
                 a.num_heads,  a.num_kv_heads, a.head_dim,    a.tie_word_embeddings};
@@ -204,7 +204,7 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
 }
 
 model::ModelFiles Trainer::model_files() const {
-  return cfg_.lora.enabled ? model::adapter_files(*model_, cfg_.lora, cfg_.model.path) : model::pretrained_files(*model_);
+  return cfg_.lora.enabled ? model::adapter_files(*model_.model, cfg_.lora, cfg_.model.path) : model::pretrained_files(*model_.model);
 }
 
 FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const {
@@ -216,8 +216,8 @@ FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std
 ckpt::NamedTensors Trainer::checkpoint_tensors(model::ModelFiles& files) const {
   // Without ZeRO-1 only rank 0 writes; with it every rank writes its optimizer shard.
   ckpt::NamedTensors tensors;
-  if (ctx_.rank != 0 && zero_owners_.empty()) return tensors;
-  for (auto& [key, t] : optimizer_->state_tensors()) tensors.emplace("optimizer/" + key, std::move(t));
+  if (ctx_.rank != 0 && optim_.zero_owners.empty()) return tensors;
+  for (auto& [key, t] : optim_.optimizer->state_tensors()) tensors.emplace("optimizer/" + key, std::move(t));
   if (ctx_.rank != 0) return tensors;
   files = model_files();
   for (size_t i = 0; i < files.tensors.size(); ++i) {
@@ -233,7 +233,7 @@ void Trainer::save_checkpoint() {
       state_parts_->snapshot({{"fingerprint", fingerprint()},
                               {"world_size", ctx_.world_size},
                               {"versions", {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}}}});
-  const bool sharded = !zero_owners_.empty();
+  const bool sharded = !optim_.zero_owners.empty();
   ckpt::SaveRequest request;
   request.step = progress_.step;
   // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
@@ -307,11 +307,11 @@ bool Trainer::try_resume() {
                       "resume with the same number of processes (--nproc-per-node / torchrun), or start a new run");
   }
   if (cfg_.lora.enabled) {
-    model::load_adapter(*model_, dir / "adapter");
+    model::load_adapter(*model_.model, dir / "adapter");
   } else {
-    model::load_weights(*model_, dir / "model");
+    model::load_weights(*model_.model, dir / "model");
   }
-  optimizer_->load_state_dict(saved_optimizer_state(dir, *optimizer_));
+  optim_.optimizer->load_state_dict(saved_optimizer_state(dir, *optim_.optimizer));
   state_parts_->restore(state, dir);
   FT_LOG_INFO("resumed from {} at step {} (epoch {}, {} tokens seen)", dir.string(), progress_.step, progress_.epoch,
               progress_.tokens_seen);

@@ -32,19 +32,19 @@ std::string one_line(std::string text) {
 
 metrics::EvalRecord Trainer::evaluate() {
   metrics::EvalRecord result;
-  if (!eval_set_) return result;
+  if (!data_.eval_set) return result;
   const auto start = std::chrono::steady_clock::now();
-  model::EvalModeGuard eval_mode(*model_);
+  model::EvalModeGuard eval_mode(*model_.model);
   at::NoGradGuard no_grad;
 
-  data::DataLoader loader(eval_set_, loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false));
+  data::DataLoader loader(data_.eval_set, loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false));
 
   auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
   int64_t tokens = 0;
   int64_t batches = 0;
   while (auto batch = loader.next()) {
     if (cfg_.eval.max_batches > 0 && batches >= cfg_.eval.max_batches) break;
-    loss_sum += objective_->loss_sum(*model_, *batch).to(at::kDouble);
+    loss_sum += objective_->loss_sum(*model_.model, *batch).to(at::kDouble);
     tokens += objective_->units(*batch);
     ++batches;
   }
@@ -90,11 +90,11 @@ std::string Trainer::generate_text(const std::vector<int64_t>& prompt_ids) {
   // Greedy, stopping where `finetune generate` does.
   model::GenerateOptions gen;
   gen.max_new_tokens = cfg_.eval.max_new_tokens;
-  gen.stop_ids = model::stop_ids_for(*model_, tokenizer_->eos_id());
+  gen.stop_ids = model::stop_ids_for(*model_.model, tokenizer_->eos_id());
   std::vector<int64_t> generated;
   {
     const auto autocast = precision_.autocast_on(ctx_.device.type());
-    generated = model::generate(*model_, prompt_ids, gen);
+    generated = model::generate(*model_.model, prompt_ids, gen);
   }
   return tokenizer_->decode(model::without_stop(generated, gen));
 }

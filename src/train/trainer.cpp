@@ -82,38 +82,27 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
       kernels_(model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision_.compute)) {
   const auto model_start = Clock::now();
   tokenizer_ = build_tokenizer(cfg_);
-  ModelParts model = build_model(cfg_, *tokenizer_, precision_, ctx_);
-  model_ = std::move(model.model);
-  model_->set_kernel_policy(kernels_);
+  model_ = build_model(cfg_, *tokenizer_, precision_, ctx_);
+  model_.model->set_kernel_policy(kernels_);
   objective_ = build_objective(cfg_, precision_, kernels_);
-  trainable_ = std::move(model.trainable);
-  flops_per_token_ = model.flops_per_token;
-  peak_tflops_ = model.peak_tflops;
   setup_times_.model_s = seconds_since(model_start);
   const auto data_start = Clock::now();
-  DataParts data = build_data(cfg_, *tokenizer_, ctx_);
+  data_ = build_data(cfg_, *tokenizer_, ctx_);
   setup_times_.data_s = seconds_since(data_start);
-  train_set_ = std::move(data.train_set);
-  eval_set_ = std::move(data.eval_set);
-  train_loader_ = std::move(data.train_loader);
-  total_steps_ = data.total_steps;
-  OptimizerParts optimizer = build_optimizer(cfg_, trainable_, total_steps_, ctx_);
-  optimizer_ = std::move(optimizer.optimizer);
-  zero_owners_ = std::move(optimizer.zero_owners);
-  checkpoints_ = build_checkpoints(cfg_, ctx_, !zero_owners_.empty());
-  schedule_ = std::move(optimizer.schedule);
+  optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_);
+  checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   scaler_ = build_scaler(cfg_, precision_, ctx_.device);
-  metrics_ = build_metrics(cfg_, total_steps_, ctx_.rank);
+  metrics_ = build_metrics(cfg_, data_.total_steps, ctx_.rank);
   profiler_ = build_profiler(cfg_, ctx_);
-  ddp_ = build_ddp(cfg_, trainable_, precision_, ctx_);
+  ddp_ = build_ddp(cfg_, model_.trainable, precision_, ctx_);
   // What a checkpoint saves besides weights and optimizer state (trainer_state.json, rng.safetensors).
   state_parts_ = std::make_unique<ckpt::CheckpointManager>(ctx_.comm, ctx_.rank);
   state_parts_->add_shared("progress", progress_);
   state_parts_->add_shared("scaler", *scaler_);
-  state_parts_->add_per_rank("loader", *train_loader_);
+  state_parts_->add_per_rank("loader", *data_.train_loader);
 
   FT_LOG_INFO("precision: {}", precision_.describe());
-  FT_LOG_INFO("kernels: {}", model_->kernel_summary(cfg_.data.packing));
+  FT_LOG_INFO("kernels: {}", model_.model->kernel_summary(cfg_.data.packing));
 }
 
 Trainer::~Trainer() = default;
@@ -136,10 +125,10 @@ bool Trainer::any_rank(bool flag) const {
 
 data::Batch Trainer::next_batch(double& wait_s) {
   const auto start = Clock::now();
-  auto batch = train_loader_->next();
+  auto batch = data_.train_loader->next();
   if (!batch) {  // end of an epoch: the loader starts the next one on the following call
     ++progress_.epoch;
-    batch = train_loader_->next();
+    batch = data_.train_loader->next();
     FT_CHECK(batch.has_value(), "the training data yields no batch; is data.train empty after filtering?");
   }
   wait_s += seconds_since(start);
@@ -169,7 +158,7 @@ Trainer::StepOutput Trainer::train_step() {
   for (size_t i = 0; i < batches.size(); ++i) {
     // Gradients of accumulation micro-steps stay local; the last one all-reduces the accumulated sum.
     if (ddp_) ddp_->prepare_for_forward(/*sync=*/i + 1 == batches.size());
-    const at::Tensor loss_sum = objective_->loss_sum(*model_, batches[i]);
+    const at::Tensor loss_sum = objective_->loss_sum(*model_.model, batches[i]);
     const at::Tensor loss = scaler_->scale(loss_sum * loss_factor);
     if (ddp_) {
       ddp_->backward(loss);
@@ -180,8 +169,8 @@ Trainer::StepOutput Trainer::train_step() {
   }
 
   std::vector<at::Tensor> grads;
-  grads.reserve(trainable_.size());
-  for (auto& [name, param] : trainable_) {
+  grads.reserve(model_.trainable.size());
+  for (auto& [name, param] : model_.trainable) {
     if (param.grad().defined()) grads.push_back(param.grad());
   }
   // The global norm is computed from the all-reduced gradients, so every rank agrees on it. A non-finite norm
@@ -192,15 +181,15 @@ Trainer::StepOutput Trainer::train_step() {
   out.grad_norm = optim::clip_grad_norm_(grads, cfg_.train.grad_clip);
   const at::Tensor bad_norm = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
   found_inf = found_inf.defined() ? at::maximum(found_inf, bad_norm) : bad_norm;
-  optimizer_->step(std::nullopt, found_inf);
-  if (!zero_owners_.empty()) {
+  optim_.optimizer->step(std::nullopt, found_inf);
+  if (!optim_.zero_owners.empty()) {
     std::vector<at::Tensor> params;
-    params.reserve(trainable_.size());
-    for (const auto& [name, param] : trainable_) params.push_back(param);
-    dist::broadcast_from_owners(*ctx_.comm, params, zero_owners_);
+    params.reserve(model_.trainable.size());
+    for (const auto& [name, param] : model_.trainable) params.push_back(param);
+    dist::broadcast_from_owners(*ctx_.comm, params, optim_.zero_owners);
   }
   if (scaler_->enabled()) scaler_->update();
-  for (auto& [name, param] : trainable_) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
+  for (auto& [name, param] : model_.trainable) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
   pending_skips_.emplace_back(progress_.step + 1, bad_norm);
   return out;
 }
@@ -210,26 +199,26 @@ ExitCode Trainer::run() {
   if (ctx_.rank == 0 && accepted_) accepted_();
   if (!resumed) {
     FT_LOG_INFO("starting a new run in {}", run_dir_.string());
-  } else if (progress_.step >= total_steps_ && final_model_is_current()) {
+  } else if (progress_.step >= data_.total_steps && final_model_is_current()) {
     FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
-                progress_.step, total_steps_, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
+                progress_.step, data_.total_steps, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
     return ExitCode::kOk;
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
-              total_steps_, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size, cfg_.data.seq_len,
+              data_.total_steps, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size, cfg_.data.seq_len,
               name_of(cfg_.train.precision));
 
-  const auto schedule = LoopSchedule::from_config(cfg_, total_steps_);
+  const auto schedule = LoopSchedule::from_config(cfg_, data_.total_steps);
   const auto run_start = Clock::now();
   const double setup_s = process::seconds_since_start();
   metrics::LogWindow window(ctx_.device);  // the steps since the last log line
   bool interrupted = false;
   bool first_step_logged = false;
 
-  while (progress_.step < total_steps_) {
+  while (progress_.step < data_.total_steps) {
     const auto step_start = Clock::now();
-    const double lr = schedule_->lr_at(progress_.step);
-    optimizer_->set_lr(lr);
+    const double lr = optim_.schedule->lr_at(progress_.step);
+    optim_.optimizer->set_lr(lr);
     StepOutput out;
     profiler_->before_step(progress_.step + 1);
     try {
@@ -273,7 +262,7 @@ ExitCode Trainer::run() {
       record.skipped_steps = progress_.nan_skips + scaler_->skipped_steps();
       record.peak_memory_gib = peak_memory_gib(ctx_.device);
       if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
-      if (peak_tflops_ > 0) record.mfu = metrics::mfu(tokens_per_s, flops_per_token_, peak_tflops_, ctx_.world_size);
+      if (model_.peak_tflops > 0) record.mfu = metrics::mfu(tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
       if (ctx_.rank == 0) {
         const nlohmann::json fields = record.to_json();
         metrics_->log(metrics::kTrainEvent, progress_.step, fields);
@@ -300,7 +289,7 @@ ExitCode Trainer::run() {
     FT_LOG_WARN(
         "stopped at step {} of {}; run the same command again to resume from the checkpoint (or: finetune "
         "train --config {})",
-        progress_.step, total_steps_, (run_dir_ / "config.yaml").string());
+        progress_.step, data_.total_steps, (run_dir_ / "config.yaml").string());
     return ExitCode::kInterrupted;
   }
   check_non_finite();

@@ -110,23 +110,15 @@ class Trainer {
   const std::filesystem::path run_dir_;
 
   std::unique_ptr<data::Tokenizer> tokenizer_;
-  std::shared_ptr<model::Transformer> model_;
+  ModelParts model_;                      // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
   std::unique_ptr<Objective> objective_;  // the loss of a micro-batch, and what it is normalised by
-  std::vector<std::pair<std::string, at::Tensor>> trainable_;  // name, parameter (requires grad)
-  double flops_per_token_ = 0;  // training FLOPs per token (6N + attention), for MFU
-  double peak_tflops_ = 0;      // device peak dense bf16 TFLOP/s for MFU; 0 = unknown (CPU)
-  std::shared_ptr<const data::TokenizedDataset> train_set_;
-  std::shared_ptr<const data::TokenizedDataset> eval_set_;
-  std::unique_ptr<data::DataLoader> train_loader_;
-  int64_t total_steps_ = 0;                  // optimizer steps of the whole run
-  std::unique_ptr<optim::AdamW> optimizer_;  // with ZeRO-1, over this rank's own parameters only
-  std::vector<int> zero_owners_;             // ZeRO-1: owner rank of each trainable_ entry; empty without ZeRO-1
-  std::unique_ptr<optim::LrSchedule> schedule_;
+  DataParts data_;                        // train and eval sets, this rank's train loader, the run's total steps
+  OptimizerParts optim_;                  // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only
   std::unique_ptr<metrics::StepProfiler> profiler_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and train_loader_ for checkpoints
+  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and data_.train_loader for checkpoints
 
   // Seconds the constructor spent on the tokenizer and model, and on the data, for the first-step log line.
   struct SetupTimes {
