@@ -114,7 +114,11 @@ TEST_F(TrainLoopFaults, FullDiskWhileSavingKeepsThePreviousCheckpoint) {
   const std::string background_error = line_with(background.output, "finetune: error: ");
   EXPECT_NE(background_error.find("checkpoint of step 30 not saved"), std::string::npos) << background.output;
   EXPECT_NE(background_error.find(std::strerror(EFBIG)), std::string::npos) << background.output;
-  EXPECT_LE(losses(run_dir).rbegin()->first, 31) << background.output;
+  // The failure reaches the training thread at the first step after the write failed, which depends on how soon the
+  // writer thread runs (on a loaded machine a few steps later), and at the latest before the final model is written.
+  for (const char* written : {"final model written", "final adapter written"}) {
+    EXPECT_EQ(background.output.find(written), std::string::npos) << background.output;
+  }
   EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"step-000010", "step-000020"}));
 
   const auto resumed = run(train_cmd(config, constant + "train.max_steps=40"));
