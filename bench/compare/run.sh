@@ -31,7 +31,7 @@ results=$out/results.jsonl
 : >"$results"
 
 # Random token ids below the tokenizer's vocabulary (the model's vocabulary is set separately; only speed matters).
-python3 - "$work" <<'PY'
+python3 - "$work" "${workloads[*]}" <<'PY'
 import sys, numpy as np
 rng = np.random.default_rng(0)
 rng.integers(3, 250, size=64 * 2048 * 64, dtype=np.uint16).tofile(f"{sys.argv[1]}/random.u16")
@@ -40,10 +40,11 @@ with open(f"{sys.argv[1]}/short.jsonl", "w") as f:   # documents of ~50-600 toke
     for _ in range(40000):
         n = int(rng.integers(25, 300))
         f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
-with open(f"{sys.argv[1]}/tiny.jsonl", "w") as f:    # documents of ~8-32 tokens (short SFT samples)
-    for _ in range(400000):
-        n = int(rng.integers(4, 16))
-        f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
+if "ds" in sys.argv[2].split():  # documents of ~8-32 tokens (short SFT samples), for the ds workload only
+    with open(f"{sys.argv[1]}/tiny.jsonl", "w") as f:
+        for _ in range(400000):
+            n = int(rng.integers(4, 16))
+            f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
 PY
 
 shape_a=(model.hidden_size=768 model.intermediate_size=2048 model.num_layers=12 model.num_heads=12

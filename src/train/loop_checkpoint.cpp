@@ -204,7 +204,8 @@ void Trainer::write_model_dir(const std::filesystem::path& dir) const {
 }
 
 model::ModelFiles Trainer::model_files() const {
-  return cfg_.lora.enabled ? model::adapter_files(*model_.model, cfg_.lora, cfg_.model.path) : model::pretrained_files(*model_.model);
+  return cfg_.lora.enabled ? model::adapter_files(*model_.model, cfg_.lora, cfg_.model.path)
+                           : model::pretrained_files(*model_.model);
 }
 
 FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const {

@@ -12,7 +12,6 @@
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
 #include "ckpt/checkpoint_writer.h"
-#include "model/pretrained.h"
 #include "config/loader.h"
 #include "data/batch.h"
 #include "data/loader.h"
@@ -27,6 +26,7 @@
 #include "metrics/profiler.h"
 #include "metrics/record.h"
 #include "model/mode_guards.h"
+#include "model/pretrained.h"
 #include "model/transformer.h"
 #include "optim/clip.h"
 #include "optim/grad_scaler.h"
@@ -144,8 +144,8 @@ Trainer::StepOutput Trainer::train_step() {
     out.local_tokens += objective_->units(batches.back());
     out.local_positions += batches.back().input_ids.numel();
   }
-  // The loss is normalised by the objective's units (target tokens) of the whole optimizer step on all ranks, so accumulation and data
-  // parallelism give the same update as one big batch.
+  // The loss is normalised by the objective's units (target tokens) of the whole optimizer step on all ranks, so
+  // accumulation and data parallelism give the same update as one big batch.
   // One collective for both counts of the step over all ranks.
   const auto global = all_reduce_sum({static_cast<double>(out.local_tokens), static_cast<double>(out.local_positions)});
   out.global_tokens = static_cast<int64_t>(global[0]);
@@ -205,8 +205,8 @@ ExitCode Trainer::run() {
     return ExitCode::kOk;
   }
   FT_LOG_INFO("training {} steps: micro_batch_size {} x grad_accum_steps {} x world_size {}, seq_len {}, {}",
-              data_.total_steps, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size, cfg_.data.seq_len,
-              name_of(cfg_.train.precision));
+              data_.total_steps, cfg_.train.micro_batch_size, cfg_.train.grad_accum_steps, ctx_.world_size,
+              cfg_.data.seq_len, name_of(cfg_.train.precision));
 
   const auto schedule = LoopSchedule::from_config(cfg_, data_.total_steps);
   const auto run_start = Clock::now();
@@ -262,7 +262,9 @@ ExitCode Trainer::run() {
       record.skipped_steps = progress_.nan_skips + scaler_->skipped_steps();
       record.peak_memory_gib = peak_memory_gib(ctx_.device);
       if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
-      if (model_.peak_tflops > 0) record.mfu = metrics::mfu(tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
+      if (model_.peak_tflops > 0) {
+        record.mfu = metrics::mfu(tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
+      }
       if (ctx_.rank == 0) {
         const nlohmann::json fields = record.to_json();
         metrics_->log(metrics::kTrainEvent, progress_.step, fields);

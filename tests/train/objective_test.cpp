@@ -5,8 +5,8 @@
 #include "data/batch.h"
 #include "model/args.h"
 #include "model/pretrained.h"
-#include "model/transformer.h"
 #include "model/tiny_config.h"
+#include "model/transformer.h"
 #include "train/objective.h"
 
 namespace ft::test {
@@ -32,8 +32,8 @@ TEST(NextTokenObjective, SumsMinusLogProbabilityOfEveryLabelAndCountsTheLabels) 
   model::init_weights(*model, 0.2, 1);
   const auto batch = packed_batch();
   const train::PrecisionPolicy fp32;
-  const train::NextTokenObjective objective(
-      fp32, model::KernelPolicy::resolve(/*fused_kernels=*/true, at::kCPU, at::kFloat));
+  const train::NextTokenObjective objective(fp32,
+                                            model::KernelPolicy::resolve(/*fused_kernels=*/true, at::kCPU, at::kFloat));
   EXPECT_EQ(objective.units(batch), 5);
 
   const at::Tensor loss = objective.loss_sum(*model, batch);
