@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need and is missing: Debian packages (third_party/apt-packages.txt, or the lists
 # in FT_APT_LISTS) and a project-local virtual environment .venv with the pinned pip packages
-# (third_party/requirements.txt).
+# (third_party/requirements.txt; bitsandbytes from third_party/requirements-bnb.txt in .venv/bnb).
 # Idempotent: returns in seconds when everything is present.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,5 +35,21 @@ if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r third_party/requirements.txt
   echo "$want_hash" >"$stamp"
+fi
+
+# bitsandbytes goes into .venv/bnb, not site-packages (third_party/requirements-bnb.txt says why): its own stamp, and
+# a changed file replaces the folder (pip --target keeps packages already there).
+bnb_stamp=.venv/.requirements-bnb.sha256
+bnb_hash=$(sha256sum third_party/requirements-bnb.txt | cut -d' ' -f1)
+if [[ ! -d .venv/bnb/bitsandbytes ]] || [[ ! -f $bnb_stamp ]] || [[ $(cat "$bnb_stamp") != "$bnb_hash" ]]; then
+  echo "setup: installing third_party/requirements-bnb.txt into .venv/bnb"
+  rm -rf .venv/bnb
+  .venv/bin/python -m pip install -q --no-deps --target .venv/bnb -r third_party/requirements-bnb.txt
+  echo "$bnb_hash" >"$bnb_stamp"
+fi
+# A .venv made while requirements.txt still listed bitsandbytes has it in site-packages.
+if compgen -G ".venv/lib/python3*/site-packages/bitsandbytes-*.dist-info" >/dev/null; then
+  echo "setup: removing bitsandbytes from .venv's site-packages (it is in .venv/bnb)"
+  .venv/bin/python -m pip uninstall -y -q bitsandbytes
 fi
 echo "setup: ok"

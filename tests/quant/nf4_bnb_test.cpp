@@ -1,4 +1,4 @@
-// NF4 against bitsandbytes (third_party/requirements.txt pins it): tests/quant/ref/bnb_ref.py quantizes the same
+// NF4 against bitsandbytes (third_party/requirements-bnb.txt pins it): tests/quant/ref/bnb_ref.py quantizes the same
 // inputs with bitsandbytes.functional.quantize_4bit on the CPU and dequantizes them; every tensor must be equal bit
 // for bit. Skips when bitsandbytes cannot be imported by the test Python ($FT_PYTHON).
 #include <ATen/CPUGeneratorImpl.h>

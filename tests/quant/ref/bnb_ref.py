@@ -19,7 +19,8 @@ whole number of blocks (e.g. [96, 80] with blocksize 64 gives values off by up t
 indexing is the flat one that quantize_4bit, the pure-PyTorch kernel and the CUDA kernel all use.
 NAME.dequant_rows holds the call with the real shape, for the test to compare where the rows align.
 
-Exit status 3, with the reason on stdout, when bitsandbytes cannot be imported.
+bitsandbytes is imported from <venv>/bnb (sys.prefix/bnb, where scripts/setup.sh installs it) or else from the usual
+path. Exit status 3, with the reason on stdout, when bitsandbytes cannot be imported.
 """
 import copy
 import json
@@ -33,6 +34,9 @@ os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
+# scripts/setup.sh installs bitsandbytes into <venv>/bnb rather than site-packages, where every `import peft` would
+# load it (third_party/requirements-bnb.txt); first on the path, so that the pinned copy wins over any other.
+sys.path.insert(1, os.path.join(sys.prefix, "bnb"))
 try:
     import bitsandbytes  # noqa: E402
     import bitsandbytes.functional as F  # noqa: E402
