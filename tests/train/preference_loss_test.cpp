@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -126,13 +128,29 @@ std::string case_key(const std::string& name, at::ScalarType dtype) {
   return name + "/" + dtype_name(dtype);
 }
 
-// TRL's numbers for every case and both dtypes, from one run of preference_ref.py (importing TRL takes seconds).
+// TRL's numbers for every case and both dtypes, from one run of preference_ref.py (importing TRL takes ~10 s).
 struct TrlReference {
   std::string skip;   // why TRL is not available, or empty
   std::string error;  // why the script failed, or empty
   std::map<std::string, nlohmann::json> results;
 };
 
+// preference_ref.py's output for `input`, or {"error": why}.
+nlohmann::json run_preference_ref(const nlohmann::json& input) {
+  ScratchDir dir("ft-preference-ref");
+  write_file(dir / "in.json", input.dump());
+  const std::string script = (source_dir() / "tests" / "train" / "ref" / "preference_ref.py").string();
+  const auto result = run(shell_quote(python()) + " " + shell_quote(script) + " " +
+                          shell_quote((dir / "in.json").string()) + " " + shell_quote((dir / "out.json").string()));
+  if (result.exit_code != 0) return {{"error", "preference_ref.py failed: " + result.output}};
+  return nlohmann::json::parse(read_file(dir / "out.json"));
+}
+
+// CTest runs each test in a process of its own, so that one run of TRL is shared through a file: the fixture set up
+// in tests/train/CMakeLists.txt has PreferenceLossTrlReference.TrlRunsOnceForEveryCase run the script and write its
+// input and output to $FT_PREFERENCE_REF ($FT_PREFERENCE_REF_WRITE set), and the PreferenceLossMatchesTrl tests,
+// which CTest starts only after it, read that file. Without the variable (the binary run by hand, one process) the
+// first test that needs the numbers runs the script.
 const TrlReference& trl() {
   static const TrlReference ref = [] {
     TrlReference r;
@@ -145,21 +163,32 @@ const TrlReference& trl() {
         keys.push_back(case_key(name, dtype));
       }
     }
-    ScratchDir dir("ft-preference-ref");
-    write_file(dir / "in.json", input.dump());
-    const std::string script = (source_dir() / "tests" / "train" / "ref" / "preference_ref.py").string();
-    const auto result = run(shell_quote(python()) + " " + shell_quote(script) + " " +
-                            shell_quote((dir / "in.json").string()) + " " + shell_quote((dir / "out.json").string()));
-    if (result.exit_code != 0) {
-      r.error = "preference_ref.py failed: " + result.output;
-      return r;
+    const char* shared_env = std::getenv("FT_PREFERENCE_REF");
+    const std::filesystem::path shared = shared_env ? shared_env : "";
+    nlohmann::json out;
+    if (!shared.empty() && !std::getenv("FT_PREFERENCE_REF_WRITE")) {
+      if (!std::filesystem::exists(shared)) {
+        r.error = shared.string() + " is missing: PreferenceLossTrlReference.TrlRunsOnceForEveryCase writes it";
+        return r;
+      }
+      const auto saved = nlohmann::json::parse(read_file(shared));
+      if (saved.at("input") != input) {
+        r.error = shared.string() + " holds TRL's numbers for other inputs than this binary's";
+        return r;
+      }
+      out = saved.at("output");
+    } else {
+      if (!shared.empty()) std::filesystem::remove(shared);  // no numbers of an earlier run if this one fails
+      out = run_preference_ref(input);
+      if (!shared.empty()) write_file(shared, nlohmann::json{{"input", input}, {"output", out}}.dump());
     }
-    const auto out = nlohmann::json::parse(read_file(dir / "out.json"));
-    if (out.contains("skip")) {
+    if (out.contains("error")) {
+      r.error = out["error"].get<std::string>();
+    } else if (out.contains("skip")) {
       r.skip = out["skip"].get<std::string>();
-      return r;
+    } else {
+      for (size_t i = 0; i < keys.size(); ++i) r.results[keys[i]] = out["cases"][i];
     }
-    for (size_t i = 0; i < keys.size(); ++i) r.results[keys[i]] = out["cases"][i];
     return r;
   }();
   return ref;
@@ -269,12 +298,20 @@ void expect_matches_trl(const std::string& name, at::ScalarType dtype) {
   }
 }
 
-// Both precisions in one test: each test process imports TRL once (seconds), whatever it checks.
+// Both precisions in one test.
 void expect_matches_trl(const std::string& name) {
   const auto& ref = trl();
   if (!ref.skip.empty()) GTEST_SKIP() << ref.skip;
   ASSERT_TRUE(ref.error.empty()) << ref.error;
   for (const auto dtype : {at::kDouble, at::kFloat}) expect_matches_trl(name, dtype);
+}
+
+// Under CTest, the fixture setup of the PreferenceLossMatchesTrl tests: TRL runs here, once for all of them (trl()).
+TEST(PreferenceLossTrlReference, TrlRunsOnceForEveryCase) {
+  const auto& ref = trl();
+  if (!ref.skip.empty()) GTEST_SKIP() << ref.skip;
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  EXPECT_EQ(ref.results.size(), 2 * cases().size());
 }
 
 TEST(PreferenceLossMatchesTrl, DpoSigmoidEqualsDpoTrainerSigmoid) {
