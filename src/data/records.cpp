@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/chat_template.h"
+#include "data/records_internal.h"
 #include "data/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -120,14 +121,21 @@ jinja::Value parse_messages(const json& record, const RecordOptions& o, bool mod
         j[f.messages][0][f.role].is_string() && map_role(j[f.messages][0][f.role].get<std::string>(), o) == "system")) {
     j[f.messages].insert(j[f.messages].begin(), json{{f.role, "system"}, {f.content, system}});
   }
-  const auto& msgs = j[f.messages];
+  return parse_message_list(j[f.messages], f.messages, o, model_template);
+}
+
+}  // namespace
+
+jinja::Value parse_message_list(const json& msgs, const std::string& field, const RecordOptions& o,
+                                bool model_template) {
+  const auto& f = o.fields;
   if (!msgs.is_array()) {
-    throw RecordError(f.messages, "field '" + f.messages + "' must be an array, got " + type_name(msgs));
+    throw RecordError(field, "field '" + field + "' must be an array, got " + type_name(msgs));
   }
-  if (msgs.empty()) throw RecordError(f.messages, "field '" + f.messages + "' is empty");
+  if (msgs.empty()) throw RecordError(field, "field '" + field + "' is empty");
   jinja::Value out = jinja::Value::array();
   for (size_t i = 0; i < msgs.size(); ++i) {
-    const std::string path = f.messages + "[" + std::to_string(i) + "]";
+    const std::string path = field + "[" + std::to_string(i) + "]";
     if (!msgs[i].is_object()) throw RecordError(path, "'" + path + "' must be an object, got " + type_name(msgs[i]));
     jinja::Value m = jinja::Value::object();
     const std::string role = map_role(get_string(msgs[i], f.role, path + "." + f.role), o);
@@ -148,6 +156,8 @@ jinja::Value parse_messages(const json& record, const RecordOptions& o, bool mod
   return out;
 }
 
+namespace {
+
 // The line as a JSON object (RecordError for invalid UTF-8, invalid JSON or another JSON type).
 json parse_object(std::string_view line) {
   if (const auto bad = tok::unicode::find_invalid_utf8(line)) {
@@ -164,6 +174,10 @@ json parse_object(std::string_view line) {
 }
 
 }  // namespace
+
+json parse_record_object(std::string_view line) {
+  return parse_object(line);
+}
 
 std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o) {
   const json j = parse_object(line);
