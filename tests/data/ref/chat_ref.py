@@ -46,8 +46,9 @@ CONVERSATIONS = [
 ]
 
 
-def main(out):
-    out = Path(out)
+def build_models(out):
+    """The model directories under OUT (tokenizer.json and tokenizer_config.json with its chat template), each with
+    the transformers tokenizer that reads them: {name: (dir, tokenizer)}. Shared with preference_ref.py."""
     toks = make_refs.converted_real_tokenizers()
     llama3, mistral = toks.get("llama3_real"), toks.get("mistral_v3_real")
     if llama3 is None or mistral is None:
@@ -66,7 +67,7 @@ def main(out):
     }
     result = {}
     for name, (tok, bos, eos, template) in models.items():
-        d = out / name
+        d = Path(out) / name
         d.mkdir(parents=True, exist_ok=True)
         tok.save(str(d / "tokenizer.json"))
         config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos,
@@ -74,6 +75,14 @@ def main(out):
         (d / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
         hf = PreTrainedTokenizerFast(tokenizer_file=str(d / "tokenizer.json"), bos_token=bos, eos_token=eos)
         hf.chat_template = template
+        result[name] = (d, hf)
+    return result
+
+
+def main(out):
+    out = Path(out)
+    result = {}
+    for name, (d, hf) in build_models(out).items():
         cases = []
         for conv in CONVERSATIONS:
             case = {"messages": conv}
