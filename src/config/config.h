@@ -45,6 +45,7 @@ struct ModelConfig {
   double init_std = 0.02;                  // from scratch: normal init standard deviation
   ModelDType dtype = ModelDType::kFp32;   // parameter dtype: fp32 | bf16
   bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
+  BaseQuantization quantize = BaseQuantization::kNone;  // LoRA's frozen projections: none | nf4 (4-bit, QLoRA)
 
   template <class V> void visit(V& v) {
     v("path", path);
@@ -62,6 +63,7 @@ struct ModelConfig {
     v("init_std", init_std);
     v("dtype", dtype);
     v("activation_checkpointing", activation_checkpointing);
+    v("quantize", quantize);
   }
 };
 

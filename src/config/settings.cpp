@@ -24,6 +24,7 @@ void from_json(const nlohmann::json& j, E& value) {
   template void from_json<E, 0>(const nlohmann::json&, E&);
 
 FT_SETTING_JSON(ModelDType)
+FT_SETTING_JSON(BaseQuantization)
 FT_SETTING_JSON(ModelFamily)
 FT_SETTING_JSON(TokenizerModel)
 FT_SETTING_JSON(SourceFormat)

@@ -31,6 +31,14 @@ struct EnumTable<ModelDType> {
       {{ModelDType::kFp32, "fp32"}, {ModelDType::kBf16, "bf16"}}};
 };
 
+// How the frozen base of a LoRA run stores the decoder layers' projections.
+enum class BaseQuantization { kNone, kNf4 };
+template <>
+struct EnumTable<BaseQuantization> {
+  static constexpr std::array<EnumName<BaseQuantization>, 2> entries{
+      {{BaseQuantization::kNone, "none"}, {BaseQuantization::kNf4, "nf4"}}};
+};
+
 // A model family, named by config.json's model_type (model/args.h holds each one's transformers class).
 enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3Text };
 template <>

@@ -127,6 +127,11 @@ void check_lora(const Config& c, Checker& k) {
   if (l.enabled && c.model.path.empty()) {
     k.fail("lora.enabled", "LoRA needs a pretrained model, but model.path is empty (set model.path or disable lora)");
   }
+  if (c.model.quantize != BaseQuantization::kNone && !l.enabled) {
+    k.fail("model.quantize",
+           "a quantized base is frozen and trains only through adapters; set lora.enabled: true "
+           "(or model.quantize: none for a full fine-tune)");
+  }
 }
 
 void check_tokenizer(const Config& c, Checker& k) {

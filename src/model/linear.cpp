@@ -79,6 +79,35 @@ at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, const Kern
 
 }  // namespace
 
+LinearWeight LinearImpl::gemm_weight() const {
+  if (!quantized()) return LinearWeight::dense(weight, bias);
+  LinearWeight w;
+  w.format = LinearWeight::Format::kNf4;
+  w.nf4 = {nf4};
+  w.bias = bias;
+  w.dtype = nf4_dtype;
+  return w;
+}
+
+int64_t LinearImpl::out_features() const {
+  return quantized() ? nf4->shape.at(0) : weight.size(0);
+}
+
+int64_t LinearImpl::in_features() const {
+  return quantized() ? nf4->shape.at(1) : weight.size(1);
+}
+
+void LinearImpl::quantize_nf4(const at::Tensor& dense, at::ScalarType dtype, int64_t blocksize) {
+  FT_CHECK(!quantized(), "quantize_nf4: the layer is quantized already");
+  const at::Tensor& values = dense.defined() ? dense : weight;
+  FT_CHECK(values.dim() == 2 && values.sizes() == weight.sizes(),
+           "quantize_nf4: the weight must be [out, in] of the layer's shape");
+  nf4 = std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(values, blocksize, /*double_quant=*/true));
+  nf4_dtype = dtype;
+  parameters_.erase("weight");
+  weight = at::Tensor();
+}
+
 void LinearImpl::replace_frozen(at::Tensor new_weight, at::Tensor new_bias) {
   weight = new_weight;
   parameters_["weight"] = std::move(new_weight);
@@ -94,8 +123,9 @@ bool join_frozen_weights(const std::vector<LinearImpl*>& layers) {
   const bool with_bias = layers[0]->bias.defined();
   for (const LinearImpl* l : layers) {
     const at::Tensor& w = l->weight;
-    if (w.requires_grad() || !w.is_contiguous() || w.dim() != 2 || w.scalar_type() != w0.scalar_type() ||
-        w.device() != w0.device() || w.size(1) != w0.size(1) || l->bias.defined() != with_bias) {
+    if (!w.defined() || w.requires_grad() || !w.is_contiguous() || w.dim() != 2 ||
+        w.scalar_type() != w0.scalar_type() || w.device() != w0.device() || w.size(1) != w0.size(1) ||
+        l->bias.defined() != with_bias) {
       return false;
     }
     if (with_bias && (l->bias.requires_grad() || l->bias.scalar_type() != layers[0]->bias.scalar_type() ||
@@ -129,17 +159,22 @@ at::Tensor LinearImpl::forward(const at::Tensor& x, const KernelPolicy& policy) 
 
 void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
   FT_CHECK(!has_lora(), "add_lora: layer already has an adapter");
-  const int64_t in = weight.size(1);
+  const int64_t in = in_features();
+  const at::Device device = quantized() ? nf4->packed.device() : weight.device();
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)), as PEFT
   at::Tensor a = at::empty({rank, in}, at::kFloat).uniform_(-bound, bound, gen);
-  lora_a = register_parameter("lora_A", a.to(weight.device()));
-  lora_b = register_parameter("lora_B", at::zeros({weight.size(0), rank}, at::TensorOptions().device(weight.device())));
+  lora_a = register_parameter("lora_A", a.to(device));
+  lora_b = register_parameter("lora_B", at::zeros({out_features(), rank}, at::TensorOptions().device(device)));
   lora_scaling = alpha / static_cast<double>(rank);
   lora_dropout = dropout;
 }
 
 void LinearImpl::merge_lora() {
   if (!has_lora()) return;
+  if (quantized()) {
+    throw Error("cannot merge a LoRA adapter into an NF4 weight",
+                "save the adapter and merge it into the unquantized model (finetune export)");
+  }
   {
     at::NoGradGuard no_grad;
     at::Tensor delta = at::matmul(lora_b.to(at::kFloat), lora_a.to(at::kFloat)) * lora_scaling;
@@ -157,7 +192,8 @@ namespace {
 enum class GroupRegime {
   kSeparate,     // each layer's own forward
   kCastJoint,    // weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM
-  kJoined,       // frozen weights that are row blocks of one buffer (join_frozen_weights): one GEMM, no copy
+  kJoined,       // frozen weights that are row blocks of one buffer (join_frozen_weights), or NF4 weights stacked
+                 // (nf4_plan): one GEMM, no copy of a dense weight
   kSharedInput,  // weights in the compute dtype and apart: concatenating them would copy every weight each step, so
                  // only the cast input is shared, one GEMM per layer
 };
@@ -175,9 +211,38 @@ std::vector<at::Tensor> weights_of(const std::vector<LinearImpl*>& layers, bool 
   return out;
 }
 
+// NF4 layers (all of them, one `in`, all or none with bias) stack their codes: one GEMM over the weight dequantized
+// into one buffer, as a joint dense weight would run.
+GroupPlan nf4_plan(const at::Tensor& x, const std::vector<LinearImpl*>& layers) {
+  GroupPlan plan;
+  const LinearImpl& first = *layers[0];
+  LinearWeight joined;
+  joined.format = LinearWeight::Format::kNf4;
+  joined.dtype = first.nf4_dtype;
+  std::vector<at::Tensor> biases;
+  for (const LinearImpl* layer : layers) {
+    if (!layer->quantized() || layer->nf4_dtype != first.nf4_dtype || layer->in_features() != first.in_features() ||
+        layer->bias.defined() != first.bias.defined()) {
+      return plan;  // kSeparate
+    }
+    joined.nf4.push_back(layer->nf4);
+    if (layer->bias.defined()) biases.push_back(layer->bias);
+  }
+  if (!biases.empty()) joined.bias = at::cat(biases);  // [sum out_i]
+  const auto device_type = x.device().type();
+  plan.autocast = at::autocast::is_autocast_enabled(device_type);
+  plan.dtype = plan.autocast ? at::autocast::get_autocast_dtype(device_type) : first.nf4_dtype;
+  plan.regime = GroupRegime::kJoined;
+  plan.joined = std::move(joined);
+  return plan;
+}
+
 GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& layers, const KernelPolicy& policy) {
   GroupPlan plan;
   if (!policy.group_gemms || layers.size() < 2) return plan;
+  if (std::any_of(layers.begin(), layers.end(), [](const LinearImpl* l) { return l->quantized(); })) {
+    return nf4_plan(x, layers);
+  }
   const at::ScalarType weight_dtype = layers[0]->weight.scalar_type();
   const bool with_bias = layers[0]->bias.defined();
   for (const LinearImpl* layer : layers) {
@@ -194,7 +259,7 @@ GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& lay
   const at::Tensor joint_bias = with_bias ? joined_rows(weights_of(layers, true)) : at::Tensor();
   if (joint.defined() && joint_bias.defined() == with_bias) {
     plan.regime = GroupRegime::kJoined;
-    plan.joined = {LinearWeight::Format::kDense, joint, joint_bias};
+    plan.joined = LinearWeight::dense(joint, joint_bias);
   } else {
     plan.regime = GroupRegime::kSharedInput;
   }
@@ -215,8 +280,9 @@ at::Tensor run_base(const at::Tensor& xin, const std::vector<LinearImpl*>& layer
     weights.push_back(layer->weight.to(plan.dtype));
     if (layer->bias.defined()) biases.push_back(layer->bias.to(plan.dtype));
   }
-  const LinearWeight cast{LinearWeight::Format::kDense, at::cat(weights),
-                          biases.empty() ? at::Tensor() : at::cat(biases)};  // [sum out_i, in], [sum out_i]
+  const LinearWeight cast =
+      LinearWeight::dense(at::cat(weights),
+                          biases.empty() ? at::Tensor() : at::cat(biases));  // [sum out_i, in], [sum out_i]
   return ops::linear(xin, cast, policy);
 }
 
@@ -251,7 +317,7 @@ void add_adapters_to_joint(at::Tensor& joint, const std::vector<at::Tensor>& dow
   for (size_t i = 0; i < layers.size(); ++i) {
     const LinearImpl& l = *layers[i];
     const bool has = next < adapted.size() && adapted[next] == i;
-    blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({l.weight.size(0), 0}, b_options));
+    blocks.push_back(has ? l.lora_b * l.lora_scaling : at::zeros({l.out_features(), 0}, b_options));
     next += has ? 1 : 0;
   }
   add_adapter_(joint, at::cat(down, -1), at::block_diag(blocks), 1.0);
@@ -280,7 +346,7 @@ LinearGroupOutput run_group(const at::Tensor& x, const at::Tensor& xin, const st
   }
   if (joint.defined()) {
     std::vector<int64_t> sizes;
-    for (const LinearImpl* layer : layers) sizes.push_back(layer->weight.size(0));
+    for (const LinearImpl* layer : layers) sizes.push_back(layer->out_features());
     out = joint.split_with_sizes(sizes, 1);
   }
   for (at::Tensor& y : out) y = from_rows(y, x);

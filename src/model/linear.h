@@ -6,9 +6,11 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
 #include <vector>
 
 #include "model/ops.h"
+#include "quant/nf4.h"
 
 namespace ft::model {
 
@@ -19,20 +21,32 @@ class LinearImpl : public torch::nn::Module {
   // [..., in] -> [..., out]: the base GEMM through ops::linear, and the adapter's dropout through the CUDA kernel
   // (model/lora_dropout.h) where the policy and the input allow.
   at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);
-  // The base weight as ops::linear reads it.
-  LinearWeight gemm_weight() const { return {LinearWeight::Format::kDense, weight, bias}; }
+  // The base weight as ops::linear reads it: dense, or the NF4 codes after quantize_nf4.
+  LinearWeight gemm_weight() const;
+
+  // Replaces the frozen weight by the NF4 codes of `dense` ([out, in], the values the weight is to hold, on the
+  // device the layer runs on; the current weight's own values when undefined): quant::quantize_nf4 with
+  // `blocksize` and double quantization, as bitsandbytes' Linear4bit. The dense weight stops being a parameter and
+  // is dropped; GEMMs dequantize the codes to the compute dtype (autocast's, else `dtype`). The codes are no module
+  // state (Module::to would cast their F32 absmax): they stay on the device they were made on.
+  void quantize_nf4(const at::Tensor& dense, at::ScalarType dtype, int64_t blocksize);
+  bool quantized() const { return nf4 != nullptr; }
+  int64_t out_features() const;
+  int64_t in_features() const;
 
   // Adds lora_A [r, in] (kaiming-uniform, as PEFT) and lora_B [out, r] (zeros), both F32, on the weight's device.
   void add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen);
   bool has_lora() const { return lora_a.defined(); }
-  // W += scaling * B A (in W's dtype), then drops the adapter.
+  // W += scaling * B A (in W's dtype), then drops the adapter. Throws ft::Error for an NF4 weight.
   void merge_lora();
   // Points weight (and bias, when defined) at other frozen tensors of the same values: views of a joint buffer
   // (join_frozen_weights).
   void replace_frozen(at::Tensor new_weight, at::Tensor new_bias);
 
-  at::Tensor weight;  // [out, in]
+  at::Tensor weight;  // [out, in]; undefined once quantized
   at::Tensor bias;    // [out] or undefined
+  std::shared_ptr<const quant::Nf4Tensor> nf4;  // the frozen weight's codes [out, in], or null
+  at::ScalarType nf4_dtype = at::kFloat;        // the dtype the quantized weight had
   at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
   at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
   double lora_scaling = 0.0;

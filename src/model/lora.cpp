@@ -11,28 +11,6 @@
 namespace ft::model {
 namespace lora_detail {
 
-std::vector<std::pair<std::string, Linear>> projections(const Transformer& model) {
-  std::vector<std::pair<std::string, Linear>> out;
-  for (int64_t i = 0; i < model.args().num_layers; ++i) {
-    DecoderLayer layer = model.layer(i);
-    const std::string base = "model.layers." + std::to_string(i) + ".";
-    auto& attn = *layer->self_attn;
-    auto& mlp = *layer->mlp;
-    for (const auto& [name, lin] : {std::pair<const char*, Linear>{"self_attn.q_proj", attn.q_proj},
-                                    {"self_attn.k_proj", attn.k_proj},
-                                    {"self_attn.v_proj", attn.v_proj},
-                                    {"self_attn.qkv_proj", attn.qkv_proj},
-                                    {"self_attn.o_proj", attn.o_proj},
-                                    {"mlp.gate_proj", mlp.gate_proj},
-                                    {"mlp.up_proj", mlp.up_proj},
-                                    {"mlp.gate_up_proj", mlp.gate_up_proj},
-                                    {"mlp.down_proj", mlp.down_proj}}) {
-      if (lin) out.emplace_back(base + name, lin);
-    }
-  }
-  return out;
-}
-
 bool target_matches(const std::string& path, const std::string& target) {
   return path == target ||
          (path.size() > target.size() && path.compare(path.size() - target.size(), target.size(), target) == 0 &&
@@ -45,7 +23,7 @@ void check_targets(const std::vector<std::string>& targets, const Transformer& m
   std::string list;
   for (const auto& n : ok) list += (list.empty() ? "" : ", ") + n;
   if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list + ", or all-linear");
-  const auto paths = projections(model);
+  const auto paths = model.projections();
   for (const auto& t : targets) {
     const bool found =
         std::any_of(paths.begin(), paths.end(), [&](const auto& p) { return target_matches(p.first, t); });
@@ -62,7 +40,7 @@ void check_targets(const std::vector<std::string>& targets, const Transformer& m
 void add_adapters(Transformer& model, const std::vector<std::string>& targets, const ft::LoraConfig& cfg,
                   double scaling_alpha, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (auto& [path, lin] : projections(model)) {
+  for (auto& [path, lin] : model.projections()) {
     bool targeted = false;  // a loop, not a lambda: clang 14 (the fuzz build) cannot capture structured bindings
     for (const auto& t : targets) targeted = targeted || target_matches(path, t);
     if (targeted && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
@@ -122,7 +100,7 @@ std::vector<at::Tensor> trainable_parameters(Transformer& model) {
 
 std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transformer& model) {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [path, lin] : projections(model)) {
+  for (const auto& [path, lin] : model.projections()) {
     if (!lin->has_lora()) continue;
     out.emplace_back(kPeftPrefix + path + ".lora_A.weight", lin->lora_a);
     out.emplace_back(kPeftPrefix + path + ".lora_B.weight", lin->lora_b);
@@ -137,7 +115,7 @@ std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transforme
 }
 
 void merge_lora(Transformer& model) {
-  for (auto& [path, lin] : projections(model)) lin->merge_lora();
+  for (auto& [path, lin] : model.projections()) lin->merge_lora();
   model.merge_token_rows();
 }
 

@@ -1,5 +1,4 @@
-// What lora.cpp (adapters on a model) and lora_io.cpp (PEFT adapter files) share: PEFT's names and the walk over a
-// model's projections.
+// What lora.cpp (adapters on a model) and lora_io.cpp (PEFT adapter files) share: PEFT's names and target rule.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +20,6 @@ inline const std::string kEmbedPath = "model.embed_tokens";
 inline const std::string kLmHeadPath = "lm_head";
 inline const std::string kAllLinear = "all-linear";  // PEFT's shorthand for every linear layer but the output head
 
-// Every LoRA-capable projection the model has, keyed by its HF module path (model.layers.N.self_attn.q_proj).
-std::vector<std::pair<std::string, Linear>> projections(const Transformer& model);
 // PEFT's rule for a list of target_modules: a module is adapted when its path equals a target or ends with "." +
 // target.
 bool target_matches(const std::string& path, const std::string& target);

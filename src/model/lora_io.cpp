@@ -59,7 +59,7 @@ std::vector<std::string> regex_targets(const std::string& pattern, const Transfo
     }
   }
   std::vector<std::string> paths;
-  for (const auto& [path, lin] : projections(model)) {
+  for (const auto& [path, lin] : model.projections()) {
     if (std::regex_match(path, re)) paths.push_back(path);
   }
   if (paths.empty()) {

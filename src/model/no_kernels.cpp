@@ -1,9 +1,11 @@
 // The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
 // it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
 // paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
-// softcap_attention.cpp, lora_dropout.cpp and cross_entropy_rows.cpp instead (model/CMakeLists.txt).
+// softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp and cross_entropy_rows.cpp instead
+// (model/CMakeLists.txt).
 #include "model/linear_cross_entropy.h"
 #include "model/lora_dropout.h"
+#include "model/nf4_linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "model/softcap_attention.h"
@@ -29,6 +31,13 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor&, const at::Tens
 }
 at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType, double) {
   no_kernels("fused_rms_norm");
+}
+
+bool nf4_dequantize_available(const quant::Nf4Tensor&) {
+  return false;
+}
+void nf4_dequantize_into(const quant::Nf4Tensor&, at::Tensor&) {
+  no_kernels("nf4_dequantize_into");
 }
 
 bool fused_rope_available(const at::Tensor&, const at::Tensor&) {

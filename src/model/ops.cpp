@@ -98,11 +98,17 @@ at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, const 
   return (gelu_tanh ? at::gelu(gate, "tanh") : at::silu(gate)) * up;  // [..., I]
 }
 
-at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelPolicy& /*policy*/) {
-  // One format and one GEMM today; a quantized format adds its case here, its GEMM chosen by the policy.
+at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelPolicy& policy) {
   switch (weight.format) {
     case LinearWeight::Format::kDense:
       break;
+    case LinearWeight::Format::kNf4: {
+      at::Tensor y = nf4_linear(x, weight.nf4, weight.dtype, policy);  // [..., out]
+      // In place: the GEMM's output is not saved for its backward. The bias in the GEMM's dtype, as at::linear
+      // under autocast.
+      if (weight.bias.defined()) y.add_(weight.bias.to(y.scalar_type()));
+      return y;
+    }
   }
   return at::linear(x, weight.values, weight.bias);  // [..., out]
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "model/kernel_policy.h"
+#include "model/nf4_linear.h"
 
 namespace ft::model {
 
@@ -19,13 +20,21 @@ struct NormSpec {
   bool unit_offset = false;
 };
 
-// A projection's weight as its GEMM reads it. Dense today; a quantized format (NF4, FP8) becomes another Format
-// with its own GEMM in ops::linear.
+// A projection's weight as its GEMM reads it: each Format has its own GEMM in ops::linear.
 struct LinearWeight {
-  enum class Format { kDense };
+  enum class Format {
+    kDense,  // `values`
+    kNf4,    // `nf4`: frozen 4-bit row blocks (model/nf4_linear.h), dequantized to `dtype` outside autocast
+  };
   Format format = Format::kDense;
   at::Tensor values;  // kDense: [out, in]
   at::Tensor bias;    // [out] or undefined
+  Nf4Rows nf4;        // kNf4: [out_i, in] blocks, stacked to [out, in]
+  at::ScalarType dtype = at::kFloat;  // kNf4: the dtype of the model's parameters
+
+  static LinearWeight dense(at::Tensor values, at::Tensor bias) {
+    return {Format::kDense, std::move(values), std::move(bias), {}, at::kFloat};
+  }
 };
 
 // q/k [B, T, H, D] rotated with cos/sin [B, T, D] (cast to q's dtype first): transformers' apply_rotary_pos_emb.

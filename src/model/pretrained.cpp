@@ -1,5 +1,6 @@
 #include "model/pretrained.h"
 
+#include <map>
 #include <optional>
 #include <set>
 
@@ -50,9 +51,12 @@ std::vector<std::pair<std::string, at::Tensor>> base_parameters(const Transforme
   return out;
 }
 
-void load_weights(Transformer& model, const std::filesystem::path& dir) {
-  io::CheckpointReader reader(dir);
-  const auto params = base_parameters(model);
+namespace {
+
+// Every tensor of the checkpoint must be one the model expects (a tied model's lm_head.weight and the rotary
+// tables of old checkpoints aside, as transformers ignores them).
+void check_no_unexpected(const io::CheckpointReader& reader, const Transformer& model,
+                         const std::vector<std::pair<std::string, at::Tensor>>& params) {
   std::set<std::string> expected;
   for (const auto& [name, _] : params) expected.insert(name);
   for (const auto& name : reader.names()) {
@@ -63,39 +67,85 @@ void load_weights(Transformer& model, const std::filesystem::path& dir) {
                       "the checkpoint does not match config.json (" + model.args().model_type + ", " +
                           std::to_string(model.args().num_layers) + " layers); check the model directory");
   }
+}
+
+// The stored tensor `name` for a parameter of `shape` and `dtype` (a CPU tensor aliasing the file), after the
+// checks; logs the first cast of a run once.
+at::Tensor checked_tensor(const io::CheckpointReader& reader, const std::filesystem::path& dir, const std::string& name,
+                          at::IntArrayRef shape, at::ScalarType dtype, bool& logged_cast) {
+  if (!reader.contains(name)) {
+    throw ConfigError("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
+                      "the weights do not match config.json; re-download or re-save the model");
+  }
+  const auto& info = reader.info(name);
+  if (info.shape != shape.vec()) {
+    throw ConfigError(fmt::format("tensor '{}' in {} has shape [{}], the model expects [{}]", name,
+                                  reader.file_of(name), fmt::join(info.shape, ", "), fmt::join(shape, ", ")),
+                      "config.json and the weights disagree");
+  }
+  if (!is_float(info.dtype)) {
+    throw ConfigError("tensor '" + name + "' in " + reader.file_of(name) + " has dtype " + c10::toString(info.dtype) +
+                      ", expected a floating-point dtype");
+  }
+  if (info.dtype != dtype && !logged_cast) {
+    FT_LOG_INFO("casting checkpoint weights from {} to {}", c10::toString(info.dtype), c10::toString(dtype));
+    logged_cast = true;
+  }
+  return reader.tensor(name);
+}
+
+// bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig).
+constexpr int64_t kNf4Blocksize = 64;
+
+// The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`
+// in `dtype` and replaces the CPU tensor, so the model is allocated once, where it runs, instead of allocated there
+// and then filled. With `quantize` nf4 each projection's weight is quantized on `device` and dropped before the next
+// one is read, so the dense base never exists whole, on the device or the host.
+void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
+               BaseQuantization quantize) {
+  io::CheckpointReader reader(dir);
+  const auto params = base_parameters(model);
+  check_no_unexpected(reader, model, params);
+  std::map<std::string, Linear> projections;
+  if (quantize == BaseQuantization::kNf4) {
+    for (const auto& [path, lin] : model.projections()) projections.emplace(path + ".weight", lin);
+  }
   bool logged_cast = false;
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : params) {
-    if (!reader.contains(name)) {
-      throw ConfigError("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
-                        "the weights do not match config.json; re-download or re-save the model");
+    const at::Tensor stored = checked_tensor(reader, dir, name, param.sizes(), dtype, logged_cast);
+    // A copy even where device and dtype match: the stored tensor aliases the mapped file.
+    at::Tensor value = stored.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    const auto projection = projections.find(name);
+    if (projection != projections.end()) {
+      projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
+    } else {
+      param.set_data(value);
     }
-    const auto& info = reader.info(name);
-    if (info.shape != param.sizes().vec()) {
-      throw ConfigError(fmt::format("tensor '{}' in {} has shape [{}], the model expects [{}]", name,
-                                    reader.file_of(name), fmt::join(info.shape, ", "), fmt::join(param.sizes(), ", ")),
-                        "config.json and the weights disagree");
-    }
-    if (!is_float(info.dtype)) {
-      throw ConfigError("tensor '" + name + "' in " + reader.file_of(name) + " has dtype " + c10::toString(info.dtype) +
-                        ", expected a floating-point dtype");
-    }
-    if (info.dtype != param.scalar_type() && !logged_cast) {
-      FT_LOG_INFO("casting checkpoint weights from {} to {}", c10::toString(info.dtype),
-                  c10::toString(param.scalar_type()));
-      logged_cast = true;
-    }
-    param.copy_(reader.tensor(name));  // copy_ casts and moves to the parameter's device
+  }
+  model.to(device, dtype);  // the buffers: every parameter is there already
+}
+
+}  // namespace
+
+void load_weights(Transformer& model, const std::filesystem::path& dir) {
+  io::CheckpointReader reader(dir);
+  const auto params = base_parameters(model);
+  check_no_unexpected(reader, model, params);
+  bool logged_cast = false;
+  at::NoGradGuard no_grad;
+  for (const auto& [name, param] : params) {
+    const at::Tensor stored = checked_tensor(reader, dir, name, param.sizes(), param.scalar_type(), logged_cast);
+    param.copy_(stored);  // copy_ casts and moves to the parameter's device
   }
 }
 
-std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device,
-                                             at::ScalarType dtype) {
+std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
+                                             BaseQuantization quantize) {
   ModelArgs args = load_hf_config(dir);
   args.torch_dtype = dtype_name(dtype);
   auto model = std::make_shared<Transformer>(args);
-  model->to(device, dtype);  // parameters are uninitialized until load_weights fills them
-  load_weights(*model, dir);
+  load_onto(*model, dir, device, dtype, quantize);
   return model;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/settings.h"
 #include "model/transformer.h"
 #include "util/checksum.h"
 
@@ -20,7 +21,11 @@ namespace ft::model {
 // Stored float tensors are cast to `dtype` (F32/F16/BF16 in any combination; logged once). Throws ft::Error naming
 // the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
 // A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
-std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype);
+// `quantize` nf4: the decoder layers' projections are stored as NF4 (LinearImpl::quantize_nf4; bitsandbytes'
+// block of 64, double-quantized absmax), quantized one at a time on `device` as they are read; embeddings, norms and
+// the LM head stay in `dtype`.
+std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
+                                             BaseQuantization quantize = BaseQuantization::kNone);
 
 // Copies the checkpoint's tensors into `model`'s existing parameters (same checks as load_pretrained).
 void load_weights(Transformer& model, const std::filesystem::path& dir);

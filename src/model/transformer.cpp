@@ -94,6 +94,28 @@ DecoderLayer Transformer::layer(int64_t i) const {
   return DecoderLayer(model_->layers->ptr<DecoderLayerImpl>(static_cast<size_t>(i)));
 }
 
+std::vector<std::pair<std::string, Linear>> Transformer::projections() const {
+  std::vector<std::pair<std::string, Linear>> out;
+  for (int64_t i = 0; i < args_.num_layers; ++i) {
+    DecoderLayer decoder = layer(i);
+    const std::string base = "model.layers." + std::to_string(i) + ".";
+    auto& attn = *decoder->self_attn;
+    auto& mlp = *decoder->mlp;
+    for (const auto& [name, lin] : {std::pair<const char*, Linear>{"self_attn.q_proj", attn.q_proj},
+                                    {"self_attn.k_proj", attn.k_proj},
+                                    {"self_attn.v_proj", attn.v_proj},
+                                    {"self_attn.qkv_proj", attn.qkv_proj},
+                                    {"self_attn.o_proj", attn.o_proj},
+                                    {"mlp.gate_proj", mlp.gate_proj},
+                                    {"mlp.up_proj", mlp.up_proj},
+                                    {"mlp.gate_up_proj", mlp.gate_up_proj},
+                                    {"mlp.down_proj", mlp.down_proj}}) {
+      if (lin) out.emplace_back(base + name, lin);
+    }
+  }
+  return out;
+}
+
 at::Tensor Transformer::lm_head_weight() const {
   return lm_head_ ? lm_head_->effective_weight() : model_->embed_tokens->effective_weight();
 }
@@ -220,7 +242,7 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                 const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
   const at::Tensor hidden = hidden_states(input_ids, position_ids, segment_ids, cache, packed);  // [B, T, hidden]
-  at::Tensor logits = ops::linear(hidden, {LinearWeight::Format::kDense, lm_head_weight(), {}}, policy_);  // [B, T, V]
+  at::Tensor logits = ops::linear(hidden, LinearWeight::dense(lm_head_weight(), {}), policy_);   // [B, T, V]
   if (const auto cap = args_.final_logit_softcapping) logits = at::tanh(logits / *cap) * *cap;
   return logits;
 }

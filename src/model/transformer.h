@@ -101,6 +101,9 @@ class Transformer : public torch::nn::Module {
   bool activation_checkpointing() const { return checkpointing_; }
   const ModelArgs& args() const { return args_; }
   DecoderLayer layer(int64_t i) const;
+  // Every projection of the decoder layers (the LoRA-capable and quantizable ones), keyed by its HF module path
+  // (model.layers.N.self_attn.q_proj), in registration order.
+  std::vector<std::pair<std::string, Linear>> projections() const;
   Backbone& backbone() { return *model_; }
 
  private:

@@ -185,7 +185,7 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
   if (!cfg.model.path.empty()) {
-    m = model::load_pretrained(cfg.model.path, ctx.device, precision.param);
+    m = model::load_pretrained(cfg.model.path, ctx.device, precision.param, cfg.model.quantize);
   } else {
     auto args = model::args_from_config(cfg.model, tokenizer.vocab_size());
     // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
@@ -230,6 +230,9 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   m->train();
   int64_t trainable_count = 0;
   int64_t total_count = 0;
+  int64_t quantized_count = 0;  // NF4 weights are no parameters
+  for (const auto& [path, lin] : m->projections()) quantized_count += lin->quantized() ? lin->nf4->numel() : 0;
+  total_count += quantized_count;
   for (const auto& item : m->named_parameters()) {
     total_count += item.value().numel();
     if (!item.value().requires_grad()) continue;
@@ -253,10 +256,11 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   flops.adapter_params = cfg.lora.enabled ? trainable_count : 0;
   parts.flops_per_token = metrics::flops_per_token(flops);
   parts.peak_tflops = metrics::peak_tflops(device_name(ctx.device), cfg.logging.peak_tflops);
-  FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters, {:.2f}M trainable{}",
+  FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters{}, {:.2f}M trainable{}",
               args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
-              static_cast<double>(total_count) / 1e6, static_cast<double>(trainable_count) / 1e6,
-              cfg.lora.enabled ? " (LoRA)" : "");
+              static_cast<double>(total_count) / 1e6,
+              quantized_count > 0 ? fmt::format(" ({:.2f}M in NF4)", static_cast<double>(quantized_count) / 1e6) : "",
+              static_cast<double>(trainable_count) / 1e6, cfg.lora.enabled ? " (LoRA)" : "");
   parts.model = std::move(m);
   return parts;
 }

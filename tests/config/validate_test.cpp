@@ -135,6 +135,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
                       BadValue{"lora.enabled=true",
                                "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
+                      BadValue{"model.quantize=nf4",
+                               "model.quantize: a quantized base is frozen and trains only through adapters; set "
+                               "lora.enabled: true"},
+                      BadValue{"model.quantize=int4",
+                               "model.quantize: invalid value 'int4' (expected one of: none, nf4)"},
                       BadValue{"eval.exact_match_samples=4",
                                "eval.exact_match_samples: exact match scores eval samples, but "
                                "data.eval is empty"},

@@ -1,5 +1,5 @@
 // A 20-step fine-tune of each family's tiny transformers model (tests/model/ref/hf_ref.py) through `finetune train`,
-// LoRA and full, whose outputs transformers and PEFT load back to the logits our model computes from them.
+// LoRA, full and QLoRA, whose outputs transformers and PEFT load back to the logits our model computes from them.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -45,8 +45,8 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
                std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
   }
 
-  // Trains `name` for 20 steps (LoRA when `lora`), returns the run directory.
-  std::filesystem::path train(const std::string& name, bool lora) const {
+  // Trains `name` for 20 steps (LoRA when `lora`, on an NF4 base when `nf4`), returns the run directory.
+  std::filesystem::path train(const std::string& name, bool lora, bool nf4 = false) const {
     const auto run_dir = dir_ / name;
     // Every projection by name; for two families PEFT's other spellings: a layer's module path and a suffix, and
     // all-linear.
@@ -58,9 +58,9 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "gemma3") targets = "all-linear";
     const auto config = dir_ / (name + ".yaml");
     write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
-                           "model: {path: " + base().string() + "}\n" + "lora: {enabled: " + (lora ? "true" : "false") +
-                           ", rank: 4, alpha: 8, dropout: 0.0, " + "targets: [" + targets + "]}\n" +
-                           "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
+                           "model: {path: " + base().string() + (nf4 ? ", quantize: nf4" : "") + "}\n" +
+                           "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
+                           "targets: [" + targets + "]}\n" + "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
                            ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
                            (dir_ / "cache").string() + "}\n" +
                            "train: {max_steps: 20, micro_batch_size: 4, precision: fp32}\n" +
@@ -76,10 +76,12 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
 };
 
 // Ours and transformers' logits for the same input, from the trained model directory (and adapter when given).
+// With `nf4`, both load the base with NF4 projections (PEFT: on bitsandbytes' NF4 weights, hf_ref.py).
 void expect_transformers_agrees(const std::filesystem::path& model_dir, const std::filesystem::path& adapter,
-                                const std::filesystem::path& work, const at::Tensor& ids,
-                                const at::Tensor& base_logits) {
-  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+                                const std::filesystem::path& work, const at::Tensor& ids, const at::Tensor& base_logits,
+                                bool nf4 = false) {
+  auto model =
+      model::load_pretrained(model_dir, at::kCPU, at::kFloat, nf4 ? BaseQuantization::kNf4 : BaseQuantization::kNone);
   if (!adapter.empty()) model::load_adapter(*model, adapter);
   at::Tensor ours;
   {
@@ -92,6 +94,7 @@ void expect_transformers_agrees(const std::filesystem::path& model_dir, const st
                         {"ids", (work / "ids.safetensors").string()},
                         {"out", (work / "theirs.safetensors").string()}};
   if (!adapter.empty()) job["adapter"] = adapter.string();
+  if (nf4) job["nf4"] = true;
   const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " +
                        shell_quote(nlohmann::json::array({job}).dump()));
   ASSERT_EQ(res.exit_code, 0) << res.output;
@@ -113,6 +116,22 @@ TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
   ASSERT_TRUE(std::filesystem::exists(full_run / "model" / "config.json"));
   expect_transformers_agrees(full_run / "model", {}, dir_.path(), ids, base_logits);
 }
+
+// QLoRA through `finetune train` (model.quantize: nf4): plain projections (llama) and fused q/k/v and gate/up
+// (phi3); the other layouts are in QloraParity.
+class QloraFineTune : public FamilyFineTune {};
+
+TEST_P(QloraFineTune, AdapterTrainedOnAnNf4BaseReloadsInPeftOnBitsandbytesWeights) {
+  copy_base();
+  write_tokens();
+  const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
+  const auto run_dir = train("qlora", true, true);
+  ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
+  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "phi3"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",

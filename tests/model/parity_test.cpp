@@ -30,6 +30,22 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
 }
 
+// LoRA r4 on every projection, with B drawn nonzero so that the adapter matters.
+LoraConfig add_adapters_with_nonzero_b(model::Transformer& model) {
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.targets = model::lora_target_names(model.args());
+  model::apply_lora(model, lora, 7);
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  for (auto& [name, t] : model::adapter_tensors(model)) {
+    if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2, gen);
+  }
+  return lora;
+}
+
 TEST_P(Parity, LogitsMatchTransformers) {
   auto model = model::load_pretrained(model_dir(), at::kCPU, at::kFloat);
   const auto r = ref();
@@ -74,19 +90,7 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
     ASSERT_TRUE(std::filesystem::exists(out / "saved" / "model.safetensors.index.json"));
   }
 
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank = 4;
-  lora.alpha = 8.0;
-  lora.targets = model::lora_target_names(model->args());
-  model::apply_lora(*model, lora, 7);
-  {
-    at::NoGradGuard no_grad;
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
-    for (auto& [name, t] : model::adapter_tensors(*model)) {
-      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2, gen);  // nonzero B: the adapter matters
-    }
-  }
+  const LoraConfig lora = add_adapters_with_nonzero_b(*model);
   at::Tensor ours_adapter;
   {
     at::NoGradGuard no_grad;
@@ -157,6 +161,40 @@ TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
 
 // model.architecture from scratch: every family's model, initialised by us and saved, computes our logits in
 // transformers.
+// QLoRA: each model loaded with its projections in NF4, with an adapter of nonzero B on every projection; PEFT's
+// adapter on transformers' model whose projections hold bitsandbytes' NF4 round trip of the weights
+// (hf_ref.py quantize_projections) must compute the same logits. The families whose projections differ in layout:
+// plain (llama), q/k/v biases (qwen2), fused q/k/v and gate/up (phi3), in_features not a multiple of the block and
+// (1 + w) norms (gemma3). One Python process for all of them.
+TEST(QloraParity, Nf4BaseWithAdapterMatchesPeftOnBitsandbytesWeights) {
+  TempDir out("ft-model-nf4");
+  nlohmann::json jobs = nlohmann::json::array();
+  std::map<std::string, at::Tensor> ours;
+  for (const std::string family : {"llama", "qwen2", "phi3", "gemma3"}) {
+    const auto model_dir = reference_dir() / family / "model";
+    auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat, BaseQuantization::kNf4);
+    for (const auto& [path, lin] : model->projections()) ASSERT_TRUE(lin->quantized()) << family << " " << path;
+    const LoraConfig lora = add_adapters_with_nonzero_b(*model);
+    const at::Tensor ids = io::read_safetensors(reference_dir() / family / "ref.safetensors").at("input_ids");
+    {
+      at::NoGradGuard no_grad;
+      ours[family] = model->forward(ids);
+    }
+    model::save_adapter(*model, lora, out / family / "adapter", model_dir.string());
+    io::write_safetensors(out / family / "ids.safetensors", {{"input_ids", ids}});
+    jobs.push_back({{"model", model_dir.string()},
+                    {"adapter", (out / family / "adapter").string()},
+                    {"nf4", true},
+                    {"ids", (out / family / "ids.safetensors").string()},
+                    {"out", (out / family / "qlora.safetensors").string()}});
+  }
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  for (const auto& [family, logits] : ours) {
+    EXPECT_LT(max_diff(io::read_safetensors(out / family / "qlora.safetensors").at("logits"), logits), kTol) << family;
+  }
+}
+
 TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
   TempDir out("ft-scratch");
   const at::Tensor ids = at::randint(0, 50, {2, 12}, at::kLong);

@@ -2,8 +2,9 @@
 
 make   --out DIR : for each family F, a tiny random model saved in DIR/F/model, plus DIR/F/ref.safetensors
                   (input_ids, logits, packing pieces) and DIR/F/ref.json (greedy generation)
-logits --jobs JSON : for each job {"model", "adapter" (optional), "ids", "out"}, the logits of transformers
-                  (with the PEFT adapter when given) for the input_ids tensor stored in the safetensors file "ids"
+logits --jobs JSON : for each job {"model", "adapter" (optional), "nf4" (optional), "ids", "out"}, the logits of
+                  transformers (with the PEFT adapter when given, on a bitsandbytes NF4 base with "nf4": true) for the
+                  input_ids tensor stored in the safetensors file "ids"
 One process serves several jobs because importing transformers takes seconds.
 """
 import argparse
@@ -121,13 +122,44 @@ def make(family, out):
         json.dump({"prompt": prompt[0].tolist(), "generated": gen[0, prompt.shape[1]:].tolist()}, f)
 
 
-def logits(model_dir, adapter, ids_file, out):
+def import_bitsandbytes():
+    """bitsandbytes from <venv>/bnb, where scripts/setup.sh installs it (third_party/requirements-bnb.txt: outside
+    site-packages, so that the other jobs' `import peft` does not load it), else from the usual path."""
+    import sys
+    sys.path.insert(1, os.path.join(sys.prefix, "bnb"))
+    import bitsandbytes
+    return bitsandbytes
+
+
+def quantize_projections(model):
+    """Every projection weight of the decoder layers replaced by bitsandbytes' NF4 round trip of it (quantize_4bit
+    with block 64, double-quantized absmax, then dequantize_4bit, in F32): the weight bitsandbytes' Linear4bit
+    multiplies by (its forward is linear(x, dequantize_4bit(W)) + bias; what BitsAndBytesConfig(load_in_4bit=True,
+    bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True) stores). Not Linear4bit itself: transformers quantizes
+    only on an accelerator, and bitsandbytes 0.50.2's CPU kernels (dequantize_4bit, gemm_4bit) look the block absmax
+    up per row, wrong when in_features is not a multiple of the block (the tiny models' 112 and 96; real models'
+    are multiples of 64, and its CUDA kernels, the path users take, work on the flat codes). So the codes are made
+    and read flat, as on CUDA. Embeddings, norms and the LM head stay F32."""
+    bnb = import_bitsandbytes()
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if ".layers." not in name or type(module) is not torch.nn.Linear:
+                continue
+            w = module.weight.data
+            codes, state = bnb.functional.quantize_4bit(w.reshape(-1), blocksize=64, compress_statistics=True,
+                                                        quant_type="nf4")
+            module.weight.data = bnb.functional.dequantize_4bit(codes, state).reshape(w.shape)
+
+
+def logits(model_dir, adapter, ids_file, out, nf4=False):
     from transformers import AutoModelForCausalLM
     with open(os.path.join(model_dir, "config.json")) as f:
         model_type = json.load(f)["model_type"]
     # Gemma 2's soft-capping exists only in eager attention (see FAMILIES["gemma2"]).
     extra = dict(attn_implementation="eager") if model_type == "gemma2" else {}
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra)
+    if nf4:
+        quantize_projections(model)
     if adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter)
@@ -151,7 +183,7 @@ def main():
             make(family, os.path.join(a.out, family))
     else:
         for job in json.loads(a.jobs):
-            logits(job["model"], job.get("adapter"), job["ids"], job["out"])
+            logits(job["model"], job.get("adapter"), job["ids"], job["out"], job.get("nf4", False))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,130 @@
+#include "model/nf4_linear.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// An NF4 weight travels through saved_data as its tensors and sizes (an IValue holds no C++ struct). `i` numbers
+// the row blocks.
+void save_rows(AutogradContext* ctx, const Nf4Rows& rows) {
+  ctx->saved_data["rows"] = static_cast<int64_t>(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const quant::Nf4Tensor& q = *rows[i];
+    const std::string k = std::to_string(i);
+    ctx->saved_data["packed" + k] = q.packed;
+    ctx->saved_data["shape" + k] = q.shape;
+    ctx->saved_data["blocksize" + k] = q.blocksize;
+    ctx->saved_data["double" + k] = q.double_quant();
+    if (q.double_quant()) {
+      ctx->saved_data["codes" + k] = q.absmax_codes;
+      ctx->saved_data["absmax2" + k] = q.absmax2;
+      ctx->saved_data["offset" + k] = q.offset;
+      ctx->saved_data["blocksize2" + k] = q.blocksize2;
+    } else {
+      ctx->saved_data["absmax" + k] = q.absmax;
+    }
+  }
+}
+
+Nf4Rows load_rows(AutogradContext* ctx) {
+  Nf4Rows rows;
+  const int64_t n = ctx->saved_data["rows"].toInt();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string k = std::to_string(i);
+    auto q = std::make_shared<quant::Nf4Tensor>();
+    q->packed = ctx->saved_data["packed" + k].toTensor();
+    q->shape = ctx->saved_data["shape" + k].toIntVector();
+    q->blocksize = ctx->saved_data["blocksize" + k].toInt();
+    if (ctx->saved_data["double" + k].toBool()) {
+      q->absmax_codes = ctx->saved_data["codes" + k].toTensor();
+      q->absmax2 = ctx->saved_data["absmax2" + k].toTensor();
+      q->offset = ctx->saved_data["offset" + k].toTensor();
+      q->blocksize2 = ctx->saved_data["blocksize2" + k].toInt();
+    } else {
+      q->absmax = ctx->saved_data["absmax" + k].toTensor();
+    }
+    rows.push_back(std::move(q));
+  }
+  return rows;
+}
+
+// y [N, out] = x [N, in] W^T with W dequantized for the GEMM; backward: dx = dy W, W dequantized again.
+class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Nf4Rows& rows, at::ScalarType dtype,
+                            bool kernels) {
+    KernelPolicy policy;
+    policy.kernels = kernels;
+    const at::Tensor w = dequantize_rows(rows, dtype, policy);  // [out, in], freed on return
+    save_rows(ctx, rows);
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["kernels"] = kernels;
+    return at::mm(x.to(dtype), w.t());  // [N, out]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    KernelPolicy policy;
+    policy.kernels = ctx->saved_data["kernels"].toBool();
+    const at::Tensor w = dequantize_rows(load_rows(ctx), dtype, policy);  // [out, in]
+    at::Tensor dx = at::mm(grads[0].to(dtype), w).to(x_dtype);            // [N, in]
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const KernelPolicy& policy) {
+  FT_CHECK(!rows.empty(), "dequantize_rows: no weights");
+  const quant::Nf4Tensor& first = *rows.front();
+  FT_CHECK(first.shape.size() == 2, "dequantize_rows: NF4 weights of projections are [out, in]");
+  const int64_t in = first.shape[1];
+  int64_t out_rows = 0;
+  bool kernel = policy.kernels_for(first.packed);
+  for (const auto& q : rows) {
+    FT_CHECK(q->shape.size() == 2 && q->shape[1] == in, "dequantize_rows: the stacked weights differ in `in`");
+    out_rows += q->shape[0];
+    kernel = kernel && nf4_dequantize_available(*q);
+  }
+  if (!kernel) {
+    if (rows.size() == 1) return quant::dequantize_nf4(first, dtype);  // [out, in]
+    std::vector<at::Tensor> parts;
+    for (const auto& q : rows) parts.push_back(quant::dequantize_nf4(*q, dtype));
+    return at::cat(parts);  // [sum out_i, in]
+  }
+  // Each block starts a whole number of 8-element groups into the buffer (numel % 8 == 0), as the kernel needs.
+  at::Tensor w = at::empty({out_rows, in}, first.packed.options().dtype(dtype));  // [sum out_i, in]
+  int64_t row = 0;
+  for (const auto& q : rows) {
+    at::Tensor block = w.narrow(0, row, q->shape[0]);  // [out_i, in], contiguous
+    nf4_dequantize_into(*q, block);
+    row += q->shape[0];
+  }
+  return w;
+}
+
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType weight_dtype,
+                      const KernelPolicy& policy) {
+  const auto device_type = x.device().type();
+  const at::ScalarType dtype =
+      at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
+  const at::Tensor x2d = x.reshape({-1, x.size(-1)});                      // [N, in]
+  at::Tensor y = Nf4Gemm::apply(x2d, rows, dtype, policy.kernels_for(x));  // [N, out]
+  if (x.dim() == 2) return y;  // not a view: callers add into it in place (a view would make that a CopySlices)
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = y.size(1);
+  return y.view(shape);
+}
+
+}  // namespace ft::model

@@ -1,0 +1,166 @@
+// Projections on a frozen NF4 base (QLoRA): their GEMMs against the dense GEMMs of the dequantized weight, the
+// grouped path against each layer alone, adapters on top, and our dequantization kernel against the ATen path (GPU;
+// skipped without CUDA). Parity of a whole quantized model with PEFT on bitsandbytes: parity_test.cpp.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "model/kernel_policy.h"
+#include "model/linear.h"
+#include "model/nf4_linear.h"
+#include "quant/nf4.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+at::Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, double std = 0.05) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, gen, at::kFloat) * std;
+}
+
+model::Linear quantized_layer(int64_t in, int64_t out, bool bias, uint64_t seed) {
+  model::Linear layer(in, out, bias);
+  at::NoGradGuard no_grad;
+  layer->weight.copy_(random_tensor({out, in}, seed));
+  if (bias) layer->bias.copy_(random_tensor({out}, seed + 1));
+  layer->weight.set_requires_grad(false);
+  if (bias) layer->bias.set_requires_grad(false);
+  layer->quantize_nf4({}, at::kFloat, 64);
+  return layer;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return (a.to(at::kFloat).cpu() - b.to(at::kFloat).cpu()).abs().max().item<double>();
+}
+
+TEST(Nf4Linear, ForwardAndInputGradientAreTheGemmsOfTheDequantizedWeight) {
+  model::Linear layer = quantized_layer(128, 96, /*bias=*/true, 3);
+  EXPECT_FALSE(layer->weight.defined());
+  for (const auto& p : layer->named_parameters()) EXPECT_NE(p.key(), "weight") << "the dense weight is gone";
+  EXPECT_EQ(layer->out_features(), 96);
+  EXPECT_EQ(layer->in_features(), 128);
+  const at::Tensor w = quant::dequantize_nf4(*layer->nf4, at::kFloat);  // F32 [96, 128]
+
+  const at::Tensor x = random_tensor({2, 5, 128}, 9, 1.0).requires_grad_(true);
+  const at::Tensor y = layer->forward(x, model::KernelPolicy{});  // [2, 5, 96]
+  const at::Tensor x_ref = x.detach().clone().requires_grad_(true);
+  const at::Tensor y_ref = at::linear(x_ref, w, layer->bias);
+  EXPECT_LT(max_diff(y, y_ref), 1e-5);
+
+  const at::Tensor dy = random_tensor({2, 5, 96}, 11, 1.0);
+  y.backward(dy);
+  y_ref.backward(dy);
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_LT(max_diff(x.grad(), x_ref.grad()), 1e-5);
+}
+
+TEST(Nf4Linear, TheWeightIsQuantizedAsBitsandbytesStoresIt) {
+  model::Linear dense(64, 48, false);
+  {
+    at::NoGradGuard no_grad;
+    dense->weight.copy_(random_tensor({48, 64}, 5));
+  }
+  const at::Tensor values = dense->weight.detach().clone();
+  dense->quantize_nf4(values, at::kFloat, 64);
+  const quant::Nf4Tensor expected = quant::quantize_nf4(values, 64, /*double_quant=*/true);
+  ASSERT_TRUE(dense->nf4->double_quant());
+  EXPECT_TRUE(at::equal(dense->nf4->packed, expected.packed));
+  EXPECT_TRUE(at::equal(dense->nf4->absmax_codes, expected.absmax_codes));
+  EXPECT_TRUE(at::equal(dense->nf4->absmax2, expected.absmax2));
+  EXPECT_THROW(dense->quantize_nf4({}, at::kFloat, 64), Error) << "quantized twice";
+}
+
+TEST(Nf4Linear, GroupedProjectionsEqualEachLayerAlone) {
+  std::vector<model::Linear> layers = {quantized_layer(64, 64, true, 21), quantized_layer(64, 32, true, 23),
+                                       quantized_layer(64, 32, true, 25)};
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  layers[0]->add_lora(4, 8.0, 0.0, gen);
+  layers[2]->add_lora(4, 8.0, 0.0, gen);
+  {
+    at::NoGradGuard no_grad;
+    layers[0]->lora_b.normal_(0.0, 0.1, gen);
+    layers[2]->lora_b.normal_(0.0, 0.1, gen);
+  }
+  std::vector<model::LinearImpl*> ptrs;
+  for (auto& l : layers) ptrs.push_back(l.get());
+  model::KernelPolicy grouped;
+  grouped.group_gemms = true;
+  const at::Tensor x = random_tensor({3, 7, 64}, 31, 1.0);
+  const model::LinearGroupOutput out = model::linear_group(x, ptrs, grouped);
+  ASSERT_TRUE(out.joint.defined()) << "one GEMM over the stacked NF4 weights";
+  ASSERT_EQ(out.outputs.size(), 3u);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_LT(max_diff(out.outputs[i], layers[i]->forward(x, model::KernelPolicy{})), 1e-5) << "layer " << i;
+  }
+}
+
+TEST(Nf4Linear, AdaptersTrainOnTheFrozenBaseAndDoNotMergeIntoIt) {
+  model::Linear layer = quantized_layer(64, 48, false, 41);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  layer->add_lora(8, 16.0, 0.0, gen);
+  {
+    at::NoGradGuard no_grad;
+    layer->lora_b.normal_(0.0, 0.1, gen);
+  }
+  const at::Tensor x = random_tensor({6, 64}, 43, 1.0);
+  layer->forward(x, model::KernelPolicy{}).square().sum().backward();
+  ASSERT_TRUE(layer->lora_a.grad().defined());
+  ASSERT_TRUE(layer->lora_b.grad().defined());
+  EXPECT_GT(layer->lora_a.grad().abs().max().item<double>(), 0.0);
+  EXPECT_THROW(layer->merge_lora(), Error);
+}
+
+TEST(Nf4Linear, KernelDequantizesTheBitsOfTheAtenPath) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  if (!model::KernelPolicy::built_with_kernels()) GTEST_SKIP() << "built without the CUDA kernels";
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  uint64_t seed = 51;
+  for (const bool double_quant : {true, false}) {
+    for (const auto dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      for (const int64_t blocksize : {64, 128}) {
+        SCOPED_TRACE(::testing::Message() << dtype << " block " << blocksize << " double " << double_quant);
+        model::Nf4Rows rows;
+        // 300 x 256 has 1200 blocks: more than one 256-block group of the double-quantized absmax.
+        for (const std::vector<int64_t>& shape : {std::vector<int64_t>{300, 256}, {40, 256}, {8, 256}}) {
+          const at::Tensor w = random_tensor(shape, seed++).to(dtype).cuda();
+          rows.push_back(std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(w, blocksize, double_quant)));
+        }
+        ASSERT_TRUE(model::nf4_dequantize_available(*rows[0]));
+        const at::Tensor by_kernel = model::dequantize_rows(rows, dtype, kernels);  // [348, 256]
+        const at::Tensor by_aten = model::dequantize_rows(rows, dtype, model::KernelPolicy{});
+        EXPECT_TRUE(at::equal(by_kernel, by_aten));
+      }
+    }
+  }
+}
+
+TEST(Nf4Linear, QuantizedOnCudaItComputesWhatTheCpuLayerDoes) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  model::Linear cpu_layer = quantized_layer(256, 128, true, 61);
+  model::Linear cuda_layer(256, 128, true);
+  {
+    at::NoGradGuard no_grad;
+    cuda_layer->weight.copy_(random_tensor({128, 256}, 61));
+    cuda_layer->bias.copy_(random_tensor({128}, 62));
+  }
+  cuda_layer->to(at::kCUDA);
+  cuda_layer->weight.set_requires_grad(false);
+  cuda_layer->quantize_nf4({}, at::kFloat, 64);  // codes on the layer's device
+  ASSERT_TRUE(cuda_layer->nf4->packed.is_cuda());
+  model::KernelPolicy kernels;
+  kernels.kernels = model::KernelPolicy::built_with_kernels();
+  const at::Tensor x = random_tensor({4, 256}, 63, 1.0);
+  const at::Tensor xc = x.cuda().requires_grad_(true);
+  const at::Tensor y = cuda_layer->forward(xc, kernels);
+  EXPECT_LT(max_diff(y, cpu_layer->forward(x, model::KernelPolicy{})), 1e-4);
+  y.sum().backward();
+  EXPECT_TRUE(xc.grad().defined());
+}
+
+}  // namespace
+}  // namespace ft::test
