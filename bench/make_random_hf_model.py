@@ -10,6 +10,10 @@ SHAPES = {
     "llama3-8b": dict(cls="LlamaConfig", vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                       num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
                       max_position_embeddings=8192),
+    # Llama-3-70B's layer shape; --layers keeps the model within a test host's disk (80 layers are 140 GB).
+    "llama3-70b": dict(cls="LlamaConfig", vocab_size=128256, hidden_size=8192, intermediate_size=28672,
+                       num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8, rope_theta=500000.0,
+                       max_position_embeddings=8192),
     "llama2-7b": dict(cls="LlamaConfig", vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                       num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
                       max_position_embeddings=4096),
@@ -34,8 +38,11 @@ p = argparse.ArgumentParser()
 p.add_argument("shape", choices=sorted(SHAPES))
 p.add_argument("out")
 p.add_argument("--tokenizer", required=True)
+p.add_argument("--layers", type=int, help="fewer decoder layers than the shape has")
 a = p.parse_args()
 spec = dict(SHAPES[a.shape])
+if a.layers:
+    spec["num_hidden_layers"] = a.layers
 cfg = getattr(transformers, spec.pop("cls"))(**spec, bos_token_id=1, eos_token_id=2)
 with torch.device("cuda"):
     model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)

@@ -1,5 +1,5 @@
 """The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
-the g workloads; eager or torch.compile, PEFT for LoRA) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
+the g workloads; eager or torch.compile, PEFT for LoRA, bitsandbytes for the NF4 base of q) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
 random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
 clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line. With --save DIR, instead of
 timing steps: the time transformers' Trainer stops training for one checkpoint after the warm-up steps
@@ -24,6 +24,11 @@ WORKLOADS = {
     "c": dict(cfg=dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                        num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
                        max_position_embeddings=8192), batch=4, seq=2048, lora=True),
+    # (q) Llama-3-8B shape, QLoRA r16 on all 7 projections: transformers' bitsandbytes NF4 base (double-quantized
+    # absmax, bf16 compute) loaded from --model-dir, as users load one
+    "q": dict(cfg={}, batch=4, seq=2048, lora=True, nf4=True),  # the shape: bench's llama3-8b model directory
+    # (q70) Llama-3-70B's layer shape with 16 of its 80 layers, QLoRA r16, gradient checkpointing, micro-batch 2
+    "q70": dict(cfg={}, batch=2, seq=2048, lora=True, nf4=True, grad_ckpt=True),
     # (g2) Gemma-2-2B shape, LoRA r16: soft-capping, so eager attention (transformers refuses SDPA for it)
     "g2": dict(cls="Gemma2ForCausalLM", config="Gemma2Config", attn="eager",
                cfg=dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
@@ -44,13 +49,27 @@ p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--steps", type=int, default=15)
 p.add_argument("--save", help="time one checkpoint into this directory instead of the steps")
+p.add_argument("--model-dir", help="the q workload's Hugging Face model directory")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
 
 torch.manual_seed(0)
-cfg = getattr(transformers, w.get("config", "LlamaConfig"))(**w["cfg"], attn_implementation=w.get("attn", "sdpa"))
-with torch.device("cuda"):
-    model = getattr(transformers, w.get("cls", "LlamaForCausalLM"))(cfg).to(torch.bfloat16 if w["lora"] else torch.float32)
+cfg = None if w.get("nf4") else getattr(transformers, w.get("config", "LlamaConfig"))(
+    **w["cfg"], attn_implementation=w.get("attn", "sdpa"))
+if w.get("nf4"):
+    quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                            bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
+    model = transformers.AutoModelForCausalLM.from_pretrained(a.model_dir, quantization_config=quant,
+                                                              dtype=torch.bfloat16, device_map={"": 0},
+                                                              attn_implementation="sdpa")
+    cfg = model.config
+else:
+    with torch.device("cuda"):
+        model = getattr(transformers, w.get("cls", "LlamaForCausalLM"))(cfg).to(
+            torch.bfloat16 if w["lora"] else torch.float32)
+if w.get("grad_ckpt"):
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.enable_input_require_grads()
 if w["lora"]:
     import peft
     model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS))

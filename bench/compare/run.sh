@@ -3,7 +3,9 @@
 # eager, transformers + torch.compile, PEFT for LoRA) on one GPU, same shapes, batch and precision; prints one table
 # (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
-# d = a and b on packed short samples, ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
+# d = a and b on packed short samples, q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
+# transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
+# 80 layers (against the same contender with gradient checkpointing), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
@@ -149,6 +151,20 @@ for w in "${workloads[@]}"; do
      ft c c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 "${pretok[@]}" \
        data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
      contender c eager; contender c compile ;;
+  q) random_model llama3-8b
+     ft q q --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=nf4 lora.dropout=0 \
+       "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
+     [[ ${CONTENDERS:-1} == 0 ]] ||
+       python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --steps "$steps" >>"$results" \
+         2>"$out/py-q.log" || tail -3 "$out/py-q.log" ;;
+  q70) rm -rf "$work/model-llama3-8b"  # the disk holds one of them
+     [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
+       --tokenizer "$tok" >/dev/null
+     ft q70 q70 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70" lora.dropout=0 "${pretok[@]}" \
+       train.grad_accum_steps=1
+     [[ ${CONTENDERS:-1} == 0 ]] ||
+       python3 bench/compare/contender.py q70 --model-dir "$work/model-q70" --steps "$steps" >>"$results" \
+         2>"$out/py-q70.log" || tail -3 "$out/py-q70.log" ;;
   d) ft d-a d "${scratch[@]}" "${shape_a[@]}" "${packed[@]}" data.seq_len=1024 train.micro_batch_size=32
      ft d-b d "${scratch[@]}" "${shape_b[@]}" "${packed[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   ckpt) : >"$out/ckpt.jsonl"
