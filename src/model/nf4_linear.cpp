@@ -116,6 +116,13 @@ at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const Kern
 
 at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType weight_dtype,
                       const KernelPolicy& policy) {
+  for (const auto& q : rows) {
+    if (q->packed.device() != x.device()) {
+      throw Error("NF4 weight on " + q->packed.device().str() + ", its input on " + x.device().str(),
+                  "NF4 codes are no module state and do not move with Module::to: quantize on the device the model "
+                  "runs on (model.quantize quantizes on run.device while loading)");
+    }
+  }
   const auto device_type = x.device().type();
   const at::ScalarType dtype =
       at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "model/kernel_policy.h"
@@ -95,6 +96,17 @@ TEST(Nf4Linear, GroupedProjectionsEqualEachLayerAlone) {
   ASSERT_EQ(out.outputs.size(), 3u);
   for (size_t i = 0; i < layers.size(); ++i) {
     EXPECT_LT(max_diff(out.outputs[i], layers[i]->forward(x, model::KernelPolicy{})), 1e-5) << "layer " << i;
+  }
+}
+
+TEST(Nf4Linear, AnInputOnAnotherDeviceThanTheCodesIsAClearError) {
+  model::Linear layer = quantized_layer(64, 32, false, 71);  // codes on the CPU
+  try {
+    // The meta device stands in for a GPU: the check comes before any computation.
+    layer->forward(at::empty({2, 64}, at::TensorOptions().device(at::kMeta)), model::KernelPolicy{});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NF4 weight on cpu, its input on meta"), std::string::npos) << e.what();
   }
 }
 
