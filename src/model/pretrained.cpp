@@ -202,29 +202,4 @@ void save_pretrained(const Transformer& model, const std::filesystem::path& dir,
   write_model_files(pretrained_files(model), dir, shard_size_bytes);
 }
 
-std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
-  static const char* kNames[] = {"tokenizer.model",
-                                 "tokenizer.json",
-                                 "tokenizer_config.json",
-                                 "special_tokens_map.json",
-                                 "generation_config.json",
-                                 "added_tokens.json",
-                                 "vocab.json",
-                                 "merges.txt",
-                                 "chat_template.jinja",
-                                 "tekken.json"};
-  std::vector<std::string> present;
-  for (const char* name : kNames) {
-    if (!std::filesystem::exists(from / name)) continue;
-    // Checked before anything is copied, e.g. tokenizer.json -> ~/.ssh/id_rsa in a downloaded model.
-    io::require_inside_model_dir(from / name, from, "; no tokenizer file was copied");
-    present.emplace_back(name);
-  }
-  std::filesystem::create_directories(to);
-  for (const auto& name : present) {
-    std::filesystem::copy_file(from / name, to / name, std::filesystem::copy_options::overwrite_existing);
-  }
-  return present;
-}
-
 }  // namespace ft::model

@@ -64,8 +64,4 @@ FileDigests write_model_files(const ModelFiles& files, const std::filesystem::pa
 // merged export).
 void save_pretrained(const Transformer& model, const std::filesystem::path& dir, int64_t shard_size_bytes);
 
-// Copies tokenizer files (tokenizer.model, tokenizer.json, tokenizer_config.json, special_tokens_map.json,
-// generation_config.json, ...) that exist in `from` into `to`; returns the names copied.
-std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to);
-
 }  // namespace ft::model

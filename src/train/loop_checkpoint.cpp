@@ -23,6 +23,7 @@
 #include "data/loader.h"
 #include "data/templates.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "dist/comm.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
@@ -75,79 +76,6 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
     if (dot != std::string::npos && held.count(key.substr(0, dot))) mine.emplace(key, std::move(t));
   }
   return mine;
-}
-
-// The tokens of tokenizer.add_tokens, as transformers' save_pretrained records special tokens it added:
-// added_tokens_decoder entries (how a sentencepiece tokenizer keeps them) and the list of extra special tokens
-// (transformers 5's extra_special_tokens where the config has that list, else additional_special_tokens, which
-// every version reads); the same list in special_tokens_map.json when the directory has one.
-void record_added_tokens(const data::Tokenizer& tokenizer, nlohmann::json& tokenizer_config,
-                         const std::filesystem::path& dir) {
-  const auto& added = tokenizer.added_tokens();
-  if (added.empty()) return;
-  nlohmann::json& decoder = tokenizer_config["added_tokens_decoder"];
-  if (!decoder.is_object()) decoder = nlohmann::json::object();
-  for (const auto& t : added) {
-    decoder[std::to_string(t.id)] = {{"content", t.content}, {"lstrip", false},      {"normalized", false},
-                                     {"rstrip", false},      {"single_word", false}, {"special", true}};
-  }
-  auto extend = [&](nlohmann::json& config) {
-    const bool v5_list = config.contains("extra_special_tokens") && config["extra_special_tokens"].is_array();
-    nlohmann::json& list = config[v5_list ? "extra_special_tokens" : "additional_special_tokens"];
-    if (!list.is_array()) list = nlohmann::json::array();
-    for (const auto& t : added) {
-      const bool listed = std::any_of(list.begin(), list.end(), [&](const nlohmann::json& v) {
-        return (v.is_string() && v == t.content) ||
-               (v.is_object() && v.contains("content") && v["content"] == t.content);
-      });
-      if (!listed) list.push_back(t.content);
-    }
-  };
-  extend(tokenizer_config);
-  // transformers' LlamaTokenizer encodes the text after a special token with the word marker only in legacy mode,
-  // which is how sentencepiece encodes each stretch between added tokens here.
-  if (tokenizer.kind() == "sentencepiece" && !tokenizer_config.contains("legacy")) tokenizer_config["legacy"] = true;
-  const auto map_file = dir / "special_tokens_map.json";
-  if (std::filesystem::exists(map_file)) {
-    auto map = nlohmann::json::parse(read_text_file(map_file));
-    if (map.is_object()) {
-      extend(map);
-      ft::write_file(map_file, map.dump(2));
-    }
-  }
-}
-
-// The tokenizer files of the model directory (or the trained tokenizer.model), plus tokenizer_config.json with the
-// chat template the run trained with and, unless the base model says otherwise, whether a BOS starts each text (as
-// tokenizer.add_bos did in training), so the exported model is prompted and chats the way it learned to. The
-// tokenizer itself is the one the run used: with tokenizer.add_tokens, tokenizer.json holds the added tokens (a
-// sentencepiece model keeps them in tokenizer_config.json).
-void write_tokenizer_files(const std::string& base_model_dir, const data::Tokenizer& tokenizer,
-                           const std::string& template_name, bool add_bos, const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  nlohmann::json tokenizer_config = nlohmann::json::object();
-  if (!base_model_dir.empty()) {
-    model::copy_tokenizer_files(base_model_dir, dir);
-    if (fs::exists(dir / "tokenizer_config.json")) {
-      tokenizer_config = nlohmann::json::parse(read_text_file(dir / "tokenizer_config.json"));
-    }
-  }
-  // The file the run tokenized with, under its own name (tokenizer.model, tokenizer.json or tekken.json).
-  if (fs::exists(tokenizer.model_file())) tokenizer.save(dir);
-  if (!tokenizer_config.contains("tokenizer_class")) {
-    tokenizer_config["tokenizer_class"] =
-        tokenizer.kind() == "sentencepiece" ? "LlamaTokenizer" : "PreTrainedTokenizerFast";
-  }
-  auto piece = [&](int64_t id) { return id >= 0 ? tokenizer.id_to_piece(id) : std::string(); };
-  if (!tokenizer_config.contains("bos_token")) tokenizer_config["bos_token"] = piece(tokenizer.bos_id());
-  if (!tokenizer_config.contains("eos_token")) tokenizer_config["eos_token"] = piece(tokenizer.eos_id());
-  if (!tokenizer_config.contains("add_bos_token")) tokenizer_config["add_bos_token"] = add_bos;
-  if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
-  // `mistral` resolves to the variant of this tokenizer (v1, v3 or tekken), as training did.
-  const std::string chat_template = data::chat_template_jinja(data::resolve_template(template_name, tokenizer));
-  if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
-  record_added_tokens(tokenizer, tokenizer_config, dir);
-  ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
 // Config keys that feed fingerprint() (the model's own dims come from model.path or model.*).
@@ -210,7 +138,8 @@ model::ModelFiles Trainer::model_files() const {
 
 FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const {
   FileDigests digests = model::write_model_files(files, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
-  write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos, dir);
+  data::write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos,
+                              dir);
   return digests;
 }
 

@@ -1,6 +1,7 @@
 // The sentencepiece wrapper against Python sentencepiece on the same trained model.
 #include <gtest/gtest.h>
 
+#include "data/tokenizer_files.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
 
@@ -96,6 +97,18 @@ TEST(Tokenizer, TrainingReadsAJsonArrayFileLikeJsonLines) {
   data::train_tokenizer({dir / "d.jsonl"}, 300, "bpe", dir / "lines");
   data::train_tokenizer({dir / "d.json"}, 300, "bpe", dir / "array");
   EXPECT_EQ(read_file(dir / "array" / "tokenizer.vocab"), read_file(dir / "lines" / "tokenizer.vocab"));
+}
+
+TEST(TokenizerFiles, FilesThatLinkOutOfTheModelDirectoryAreNotCopied) {
+  TempDir dir("ft-tokcopy");
+  std::filesystem::create_directories(dir / "m");
+  write_file(dir / "secret.txt", "not a tokenizer");
+  write_file(dir / "m" / "tokenizer_config.json", "{}");
+  std::filesystem::create_symlink(dir / "secret.txt", dir / "m" / "tokenizer.json");
+  EXPECT_THROW(data::copy_tokenizer_files(dir / "m", dir / "out"), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "out" / "tokenizer.json"));
+  std::filesystem::remove(dir / "m" / "tokenizer.json");
+  EXPECT_EQ(data::copy_tokenizer_files(dir / "m", dir / "out"), std::vector<std::string>{"tokenizer_config.json"});
 }
 
 }  // namespace
