@@ -7,6 +7,7 @@
 
 #include "data/chat_template.h"
 #include "data/dataset_cache.h"
+#include "data/sampler.h"
 #include "data/tokenizer.h"
 #include "data/util.h"
 #include "util/error.h"
@@ -21,24 +22,13 @@ struct TokenizedDataset::Part {
   int64_t raw_width = 0;                // bytes per pretokenized token
   int64_t vocab_size = 0;               // pretokenized ids are checked against it
   int64_t seq_len = 0;
-  int64_t n = 0;         // samples in the source
-  int64_t weighted = 0;  // samples per epoch: round(weight * n)
+  WeightedItems items;  // the source's samples and its samples per epoch
 
   const int64_t* offsets() const { return reinterpret_cast<const int64_t*>(cached.offsets->data()); }
-  int64_t local_index(int64_t j) const {  // weighted index -> sample (full copies, then an even stride)
-    const int64_t full = (weighted / n) * n;
-    if (j < full) return j % n;
-    const int64_t rest = weighted - full;
-    return (j - full) * n / rest;
-  }
   int64_t length(int64_t s) const { return raw ? seq_len : offsets()[s + 1] - offsets()[s]; }
 };
 
 namespace {
-
-int64_t round_weighted(double weight, int64_t n) {
-  return static_cast<int64_t>(std::llround(weight * static_cast<double>(n)));
-}
 
 std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
                                                           const DatasetOptions& o, const Tokenizer& tok,
@@ -57,13 +47,13 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
   const int64_t n_tokens = bytes / part->raw_width;
   part->seq_len = o.seq_len;
   part->vocab_size = tok.vocab_size();
-  part->n = n_tokens / o.seq_len;
+  part->items.n = n_tokens / o.seq_len;
   st.path = path.string();
   st.format = name_of(src.format);
   st.weight = src.weight;
-  st.samples = part->n;
-  st.tokens = part->n * o.seq_len;
-  st.target_tokens = part->n * (o.seq_len - 1);
+  st.samples = part->items.n;
+  st.tokens = part->items.n * o.seq_len;
+  st.target_tokens = part->items.n * (o.seq_len - 1);
   st.dropped = n_tokens % o.seq_len > 0 ? 1 : 0;  // the tail shorter than a row
   return part;
 }
@@ -175,10 +165,10 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
       part = std::make_unique<Part>();
       part->cached = load_or_build_source(path, src, o, tok);
       st = part->cached.stats;
-      part->n = st.samples;
+      part->items.n = st.samples;
     }
-    part->weighted = part->n > 0 ? round_weighted(src.weight, part->n) : 0;
-    ds->size_ += part->weighted;
+    part->items = WeightedItems::of(src.weight, part->items.n);
+    ds->size_ += part->items.weighted;
     ds->part_begin_.push_back(ds->size_);
     auto& total = ds->stats_;
     total.samples += st.samples;
@@ -204,7 +194,7 @@ std::pair<const TokenizedDataset::Part*, int64_t> TokenizedDataset::locate(int64
   const auto it = std::upper_bound(part_begin_.begin(), part_begin_.end(), i);
   const auto p = static_cast<size_t>(it - part_begin_.begin() - 1);
   const Part* part = parts_[p].get();
-  return {part, part->local_index(i - part_begin_[p])};
+  return {part, part->items.item(i - part_begin_[p])};
 }
 
 int64_t TokenizedDataset::length(int64_t i) const {

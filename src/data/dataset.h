@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/batch_source.h"
 #include "data/records.h"
 
 namespace ft::io {
@@ -86,22 +87,24 @@ struct DatasetStats {
   nlohmann::json to_json() const;
 };
 
-class TokenizedDataset {
+class TokenizedDataset final : public BatchSource {
  public:
   // Builds (or loads from the cache) every source. Throws ft::Error on bad input (file:line and field) unless
   // on_error is skip, and when no sample is left.
   static std::shared_ptr<const TokenizedDataset> build(const DatasetOptions& options, const Tokenizer& tokenizer);
-  ~TokenizedDataset();
+  ~TokenizedDataset() override;
   TokenizedDataset(const TokenizedDataset&) = delete;
   TokenizedDataset& operator=(const TokenizedDataset&) = delete;
 
   // Samples per epoch after weighting.
-  int64_t size() const { return size_; }
+  int64_t size() const override { return size_; }
   // Tokens of sample i (0 <= i < size()).
-  int64_t length(int64_t i) const;
+  int64_t length(int64_t i) const override;
   // Copies sample i: token ids, and per token 1 when it is a training target.
   void get(int64_t i, std::vector<int32_t>& tokens, std::vector<uint8_t>& loss) const;
-  int64_t seq_len() const { return seq_len_; }
+  int64_t seq_len() const override { return seq_len_; }
+  // collate() of data/loader.h over these samples.
+  Batch collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id, bool pin_memory) const override;
   const DatasetStats& stats() const { return stats_; }
 
   struct Part;  // one source (defined in dataset.cpp)

@@ -23,12 +23,12 @@ LoaderOptions LoaderOptions::from_config(const Config& cfg, int64_t pad_id, int 
   return o;
 }
 
-RowPlan pack_rows(const TokenizedDataset& dataset, const std::vector<int64_t>& order, int64_t seq_len) {
+RowPlan pack_rows(const BatchSource& dataset, const std::vector<int64_t>& order, int64_t seq_len) {
   RowPlan rows;
   int64_t used = seq_len + 1;  // forces a new row first
   for (int64_t i : order) {
     const int64_t len = dataset.length(i);
-    FT_CHECK(len <= seq_len, fmt::format("sample {} has {} tokens, more than seq_len {}", i, len, seq_len));
+    FT_CHECK(len <= seq_len, fmt::format("item {} has {} tokens, more than seq_len {}", i, len, seq_len));
     if (used + len > seq_len) {
       rows.emplace_back();
       used = 0;
@@ -117,7 +117,12 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
   return batch;
 }
 
-DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len,
+Batch TokenizedDataset::collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
+                                bool pin_memory) const {
+  return data::collate(*this, rows, seq_len, packing, pad_id, pin_memory);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, int64_t micro_batch_size, int64_t seq_len,
                        bool packing, int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch,
                        at::Device device, bool shuffle)
     : dataset_(std::move(dataset)),
@@ -154,7 +159,7 @@ int64_t DataLoader::rows_per_rank() const {
   return sampler_->per_rank();
 }
 
-DataLoader::DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& o)
+DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, const LoaderOptions& o)
     : DataLoader(std::move(dataset), o.micro_batch_size, o.seq_len, o.packing, o.pad_id, o.seed, o.rank, o.world_size,
                  o.prefetch, at::Device(at::kCPU), o.shuffle) {
   if (o.pin_memory && at::hasCUDA()) {  // the worker already runs: restart it with pinning on
@@ -196,7 +201,7 @@ void DataLoader::worker(int64_t epoch, int64_t batch) {
         batch = 0;
         rows = epoch_rows(epoch);
       } else {
-        item.batch = collate(*dataset_, batch_rows(rows, batch), seq_len_, packing_, pad_id_, pin);
+        item.batch = dataset_->collate(batch_rows(rows, batch), seq_len_, packing_, pad_id_, pin);
         ++batch;
       }
       std::unique_lock<std::mutex> lock(mutex_);

@@ -1,5 +1,5 @@
-// Micro-batches from a tokenized dataset: sharded, shuffled per epoch, optionally packed, prepared ahead by a
-// background thread, resumable at any batch boundary.
+// Micro-batches from a tokenized dataset or preference pairs (a BatchSource): sharded, shuffled per epoch, optionally
+// packed, prepared ahead by a background thread, resumable at any batch boundary.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,17 +16,15 @@
 
 #include "ckpt/stateful.h"
 #include "data/batch.h"
+#include "data/batch_source.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 
 namespace ft::data {
 
-// The rows of a batch: each row lists the samples it holds (one without packing).
-using RowPlan = std::vector<std::vector<int64_t>>;
-
-// Greedy packing in `order`: samples are appended to the current row while they fit in seq_len; a sample that
-// does not fit starts the next row. Every sample must be at most seq_len tokens (the dataset enforces it).
-RowPlan pack_rows(const TokenizedDataset& dataset, const std::vector<int64_t>& order, int64_t seq_len);
+// Greedy packing in `order`: items are appended to the current row while they fit in seq_len; an item that does
+// not fit starts the next row. Every item must be at most seq_len tokens (the source enforces it).
+RowPlan pack_rows(const BatchSource& source, const std::vector<int64_t>& order, int64_t seq_len);
 
 // Builds the tensors of one batch (CPU). Packing: every row is seq_len long, samples keep their own position ids
 // (from 0) and segment ids (0, 1, ... in the row; the padding tail takes the next id). Without packing: rows are
@@ -54,12 +52,12 @@ struct LoaderOptions {
 class DataLoader : public ckpt::Stateful {
  public:
   // Batches stay on the host (pinned when options.pin_memory); the trainer copies them with non_blocking=true.
-  DataLoader(std::shared_ptr<const TokenizedDataset> dataset, const LoaderOptions& options);
+  DataLoader(std::shared_ptr<const BatchSource> dataset, const LoaderOptions& options);
   // Packing packs the whole dataset once (in an order fixed by `seed`) and shuffles the packed rows per epoch, so
   // every epoch has the same number of batches on every rank. Rows are sharded over (rank, world) by
   // DistributedSampler; the last batch of an epoch may hold fewer rows. `prefetch` (>= 1) batches are prepared
   // ahead; with a CUDA device they are pinned.
-  DataLoader(std::shared_ptr<const TokenizedDataset> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
+  DataLoader(std::shared_ptr<const BatchSource> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
              int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch, at::Device device,
              bool shuffle = true);
   // What a checkpoint keeps of the loader (its "loader" part of trainer_state.json).
@@ -100,7 +98,7 @@ class DataLoader : public ckpt::Stateful {
   void stop_worker();
   void worker(int64_t epoch, int64_t batch);
 
-  std::shared_ptr<const TokenizedDataset> dataset_;
+  std::shared_ptr<const BatchSource> dataset_;
   int64_t micro_batch_size_, seq_len_;
   bool packing_;
   int64_t pad_id_;

@@ -123,25 +123,13 @@ struct PreferenceData {
 PreferenceData read_preference_file(const std::filesystem::path& path, const PreferenceOptions& options,
                                     const Tokenizer& tokenizer, OnError on_error);
 
-// P pairs as one forward: 2P sequences, TRL's order (the chosen sequences of pairs 0..P-1, then their rejected
-// ones), so chosen and rejected share the forward and the reference forward.
-struct PreferenceBatch {
-  // Without packing: one sequence per row, right-padded to the longest ([2P, T], DataCollatorForPreference's
-  // layout); with packing: all of them back to back in one row ([1, sum of lengths]) with segment_ids, cu_seqlens
-  // and position ids restarting per sequence, so no sequence attends to another. labels: the next token where it
-  // is a completion token, else -100. num_target_tokens counts them; num_samples = 2P.
-  Batch batch;
-  at::Tensor sequence_ids;       // I64 [B, T]: the sequence (0..2P-1) each position belongs to, -1 on padding
-  at::Tensor completion_tokens;  // I64 [2P]: completion tokens per sequence (TRL's completion_mask.sum(1): IPO's
-                                 // divisor in DPOTrainer)
-  at::Tensor target_tokens;      // I64 [2P]: labels per sequence, the tokens each log-prob sum runs over (the
-                                 // divisor of CPO/ORPO's averages); one less than completion_tokens when a
-                                 // sequence starts with a completion token (keep_end cut its whole prompt)
-  int64_t num_pairs = 0;
-};
-
+// P pairs as one forward: 2P sequences in TRL's order (Batch::pairs), so chosen and rejected share the forward and
+// the reference forward. Without packing: one sequence per row, right-padded to the longest ([2P, T],
+// DataCollatorForPreference's layout); with packing: all of them back to back in one row ([1, sum of lengths]) with
+// segment_ids, cu_seqlens and position ids restarting per sequence, so no sequence attends to another. labels: the
+// next token where it is a completion token, else -100. num_target_tokens counts them; num_samples = 2P.
 // Builds the tensors of one batch (CPU), inputs padded with pad_id. Every pair must hold a completion token.
-PreferenceBatch collate_preference(const std::vector<const PreferencePair*>& pairs, bool packing, int64_t pad_id,
-                                   bool pin_memory = false);
+Batch collate_preference(const std::vector<const PreferencePair*>& pairs, bool packing, int64_t pad_id,
+                         bool pin_memory = false);
 
 }  // namespace ft::data

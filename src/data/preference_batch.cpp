@@ -22,8 +22,8 @@ std::vector<const TokenizedSample*> sequences_of(const std::vector<const Prefere
 
 }  // namespace
 
-PreferenceBatch collate_preference(const std::vector<const PreferencePair*>& pairs, bool packing, int64_t pad_id,
-                                   bool pin_memory) {
+Batch collate_preference(const std::vector<const PreferencePair*>& pairs, bool packing, int64_t pad_id,
+                         bool pin_memory) {
   FT_CHECK(!pairs.empty(), "collate_preference needs at least one pair");
   const auto seqs = sequences_of(pairs);
   const auto S = static_cast<int64_t>(seqs.size());
@@ -72,8 +72,7 @@ PreferenceBatch collate_preference(const std::vector<const PreferencePair*>& pai
     offset += len;
     cu_seqlens.push_back(static_cast<int32_t>(offset));
   }
-  PreferenceBatch out;
-  Batch& b = out.batch;
+  Batch b;
   b.input_ids = maybe_pinned(input, pin_memory);
   b.labels = maybe_pinned(labels, pin_memory);
   b.position_ids = maybe_pinned(pos, pin_memory);
@@ -84,11 +83,9 @@ PreferenceBatch collate_preference(const std::vector<const PreferencePair*>& pai
   }
   b.num_target_tokens = n_targets;
   b.num_samples = S;
-  out.sequence_ids = maybe_pinned(seq_ids, pin_memory);
-  out.completion_tokens = maybe_pinned(completion, pin_memory);
-  out.target_tokens = maybe_pinned(targets, pin_memory);
-  out.num_pairs = static_cast<int64_t>(pairs.size());
-  return out;
+  b.pairs = PairLayout{maybe_pinned(seq_ids, pin_memory), maybe_pinned(completion, pin_memory),
+                       maybe_pinned(targets, pin_memory), static_cast<int64_t>(pairs.size())};
+  return b;
 }
 
 }  // namespace ft::data

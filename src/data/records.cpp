@@ -223,9 +223,11 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
       }
     }
     case Format::kPretokenized:
+      throw RecordError("", "pretokenized data is binary, not JSON Lines");
+    case Format::kPreference:
       break;
   }
-  throw RecordError("", "pretokenized data is binary, not JSON Lines");
+  throw RecordError("", "preference pairs are read by data/preference.h, not as SFT samples");
 }
 
 TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const Tokenizer& tokenizer) {

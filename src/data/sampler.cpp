@@ -1,5 +1,6 @@
 #include "data/sampler.h"
 
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -7,6 +8,17 @@
 #include "util/error.h"
 
 namespace ft::data {
+
+WeightedItems WeightedItems::of(double weight, int64_t n) {
+  return {n, n > 0 ? static_cast<int64_t>(std::llround(weight * static_cast<double>(n))) : 0};
+}
+
+int64_t WeightedItems::item(int64_t j) const {
+  const int64_t full = (weighted / n) * n;
+  if (j < full) return j % n;
+  const int64_t rest = weighted - full;
+  return (j - full) * n / rest;
+}
 
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> p(static_cast<size_t>(n));

@@ -9,6 +9,15 @@ namespace ft::data {
 // A permutation of [0, n) for (seed, epoch), identical on every platform (splitmix64 + Fisher-Yates).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
+// A source's weight w over its n items: round(w * n) items per epoch, floor(w) full copies of the n items, then an
+// evenly strided subset for the fraction (w = 0.5 keeps every other item, w = 2 repeats each twice).
+struct WeightedItems {
+  int64_t n = 0;         // items in the source
+  int64_t weighted = 0;  // items per epoch
+  static WeightedItems of(double weight, int64_t n);
+  int64_t item(int64_t j) const;  // weighted index j (0 <= j < weighted) -> item of the source
+};
+
 // Shards n items over `world` ranks for each epoch. The epoch's order is a permutation for (seed, epoch) (or the
 // identity without shuffle), padded by wrapping around to a multiple of world so every rank gets the same count
 // (ceil(n / world)); rank r takes positions r, r + world, ... Every item is thus seen once per epoch overall, plus

@@ -324,24 +324,24 @@ TEST_F(PreferenceRef, CollateMatchesDataCollatorForPreference) {
   const auto& trl = ref_["batch"];
   const auto input_ids = trl["input_ids"].get<std::vector<std::vector<int64_t>>>();
   const auto completion = trl["completion_mask"].get<std::vector<std::vector<int64_t>>>();
-  ASSERT_EQ(batch.batch.input_ids.size(0), static_cast<int64_t>(input_ids.size()));
-  ASSERT_EQ(batch.batch.input_ids.size(1), static_cast<int64_t>(input_ids[0].size()));
+  ASSERT_EQ(batch.input_ids.size(0), static_cast<int64_t>(input_ids.size()));
+  ASSERT_EQ(batch.input_ids.size(1), static_cast<int64_t>(input_ids[0].size()));
   int64_t targets = 0;
   for (size_t row = 0; row < input_ids.size(); ++row) {
     const auto T = input_ids[row].size();
     int64_t scored = 0;
     for (size_t t = 0; t < T; ++t) {
       const auto b = static_cast<int64_t>(row), tt = static_cast<int64_t>(t);
-      EXPECT_EQ(batch.batch.input_ids[b][tt].item<int64_t>(), input_ids[row][t]) << row << " " << t;
+      EXPECT_EQ(batch.input_ids[b][tt].item<int64_t>(), input_ids[row][t]) << row << " " << t;
       const int64_t label = t + 1 < T && completion[row][t + 1] ? input_ids[row][t + 1] : data::kIgnoreIndex;
-      EXPECT_EQ(batch.batch.labels[b][tt].item<int64_t>(), label) << row << " " << t;
+      EXPECT_EQ(batch.labels[b][tt].item<int64_t>(), label) << row << " " << t;
       scored += completion[row][t];
       targets += label != data::kIgnoreIndex;
     }
-    EXPECT_EQ(batch.completion_tokens[static_cast<int64_t>(row)].item<int64_t>(), scored) << row;
+    EXPECT_EQ(batch.pairs->completion_tokens[static_cast<int64_t>(row)].item<int64_t>(), scored) << row;
   }
-  EXPECT_EQ(batch.batch.num_target_tokens, targets);
-  EXPECT_EQ(batch.num_pairs, static_cast<int64_t>(pairs.size()));
+  EXPECT_EQ(batch.num_target_tokens, targets);
+  EXPECT_EQ(batch.pairs->num_pairs, static_cast<int64_t>(pairs.size()));
 }
 
 // A file reads as its records one by one, as JSON Lines and as a JSON array, with each pair's line; records TRL's

@@ -179,21 +179,21 @@ TEST(PreferenceBatch, PackedAndPaddedAgree) {
   const auto padded = data::collate_preference(pairs, false, /*pad_id=*/-7);
   const auto packed = data::collate_preference(pairs, true, -7);
   const std::vector<const data::TokenizedSample*> seqs{&a.chosen, &b.chosen, &a.rejected, &b.rejected};
-  ASSERT_EQ(padded.batch.input_ids.size(0), 4);
-  ASSERT_EQ(packed.batch.input_ids.size(0), 1);
-  EXPECT_EQ(padded.num_pairs, 2);
-  EXPECT_EQ(padded.batch.num_samples, 4);
+  ASSERT_EQ(padded.input_ids.size(0), 4);
+  ASSERT_EQ(packed.input_ids.size(0), 1);
+  EXPECT_EQ(padded.pairs->num_pairs, 2);
+  EXPECT_EQ(padded.num_samples, 4);
   int64_t offset = 0, targets = 0;
   for (int64_t s = 0; s < 4; ++s) {
     const auto& seq = *seqs[static_cast<size_t>(s)];
     const auto len = static_cast<int64_t>(seq.tokens.size());
     int64_t completion = 0, target = 0;
-    for (int64_t t = 0; t < padded.batch.input_ids.size(1); ++t) {
+    for (int64_t t = 0; t < padded.input_ids.size(1); ++t) {
       const bool in = t < len;
-      EXPECT_EQ(padded.batch.input_ids[s][t].item<int64_t>(), in ? seq.tokens[static_cast<size_t>(t)] : -7);
-      EXPECT_EQ(padded.sequence_ids[s][t].item<int64_t>(), in ? s : -1);
+      EXPECT_EQ(padded.input_ids[s][t].item<int64_t>(), in ? seq.tokens[static_cast<size_t>(t)] : -7);
+      EXPECT_EQ(padded.pairs->sequence_ids[s][t].item<int64_t>(), in ? s : -1);
       if (!in) {
-        EXPECT_EQ(padded.batch.labels[s][t].item<int64_t>(), data::kIgnoreIndex);
+        EXPECT_EQ(padded.labels[s][t].item<int64_t>(), data::kIgnoreIndex);
       }
     }
     for (int64_t t = 0; t < len; ++t) {
@@ -201,27 +201,27 @@ TEST(PreferenceBatch, PackedAndPaddedAgree) {
       completion += seq.loss[k];
       const int64_t label = t + 1 < len && seq.loss[k + 1] ? seq.tokens[k + 1] : data::kIgnoreIndex;
       target += label != data::kIgnoreIndex;
-      EXPECT_EQ(padded.batch.labels[s][t].item<int64_t>(), label);
-      EXPECT_EQ(packed.batch.labels[0][offset + t].item<int64_t>(), label);
-      EXPECT_EQ(packed.batch.input_ids[0][offset + t].item<int64_t>(), seq.tokens[k]);
-      EXPECT_EQ(packed.batch.position_ids[0][offset + t].item<int64_t>(), t);
-      EXPECT_EQ(packed.batch.segment_ids[0][offset + t].item<int32_t>(), s);
-      EXPECT_EQ(packed.sequence_ids[0][offset + t].item<int64_t>(), s);
+      EXPECT_EQ(padded.labels[s][t].item<int64_t>(), label);
+      EXPECT_EQ(packed.labels[0][offset + t].item<int64_t>(), label);
+      EXPECT_EQ(packed.input_ids[0][offset + t].item<int64_t>(), seq.tokens[k]);
+      EXPECT_EQ(packed.position_ids[0][offset + t].item<int64_t>(), t);
+      EXPECT_EQ(packed.segment_ids[0][offset + t].item<int32_t>(), s);
+      EXPECT_EQ(packed.pairs->sequence_ids[0][offset + t].item<int64_t>(), s);
     }
-    EXPECT_EQ(packed.batch.cu_seqlens[s].item<int32_t>(), offset);
+    EXPECT_EQ(packed.cu_seqlens[s].item<int32_t>(), offset);
     offset += len;
     targets += target;
-    EXPECT_EQ(padded.completion_tokens[s].item<int64_t>(), completion);
-    EXPECT_EQ(padded.target_tokens[s].item<int64_t>(), target);
-    EXPECT_EQ(packed.target_tokens[s].item<int64_t>(), target);
+    EXPECT_EQ(padded.pairs->completion_tokens[s].item<int64_t>(), completion);
+    EXPECT_EQ(padded.pairs->target_tokens[s].item<int64_t>(), target);
+    EXPECT_EQ(packed.pairs->target_tokens[s].item<int64_t>(), target);
   }
-  EXPECT_EQ(packed.batch.cu_seqlens[4].item<int32_t>(), offset);
-  EXPECT_EQ(packed.batch.input_ids.size(1), offset);
-  EXPECT_EQ(padded.batch.num_target_tokens, targets);
-  EXPECT_EQ(packed.batch.num_target_tokens, targets);
+  EXPECT_EQ(packed.cu_seqlens[4].item<int32_t>(), offset);
+  EXPECT_EQ(packed.input_ids.size(1), offset);
+  EXPECT_EQ(padded.num_target_tokens, targets);
+  EXPECT_EQ(packed.num_target_tokens, targets);
   // b lost its prompt to keep_end: every token scored, one label fewer (the first token is predicted from nothing).
-  EXPECT_EQ(padded.completion_tokens[1].item<int64_t>(), 3);
-  EXPECT_EQ(padded.target_tokens[1].item<int64_t>(), 2);
+  EXPECT_EQ(padded.pairs->completion_tokens[1].item<int64_t>(), 3);
+  EXPECT_EQ(padded.pairs->target_tokens[1].item<int64_t>(), 2);
 }
 
 }  // namespace

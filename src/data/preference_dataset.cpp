@@ -1,0 +1,108 @@
+#include "data/preference_dataset.h"
+
+#include <filesystem>
+
+#include "data/chat_template.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "data/templates.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::data {
+
+std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const Tokenizer& tokenizer) {
+  const std::string name = name_of(cfg.data.template_name);
+  if (name == "auto") {
+    auto source = find_chat_template(cfg.model.path);
+    if (!source) source = find_chat_template(tokenizer.model_file().parent_path());
+    if (!source) return nullptr;
+    FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
+    return std::make_shared<JinjaChat>(*source, tokenizer);
+  }
+  const std::string resolved = resolve_template(name, tokenizer);
+  FT_LOG_INFO("chat template: built-in {}", resolved);
+  return std::make_shared<JinjaChat>(ChatTemplateSource{chat_template_jinja(resolved), "built-in " + resolved},
+                                     tokenizer);
+}
+
+PreferenceOptions preference_options(const Config& cfg, const JinjaChat* chat) {
+  PreferenceOptions o;
+  const auto objective = cfg.train.objective;
+  o.style = objective == TrainObjective::kSimpo || objective == TrainObjective::kOrpo ? PreferenceStyle::kCpoOrpo
+                                                                                      : PreferenceStyle::kDpo;
+  o.max_length = cfg.data.seq_len;
+  o.truncation = cfg.preference.truncation == PairTruncation::kKeepEnd ? PreferenceTruncation::kKeepEnd
+                                                                       : PreferenceTruncation::kKeepStart;
+  o.prompt_field = cfg.data.fields.prompt;
+  o.chosen_field = cfg.data.fields.chosen;
+  o.rejected_field = cfg.data.fields.rejected;
+  o.fields = cfg.data.fields;
+  o.roles = DatasetOptions::from_config(cfg, /*eval=*/false).roles;
+  o.chat = chat;
+  o.add_bos = cfg.tokenizer.add_bos;
+  return o;
+}
+
+std::shared_ptr<const PreferenceDataset> PreferenceDataset::build(const std::vector<DataSource>& sources,
+                                                                  const PreferenceOptions& options, OnError on_error,
+                                                                  const Tokenizer& tokenizer) {
+  if (sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
+  std::shared_ptr<PreferenceDataset> ds(new PreferenceDataset());
+  ds->max_length_ = options.max_length;
+  nlohmann::json per_source = nlohmann::json::array();
+  int64_t skipped = 0;
+  for (const auto& src : sources) {
+    if (!std::filesystem::is_regular_file(src.path)) {
+      throw Error("data file not found: " + src.path,
+                  "check data.train/data.eval paths (relative paths are relative to the config file)");
+    }
+    PreferenceData data = read_preference_file(src.path, options, tokenizer, on_error);
+    const auto first = static_cast<int64_t>(ds->pairs_.size());
+    const auto items = WeightedItems::of(src.weight, static_cast<int64_t>(data.pairs.size()));
+    for (int64_t j = 0; j < items.weighted; ++j) ds->index_.push_back(first + items.item(j));
+    for (auto& pair : data.pairs) ds->pairs_.push_back(std::move(pair));
+    skipped += data.skipped;
+    per_source.push_back({{"path", src.path}, {"pairs", items.n}, {"weight", src.weight}});
+  }
+  int64_t tokens = 0, completion = 0;
+  for (const auto& p : ds->pairs_) {
+    tokens += static_cast<int64_t>(p.chosen.tokens.size() + p.rejected.tokens.size());
+    for (const auto* seq : {&p.chosen, &p.rejected}) {
+      for (uint8_t scored : seq->loss) completion += scored;
+    }
+  }
+  ds->stats_ = {{"pairs", static_cast<int64_t>(ds->pairs_.size())},
+                {"tokens", tokens},
+                {"completion_tokens", completion},
+                {"skipped", skipped},
+                {"sources", per_source}};
+  if (ds->index_.empty()) {
+    throw Error(fmt::format("the preference data has no pairs ({} skipped)", skipped),
+                "check the data files, their weights and data.seq_len (a pair whose prompt fills it keeps no "
+                "completion token)");
+  }
+  return ds;
+}
+
+const PreferencePair& PreferenceDataset::pair(int64_t i) const {
+  FT_CHECK(i >= 0 && i < size(), fmt::format("pair index {} outside [0, {})", i, size()));
+  return pairs_[static_cast<size_t>(index_[static_cast<size_t>(i)])];
+}
+
+int64_t PreferenceDataset::length(int64_t i) const {
+  const auto& p = pair(i);
+  return static_cast<int64_t>(p.chosen.tokens.size() + p.rejected.tokens.size());
+}
+
+Batch PreferenceDataset::collate(const RowPlan& rows, int64_t /*seq_len*/, bool packing, int64_t pad_id,
+                                 bool pin_memory) const {
+  std::vector<const PreferencePair*> pairs;
+  for (const auto& row : rows) {
+    for (int64_t i : row) pairs.push_back(&pair(i));
+  }
+  return collate_preference(pairs, packing, pad_id, pin_memory);
+}
+
+}  // namespace ft::data

@@ -1,0 +1,58 @@
+// Preference pairs as the training loop's data (a BatchSource): every source of format preference read and
+// tokenized in the TRL style of the run's objective (data/preference.h), weighted as SFT sources are, and batched by
+// collate_preference. A pair is one item, so train.micro_batch_size counts pairs; with packing, a row holds pairs up
+// to twice data.seq_len tokens and a micro-batch's rows go through the model as one packed row.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "config/config.h"
+#include "data/batch_source.h"
+#include "data/preference.h"
+
+namespace ft::data {
+
+class JinjaChat;
+class Tokenizer;
+
+// The chat template conversational pairs render with: the model's own (model.path, else beside the tokenizer
+// file), else data.template's built-in; null when data.template is auto and the model has none (a conversational
+// record then fails, naming the fix).
+std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const Tokenizer& tokenizer);
+
+// The run's PreferenceOptions: TRL's tokenization for train.objective (dpo, ipo: DPOTrainer; simpo, orpo:
+// CPOTrainer/ORPOTrainer), data.seq_len as max_length, preference.truncation, data.fields' prompt/chosen/rejected
+// and message keys, data.roles, tokenizer.add_bos, and `chat` (which must outlive the options).
+PreferenceOptions preference_options(const Config& cfg, const JinjaChat* chat);
+
+class PreferenceDataset final : public BatchSource {
+ public:
+  // Reads every source (weights as TokenizedDataset's). Throws ft::Error for a missing file, a bad record
+  // (file:line, field) unless data.on_error is skip, and when no pair is left.
+  static std::shared_ptr<const PreferenceDataset> build(const std::vector<DataSource>& sources,
+                                                        const PreferenceOptions& options, OnError on_error,
+                                                        const Tokenizer& tokenizer);
+
+  int64_t size() const override { return static_cast<int64_t>(index_.size()); }
+  int64_t length(int64_t i) const override;  // chosen + rejected tokens
+  int64_t seq_len() const override { return 2 * max_length_; }
+  // The pairs of every row, in order, as one collate_preference batch (one packed row when `packing`).
+  Batch collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id, bool pin_memory) const override;
+
+  const PreferencePair& pair(int64_t i) const;
+  // {"pairs", "tokens", "completion_tokens", "skipped", "sources": [{"path", "pairs", "weight"}]}
+  const nlohmann::json& stats() const { return stats_; }
+
+ private:
+  PreferenceDataset() = default;
+
+  std::vector<PreferencePair> pairs_;  // every source's pairs, in file order
+  std::vector<int64_t> index_;         // weighted item -> pair
+  int64_t max_length_ = 0;
+  nlohmann::json stats_;
+};
+
+}  // namespace ft::data
