@@ -16,6 +16,12 @@ namespace ft::model {
 at::Tensor linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                     at::ScalarType compute_dtype, int64_t chunk_rows = 0, double softcap = 0.0);
 
+// The same per row: F32 [N], row i the cross-entropy of row i (0 where labels[i] == -100), differentiable. For
+// objectives that weight rows differently (the preference losses sum log-probs per sequence). Hidden's gradient is
+// made in forward as above; a trainable weight's gradient recomputes the logits in backward, chunk by chunk.
+at::Tensor linear_cross_entropy_rows(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                     at::ScalarType compute_dtype, int64_t chunk_rows = 0, double softcap = 0.0);
+
 // True when this build has the cross-entropy kernel (kernels/cross_entropy.h) and it takes logits [n, V]: CUDA,
 // F32/BF16/F16, unit column stride.
 bool fused_cross_entropy_rows_available(const at::Tensor& logits);

@@ -119,4 +119,26 @@ void merge_lora(Transformer& model) {
   model.merge_token_rows();
 }
 
+AdaptersDisabled::AdaptersDisabled(Transformer& model) {
+  for (auto& [name, linear] : model.projections()) {
+    if (!linear->has_lora()) continue;
+    adapters_.push_back({linear.get(), linear->lora_a, linear->lora_b});
+    linear->lora_a = at::Tensor();
+    linear->lora_b = at::Tensor();
+  }
+  for (WeightHolder* holder : {&model.embed_tokens(), model.lm_head()}) {
+    if (holder == nullptr || !holder->has_token_rows()) continue;
+    token_rows_.emplace_back(holder, holder->token_rows);
+    holder->token_rows = at::Tensor();
+  }
+}
+
+AdaptersDisabled::~AdaptersDisabled() {
+  for (auto& a : adapters_) {
+    a.layer->lora_a = std::move(a.lora_a);
+    a.layer->lora_b = std::move(a.lora_b);
+  }
+  for (auto& [holder, rows] : token_rows_) holder->token_rows = std::move(rows);
+}
+
 }  // namespace ft::model

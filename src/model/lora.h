@@ -55,6 +55,25 @@ ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
 // modules_to_save). Returns the LoraConfig the adapter was saved with.
 ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir);
 
+// The base model alone for the scope, as PEFT's disable_adapter(): every adapter and token row is set aside (the
+// parameters stay registered and unchanged) and put back at the end, also on exceptions. The preference objectives'
+// reference forward runs inside one.
+class AdaptersDisabled {
+ public:
+  explicit AdaptersDisabled(Transformer& model);
+  ~AdaptersDisabled();
+  AdaptersDisabled(const AdaptersDisabled&) = delete;
+  AdaptersDisabled& operator=(const AdaptersDisabled&) = delete;
+
+ private:
+  struct SetAside {
+    LinearImpl* layer;
+    at::Tensor lora_a, lora_b;
+  };
+  std::vector<SetAside> adapters_;
+  std::vector<std::pair<WeightHolder*, at::Tensor>> token_rows_;
+};
+
 // Folds every adapter into its base weight (W += alpha/r * B A), writes the token rows into the embedding and LM
 // head, and removes them all.
 void merge_lora(Transformer& model);

@@ -117,6 +117,66 @@ TEST(LinearCrossEntropy, GpuF16MatchesTheComposite) {
   expect_gpu_ce_matches(at::kHalf, 2000, 4096, 10, 600, 1024.0 / 1950, 1e-3, 1e-2);
 }
 
+// Per-row CE weighted by `row_weights` (the upstream gradient of linear_cross_entropy_rows), through `fused` or
+// the composite with Reduction::None: the rows' losses and the gradients of hidden and weight.
+LossAndGrads run_ce_rows(bool fused, const at::Tensor& h0, const at::Tensor& w0, const at::Tensor& labels,
+                         const at::Tensor& row_weights, at::ScalarType cdt, int64_t chunk, double softcap) {
+  at::Tensor h = h0.clone().requires_grad_(true);
+  at::Tensor w = w0.clone().requires_grad_(true);
+  at::Tensor rows;
+  if (fused) {
+    rows = model::linear_cross_entropy_rows(h, w, labels, cdt, chunk, softcap);
+  } else {
+    at::Tensor logits = at::mm(h.to(cdt), w.to(cdt).t());
+    if (softcap > 0.0) logits = at::tanh(logits / softcap) * softcap;
+    rows = at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, at::Reduction::None, -100);
+  }
+  (rows * row_weights).sum().backward();
+  return {rows.detach(), h.grad(), w.grad()};
+}
+
+// Per-row losses (the preference objectives sum them per sequence) with a different upstream gradient on every
+// row: the hidden gradient is scaled row by row, the weight's recomputed in backward.
+TEST(LinearCrossEntropyRows, MatchesPerRowCrossEntropyUnderPerRowUpstreamGradients) {
+  at::manual_seed(3);
+  for (const auto cdt : {at::kFloat, at::kBFloat16}) {
+    for (const double softcap : {0.0, 2.0}) {
+      for (const int64_t chunk : {int64_t{7}, int64_t{0}}) {
+        const at::Tensor h = at::randn({37, 24});
+        const at::Tensor w = at::randn({101, 24}) * 0.3;
+        at::Tensor labels = at::randint(0, 101, {37}, at::kLong);
+        labels.index_put_({at::arange(0, 37, 5)}, -100);
+        const at::Tensor g = at::randn({37});  // signs and sizes differ per row, as -dloss/dlogp of pairs do
+        const auto ref = run_ce_rows(false, h, w, labels, g, cdt, chunk, softcap);
+        const auto got = run_ce_rows(true, h, w, labels, g, cdt, chunk, softcap);
+        const double tol = cdt == at::kFloat ? 1e-5 : 2e-2;
+        EXPECT_LT(rel(got.loss, ref.loss), cdt == at::kFloat ? 1e-6 : 1e-3) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_LT(rel(got.dh, ref.dh), tol) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_LT(rel(got.dw, ref.dw), tol) << "chunk " << chunk << " cap " << softcap;
+        EXPECT_EQ(got.loss.index({at::arange(0, 37, 5)}).abs().max().item<double>(), 0.0);
+      }
+    }
+  }
+}
+
+TEST(LinearCrossEntropyRows, GpuBf16MatchesTheComposite) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(4);
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor h = at::randn({3000, 256}, opts);
+  const at::Tensor w = at::randn({5003, 256}, opts) * 0.05;
+  at::Tensor labels = at::randint(0, 5003, {3000}, opts.dtype(at::kLong));
+  labels.narrow(0, 100, 50).fill_(-100);
+  const at::Tensor g = at::randn({3000}, opts) / 3000;
+  for (const auto cdt : {at::kBFloat16, at::kFloat}) {
+    const auto ref = run_ce_rows(false, h, w, labels, g, cdt, 0, 0.0);
+    const auto got = run_ce_rows(true, h, w, labels, g, cdt, 700, 0.0);
+    EXPECT_LT(rel(got.loss, ref.loss), cdt == at::kFloat ? 1e-5 : 1e-3);
+    EXPECT_LT(rel(got.dh, ref.dh), cdt == at::kFloat ? 1e-4 : 2e-2);
+    EXPECT_LT(rel(got.dw, ref.dw), cdt == at::kFloat ? 1e-4 : 2e-2);
+  }
+}
+
 struct GroupRun {
   std::vector<at::Tensor> outputs;  // per layer [B, T, out_i], F32
   std::vector<at::Tensor> grads;    // x's, then every layer's parameters in order
