@@ -8,6 +8,7 @@
 #include "config/loader.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/preference_dataset.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
@@ -55,21 +56,58 @@ std::string piece_text(const data::Tokenizer& tok, int32_t id) {
   return out;
 }
 
-// The sample's text with its loss tokens wrapped in [[ ]] (or shown in green on a terminal).
-std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss,
-                          bool color) {
+// Pieces joined by `sep`, the runs of loss tokens wrapped in [[ ]] (or shown in green on a terminal).
+std::string mark_scored(const std::vector<std::string>& pieces, const std::vector<uint8_t>& loss, bool color,
+                        const char* sep) {
   const char* open = color ? "\x1b[1;32m" : "[[";
   const char* close = color ? "\x1b[0m" : "]]";
   std::string out;
   bool in = false;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (loss[i] && !in) out += open;
+  for (size_t i = 0; i < pieces.size(); ++i) {
     if (!loss[i] && in) out += close;
+    if (i > 0) out += sep;
+    if (loss[i] && !in) out += open;
     in = loss[i] != 0;
-    out += piece_text(tok, ids[i]);
+    out += pieces[i];
   }
   if (in) out += close;
   return out;
+}
+
+// The sample's text with its loss tokens marked.
+std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss,
+                          bool color) {
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) pieces.push_back(piece_text(tok, id));
+  return mark_scored(pieces, loss, color, "");
+}
+
+// The ids with the loss tokens marked.
+std::string render_ids(const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss, bool color) {
+  std::vector<std::string> pieces;
+  for (int32_t id : ids) pieces.push_back(std::to_string(id));
+  return mark_scored(pieces, loss, color, " ");
+}
+
+// A preference objective's pairs: statistics, then each pair's two sequences as text and ids, scored tokens marked.
+void inspect_pairs(const Config& cfg, const data::Tokenizer& tok, const InspectOptions& o) {
+  const auto chat = data::preference_chat(cfg, tok);
+  const auto ds = data::PreferenceDataset::build(o.eval ? cfg.data.eval : cfg.data.train,
+                                                 data::preference_options(cfg, chat.get()), cfg.data.on_error, tok);
+  std::cout << fmt::format("preference pairs ({}, train.objective {}): {}\n", o.eval ? "eval" : "train",
+                           name_of(cfg.train.objective), ds->stats().dump());
+  const bool color = ::isatty(STDOUT_FILENO) != 0;
+  std::cout << "scored completion tokens are shown " << (color ? "in green" : "inside [[ ]]") << "\n";
+  for (int64_t i = 0; i < std::min<int64_t>(o.n, ds->size()); ++i) {
+    const auto& pair = ds->pair(i);
+    for (const auto& [name, seq] : {std::pair{"chosen", &pair.chosen}, std::pair{"rejected", &pair.rejected}}) {
+      int64_t scored = 0;
+      for (auto l : seq->loss) scored += l;
+      std::cout << fmt::format("--- pair {} {} ({} tokens, {} scored) ---\n", i, name, seq->tokens.size(), scored)
+                << render_sample(tok, seq->tokens, seq->loss, color)
+                << "\nids: " << render_ids(seq->tokens, seq->loss, color) << "\n";
+    }
+  }
 }
 
 void inspect(const InspectOptions& o) {
@@ -80,6 +118,7 @@ void inspect(const InspectOptions& o) {
   single.comm = std::make_shared<dist::SingleProcessCommunicator>();
   train::prepare_inputs(cfg, single);
   const auto tok = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
+  if (cfg.train.objective != TrainObjective::kSft) return inspect_pairs(cfg, *tok, o);
   const auto options = data::DatasetOptions::from_config(cfg, o.eval);
   const auto ds = data::TokenizedDataset::build(options, *tok);
   const auto& st = ds->stats();

@@ -104,7 +104,7 @@ struct TokenizerConfig {
 // One JSON Lines (or pretokenized binary) source of samples.
 struct DataSource {
   std::string path;                  // file path (relative paths are relative to the config file)
-  SourceFormat format = SourceFormat::kPromptCompletion;  // text | prompt_completion | alpaca | chat | pretokenized
+  SourceFormat format = SourceFormat::kPromptCompletion;  // text | prompt_completion | alpaca | chat | pretokenized | preference
   double weight = 1.0;               // sampling weight relative to the other sources
 
   template <class V> void visit(V& v) {
@@ -123,6 +123,8 @@ struct DataFields {
   std::string messages = "messages";       // chat: the list of turns
   std::string role = "role";               // chat: a turn's role (system | user | assistant)
   std::string content = "content";         // chat: a turn's text
+  std::string chosen = "chosen";           // preference: the preferred completion (or whole conversation)
+  std::string rejected = "rejected";       // preference: the other one
 
   template <class V> void visit(V& v) {
     v("text", text);
@@ -132,6 +134,8 @@ struct DataFields {
     v("messages", messages);
     v("role", role);
     v("content", content);
+    v("chosen", chosen);
+    v("rejected", rejected);
   }
 };
 
@@ -189,6 +193,7 @@ struct DataConfig {
 };
 
 struct TrainConfig {
+  TrainObjective objective = TrainObjective::kSft;  // sft | dpo | ipo | simpo | orpo (preference pairs; see preference)
   int64_t max_steps = 0;           // optimizer steps; 0 = run train.epochs epochs
   int64_t epochs = 1;              // epochs when max_steps is 0
   int64_t micro_batch_size = 8;    // samples (rows) per forward/backward on each rank
@@ -203,6 +208,7 @@ struct TrainConfig {
   int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
   template <class V> void visit(V& v) {
+    v("objective", objective);
     v("max_steps", max_steps);
     v("epochs", epochs);
     v("micro_batch_size", micro_batch_size);
@@ -215,6 +221,25 @@ struct TrainConfig {
     v("fused_kernels", fused_kernels);
     v("profile_start_step", profile_start_step);
     v("profile_steps", profile_steps);
+  }
+};
+
+// The preference objectives' settings (train.objective dpo | ipo | simpo | orpo), with TRL's defaults and names.
+struct PreferenceConfig {
+  double beta = 0.1;             // dpo, ipo (tau), simpo: the inverse temperature of the implicit reward
+  double label_smoothing = 0.0;  // dpo, simpo: the share of flipped labels (dpo: cDPO, or robust DPO), in [0, 0.5)
+  bool robust = false;           // dpo with label_smoothing: robust DPO's unbiased loss instead of cDPO's
+  double simpo_gamma = 0.5;      // simpo: the target reward margin
+  double orpo_lambda = 0.1;      // orpo: the weight of the odds-ratio term (TRL's ORPOConfig.beta)
+  PairTruncation truncation = PairTruncation::kKeepStart;  // dpo/ipo pairs past data.seq_len: keep_start | keep_end
+
+  template <class V> void visit(V& v) {
+    v("beta", beta);
+    v("label_smoothing", label_smoothing);
+    v("robust", robust);
+    v("simpo_gamma", simpo_gamma);
+    v("orpo_lambda", orpo_lambda);
+    v("truncation", truncation);
   }
 };
 
@@ -347,6 +372,7 @@ struct Config {
   TokenizerConfig tokenizer;
   DataConfig data;
   TrainConfig train;
+  PreferenceConfig preference;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   EvalConfig eval;
@@ -361,6 +387,7 @@ struct Config {
     v("tokenizer", tokenizer);
     v("data", data);
     v("train", train);
+    v("preference", preference);
     v("optimizer", optimizer);
     v("scheduler", scheduler);
     v("eval", eval);

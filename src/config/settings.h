@@ -59,15 +59,17 @@ struct EnumTable<TokenizerModel> {
       {{TokenizerModel::kBpe, "bpe"}, {TokenizerModel::kUnigram, "unigram"}}};
 };
 
-enum class SourceFormat { kText, kPromptCompletion, kAlpaca, kChat, kPretokenized };
+// kPreference: prompt/chosen/rejected pairs (data/preference.h), the data of the preference objectives.
+enum class SourceFormat { kText, kPromptCompletion, kAlpaca, kChat, kPretokenized, kPreference };
 template <>
 struct EnumTable<SourceFormat> {
-  static constexpr std::array<EnumName<SourceFormat>, 5> entries{
+  static constexpr std::array<EnumName<SourceFormat>, 6> entries{
       {{SourceFormat::kText, "text"},
        {SourceFormat::kPromptCompletion, "prompt_completion"},
        {SourceFormat::kAlpaca, "alpaca"},
        {SourceFormat::kChat, "chat"},
-       {SourceFormat::kPretokenized, "pretokenized"}}};
+       {SourceFormat::kPretokenized, "pretokenized"},
+       {SourceFormat::kPreference, "preference"}}};
 };
 
 // data.template: auto (the model's own) or a built-in; mistral names the family, resolved by the tokenizer.
@@ -122,6 +124,25 @@ template <>
 struct EnumTable<TokenDType> {
   static constexpr std::array<EnumName<TokenDType>, 2> entries{
       {{TokenDType::kUint16, "uint16"}, {TokenDType::kUint32, "uint32"}}};
+};
+
+// train.objective: next-token SFT, or a preference objective of the DPO family (train/preference_objective.h).
+enum class TrainObjective { kSft, kDpo, kIpo, kSimpo, kOrpo };
+template <>
+struct EnumTable<TrainObjective> {
+  static constexpr std::array<EnumName<TrainObjective>, 5> entries{{{TrainObjective::kSft, "sft"},
+                                                                    {TrainObjective::kDpo, "dpo"},
+                                                                    {TrainObjective::kIpo, "ipo"},
+                                                                    {TrainObjective::kSimpo, "simpo"},
+                                                                    {TrainObjective::kOrpo, "orpo"}}};
+};
+
+// preference.truncation: which end of prompt + completion a pair keeps past data.seq_len (TRL's truncation_mode).
+enum class PairTruncation { kKeepStart, kKeepEnd };
+template <>
+struct EnumTable<PairTruncation> {
+  static constexpr std::array<EnumName<PairTruncation>, 2> entries{
+      {{PairTruncation::kKeepStart, "keep_start"}, {PairTruncation::kKeepEnd, "keep_end"}}};
 };
 
 enum class Precision { kFp32, kBf16, kFp16, kBf16Pure };

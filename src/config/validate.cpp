@@ -237,6 +237,48 @@ void check_training(const Config& c, Checker& k) {
   }
 }
 
+// The preference objectives read pairs, and only they do; their settings are in range for the loss they set.
+void check_preference(const Config& c, Checker& k) {
+  const bool pairs_objective = c.train.objective != TrainObjective::kSft;
+  const std::string objective = name_of(c.train.objective);
+  auto check_formats = [&](const std::string& key, const std::vector<DataSource>& sources) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const bool pairs = sources[i].format == SourceFormat::kPreference;
+      if (pairs_objective && !pairs) {
+        k.fail("train.objective", objective + " trains on preference pairs, but " + key + "[" + std::to_string(i) +
+                                      "] is '" + name_of(sources[i].format) +
+                                      "' (set its format: preference, with prompt/chosen/rejected records)");
+      } else if (!pairs_objective && pairs) {
+        k.fail(key + "[" + std::to_string(i) + "].format",
+               "preference pairs need a preference objective (set train.objective to dpo, ipo, simpo or orpo)");
+      }
+    }
+  };
+  check_formats("data.train", c.data.train);
+  check_formats("data.eval", c.data.eval);
+  if (!pairs_objective) return;
+  const auto& p = c.preference;
+  k.positive("preference.beta", p.beta);
+  k.within("preference.label_smoothing", p.label_smoothing, 0.0, 0.5, true);
+  k.at_least("preference.orpo_lambda", p.orpo_lambda, 0.0);
+  const auto kind = c.train.objective;
+  if (p.label_smoothing > 0 && (kind == TrainObjective::kIpo || kind == TrainObjective::kOrpo)) {
+    k.fail("preference.label_smoothing", objective + " has no label smoothing (it applies to dpo and simpo)");
+  }
+  if (p.robust && kind != TrainObjective::kDpo) k.fail("preference.robust", "robust applies to train.objective dpo");
+  if (c.data.synth.task.size() > 0) k.fail("data.synth.task", "synthetic tasks are SFT data, not preference pairs");
+  if (c.data.overlong == Overlong::kDrop) {
+    k.fail("data.overlong",
+           "preference pairs are cut as TRL cuts them (see preference.truncation); drop applies "
+           "to SFT samples only");
+  }
+  if (c.eval.exact_match_samples > 0) {
+    k.fail("eval.exact_match_samples",
+           "exact match scores prompt_completion samples; a preference eval set reports "
+           "its loss and rewards instead");
+  }
+}
+
 void check_rest(const Config& c, Checker& k) {
   const auto& e = c.eval;
   k.at_least<int64_t>("eval.every_steps", e.every_steps, 0);
@@ -308,6 +350,7 @@ void validate(const Config& config, const std::map<std::string, Origin>& locatio
   check_tokenizer(config, k);
   check_data(config, k);
   check_training(config, k);
+  check_preference(config, k);
   check_rest(config, k);
 }
 

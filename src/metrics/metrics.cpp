@@ -54,6 +54,7 @@ std::vector<ProgressPiece> progress_pieces(int64_t step, int64_t total, const nl
     return std::nullopt;
   };
   if (auto v = num(kLoss)) pieces.push_back({1, fmt::format("loss {:.4f}", *v)});
+  if (auto v = num(kRewardAccuracies)) pieces.push_back({4, fmt::format("acc {:.1f}%", 100.0 * *v)});
   if (auto v = num(kLr)) pieces.push_back({4, fmt::format("lr {:.2e}", *v)});
   if (auto v = num(kGradNorm)) pieces.push_back({6, fmt::format("gnorm {:.3f}", *v)});
   if (auto v = num(kTokensPerS)) pieces.push_back({3, fmt::format("{:.0f} tok/s", *v)});

@@ -21,6 +21,7 @@ nlohmann::json TrainRecord::to_json() const {
   j[kPeakMemoryGib] = peak_memory_gib;
   if (peak_reserved_gib) j["peak_reserved_gib"] = *peak_reserved_gib;
   if (mfu) j[kMfu] = *mfu;
+  j.update(objective);
   return j;
 }
 
@@ -37,6 +38,7 @@ nlohmann::json EvalRecord::to_json() const {
   if (!samples.empty()) j["samples"] = samples;
   j["eval_s"] = eval_s;
   j["generate_s"] = generate_s;
+  j.update(objective);
   return j;
 }
 

@@ -25,6 +25,8 @@ inline constexpr const char* kMfu = "mfu";
 inline constexpr const char* kPeakMemoryGib = "peak_memory_gib";
 inline constexpr const char* kPerplexity = "perplexity";
 inline constexpr const char* kExactMatch = "exact_match";
+// The preference objectives' share of pairs whose chosen reward beats the rejected one (TRL's name).
+inline constexpr const char* kRewardAccuracies = "rewards/accuracies";
 
 // "eval.loss": how sweeps name a field of an event.
 inline std::string metric_name(const char* event, const char* field) {
@@ -33,7 +35,7 @@ inline std::string metric_name(const char* event, const char* field) {
 
 // One log interval of training (event "train").
 struct TrainRecord {
-  double loss = 0.0;                // mean token cross-entropy of the interval, over all ranks
+  double loss = 0.0;                // the interval's mean loss per objective unit, over all ranks
   double lr = 0.0;                  // learning rate of the interval's last step
   double grad_norm = 0.0;           // global gradient norm before clipping, last step
   double loss_scale = 1.0;          // fp16's dynamic loss scale (1 otherwise)
@@ -47,6 +49,8 @@ struct TrainRecord {
   double peak_memory_gib = 0.0;     // the caching allocator's peak allocated bytes (0 on the CPU)
   std::optional<double> peak_reserved_gib;  // CUDA: its peak reserved bytes
   std::optional<double> mfu;                // model FLOPs utilisation, when the device's peak is known
+  nlohmann::json objective = nlohmann::json::object();  // the objective's own metrics (the preference ones: TRL's
+                                                        // names, e.g. rewards/accuracies), means over its units
 
   nlohmann::json to_json() const;
 };
@@ -54,11 +58,12 @@ struct TrainRecord {
 // One evaluation (event "eval").
 struct EvalRecord {
   double loss = 0.0;                  // token-weighted mean cross-entropy over the eval set
-  int64_t tokens = 0;                 // target tokens evaluated
+  int64_t tokens = 0;                 // the objective's units evaluated (target tokens; pairs for preferences)
   std::optional<double> exact_match;  // fraction of prompt_completion samples generated exactly
   nlohmann::json samples = nlohmann::json::array();  // [{"prompt", "completion"}] of eval.prompts
   double eval_s = 0.0;                // wall time of the whole evaluation
   double generate_s = 0.0;            // of it, generating (exact match and samples; rank 0)
+  nlohmann::json objective = nlohmann::json::object();  // the objective's own metrics, means over the eval set
 
   double perplexity() const;  // exp(loss), capped at exp(50)
   nlohmann::json to_json() const;

@@ -12,6 +12,7 @@
 #include "config/derived_paths.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/preference_dataset.h"
 #include "data/records.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
@@ -178,9 +179,21 @@ std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg) {
   return tokenizer;
 }
 
-ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
-                       const RunContext& ctx) {
-  ModelParts parts;
+namespace {
+
+// The ids tokenizer.add_tokens created (not those the vocabulary already had).
+std::vector<int64_t> created_token_ids(const data::Tokenizer& tokenizer) {
+  std::vector<int64_t> created;
+  for (const auto& t : tokenizer.added_tokens()) {
+    if (t.created) created.push_back(t.id);
+  }
+  return created;
+}
+
+}  // namespace
+
+std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const data::Tokenizer& tokenizer,
+                                                     const PrecisionPolicy& precision, const RunContext& ctx) {
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
@@ -202,10 +215,7 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   }
   // tokenizer.add_tokens: the new tokens get rows, the mean of the old ones (as transformers'
   // resize_token_embeddings), in the embedding and the LM head; under LoRA those rows are trained too.
-  std::vector<int64_t> created;
-  for (const auto& t : tokenizer.added_tokens()) {
-    if (t.created) created.push_back(t.id);
-  }
+  const std::vector<int64_t> created = created_token_ids(tokenizer);
   const int64_t old_vocab = m->args().vocab_size;
   const int64_t vocab = std::max(old_vocab, tokenizer.vocab_size());
   // A model trained from scratch was built with rows for them (random, like every other row).
@@ -224,6 +234,19 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
         m->args().tie_word_embeddings ? " (tied)" : "", old_vocab, vocab, fmt::join(fresh, ", "),
         cfg.lora.enabled ? " and are trained with the adapters" : "");
   }
+  return m;
+}
+
+void seed_rank_generators(const Config& cfg, const RunContext& ctx) {
+  at::manual_seed(static_cast<uint64_t>(cfg.run.seed) + 7919ull * static_cast<uint64_t>(ctx.rank + 1));
+}
+
+ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
+                       const RunContext& ctx) {
+  ModelParts parts;
+  const auto seed = static_cast<uint64_t>(cfg.run.seed);
+  std::shared_ptr<model::Transformer> m = build_base_model(cfg, tokenizer, precision, ctx);
+  const std::vector<int64_t> created = created_token_ids(tokenizer);
   if (cfg.lora.enabled) model::apply_lora(*m, cfg.lora, seed);
   if (cfg.lora.enabled && !created.empty()) m->add_token_rows(created);
   m->set_activation_checkpointing(cfg.model.activation_checkpointing);
@@ -240,7 +263,7 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
     trainable_count += item.value().numel();
   }
   // Dropout and sampling differ per rank; weights were initialised identically above.
-  at::manual_seed(seed + 7919ull * static_cast<uint64_t>(ctx.rank + 1));
+  seed_rank_generators(cfg, ctx);
 
   const auto& args = m->args();
   metrics::FlopsModel flops;
@@ -267,11 +290,25 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
 
 DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx) {
   DataParts parts;
-  parts.train_set = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/false), tokenizer);
-  log_dataset_stats("train", parts.train_set->stats());
-  if (!cfg.data.eval.empty()) {
-    parts.eval_set = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/true), tokenizer);
-    log_dataset_stats("eval", parts.eval_set->stats());
+  if (cfg.train.objective != TrainObjective::kSft) {
+    const auto chat = data::preference_chat(cfg, tokenizer);
+    const auto options = data::preference_options(cfg, chat.get());
+    auto read = [&](const char* which, const std::vector<DataSource>& sources) {
+      auto pairs = data::PreferenceDataset::build(sources, options, cfg.data.on_error, tokenizer);
+      FT_LOG_INFO("{} data: {}", which, pairs->stats().dump());
+      return pairs;
+    };
+    parts.train_set = read("train", cfg.data.train);
+    if (!cfg.data.eval.empty()) parts.eval_set = read("eval", cfg.data.eval);
+  } else {
+    auto train = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/false), tokenizer);
+    log_dataset_stats("train", train->stats());
+    parts.train_set = std::move(train);
+    if (!cfg.data.eval.empty()) {
+      auto eval = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/true), tokenizer);
+      log_dataset_stats("eval", eval->stats());
+      parts.eval_set = std::move(eval);
+    }
   }
   parts.train_loader =
       std::make_unique<data::DataLoader>(parts.train_set, loader_options(cfg, tokenizer, ctx, cfg.data.shuffle));
@@ -292,8 +329,10 @@ DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const 
 
 data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
                                    bool shuffle) {
-  return data::LoaderOptions::from_config(cfg, tokenizer.pad_id(), ctx.rank, ctx.world_size, ctx.device.is_cuda(),
-                                          shuffle);
+  auto options = data::LoaderOptions::from_config(cfg, tokenizer.pad_id(), ctx.rank, ctx.world_size,
+                                                  ctx.device.is_cuda(), shuffle);
+  if (cfg.train.objective != TrainObjective::kSft) options.seq_len = 2 * cfg.data.seq_len;
+  return options;
 }
 
 OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,

@@ -21,7 +21,7 @@ class DistributedDataParallel;
 namespace ft::data {
 class Tokenizer;
 class DataLoader;
-class TokenizedDataset;
+class BatchSource;
 struct LoaderOptions;
 }  // namespace ft::data
 namespace ft::model {
@@ -65,6 +65,14 @@ void prepare_inputs(Config& cfg, const RunContext& ctx);
 // The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
 std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg);
 
+// The model as the run starts from, before adapters: model.path's weights (in precision.param, NF4 projections with
+// model.quantize) or a fresh init from run.seed, with rows for tokenizer.add_tokens. Seeds the generators with
+// run.seed: call seed_rank_generators after it.
+std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const data::Tokenizer& tokenizer,
+                                                     const PrecisionPolicy& precision, const RunContext& ctx);
+// Seeds the generators for this rank's dropout and sampling (weights are initialised identically on every rank).
+void seed_rank_generators(const Config& cfg, const RunContext& ctx);
+
 struct ModelParts {
   std::shared_ptr<model::Transformer> model;                  // on ctx.device, in precision.param, in train mode
   std::vector<std::pair<std::string, at::Tensor>> trainable;  // name, parameter (requires grad), in model order
@@ -78,14 +86,15 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
                        const RunContext& ctx);
 
 struct DataParts {
-  std::shared_ptr<const data::TokenizedDataset> train_set;  // data.train, tokenized (cached)
-  std::shared_ptr<const data::TokenizedDataset> eval_set;   // data.eval, or null
+  std::shared_ptr<const data::BatchSource> train_set;       // data.train: tokenized SFT samples (cached), or pairs
+  std::shared_ptr<const data::BatchSource> eval_set;        // data.eval, or null
   std::unique_ptr<data::DataLoader> train_loader;           // this rank's shard of train_set
   int64_t total_steps = 0;                                  // optimizer steps of the whole run
 };
 DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx);
 
-// The run's batch layout for a loader of this rank (train or eval).
+// The run's batch layout for a loader of this rank (train or eval): preference pairs pack into rows of twice
+// data.seq_len (a pair's two sequences).
 data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
                                    bool shuffle);
 

@@ -80,9 +80,18 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
 
 // Config keys that feed fingerprint() (the model's own dims come from model.path or model.*).
 bool in_fingerprint(const std::string& difference) {
-  static const char* const kKeys[] = {
-      "model.",       "lora.enabled",  "lora.rank",  "lora.targets",           "tokenizer.add_tokens",  "data.seq_len",
-      "data.packing", "data.template", "data.train", "train.micro_batch_size", "train.grad_accum_steps"};
+  static const char* const kKeys[] = {"model.",
+                                      "lora.enabled",
+                                      "lora.rank",
+                                      "lora.targets",
+                                      "tokenizer.add_tokens",
+                                      "data.seq_len",
+                                      "data.packing",
+                                      "data.template",
+                                      "data.train",
+                                      "train.micro_batch_size",
+                                      "train.grad_accum_steps",
+                                      "train.objective"};
   return std::any_of(std::begin(kKeys), std::end(kKeys),
                      [&](const char* key) { return difference.rfind(key, 0) == 0; });
 }
@@ -124,6 +133,8 @@ std::string Trainer::fingerprint() const {
   f["data_sources"] = sources;
   if (!cfg_.tokenizer.add_tokens.empty())
     f["add_tokens"] = cfg_.tokenizer.add_tokens;  // absent: older checkpoints match
+  // Pairs or samples: the data order and the loss (absent for sft: older checkpoints match).
+  if (cfg_.train.objective != TrainObjective::kSft) f["objective"] = name_of(cfg_.train.objective);
   return f.dump();
 }
 

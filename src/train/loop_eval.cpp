@@ -12,7 +12,9 @@
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "dist/comm.h"
+#include "metrics/meters.h"
 #include "metrics/metrics.h"
+#include "metrics/record.h"
 #include "model/generate.h"
 #include "model/mode_guards.h"
 #include "model/transformer.h"
@@ -40,16 +42,25 @@ metrics::EvalRecord Trainer::evaluate() {
   data::DataLoader loader(data_.eval_set, loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false));
 
   auto loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
-  int64_t tokens = 0;
+  metrics::MetricSums metric_sums;
+  int64_t units = 0;
   int64_t batches = 0;
   while (auto batch = loader.next()) {
     if (cfg_.eval.max_batches > 0 && batches >= cfg_.eval.max_batches) break;
-    loss_sum += objective_->loss_sum(*model_.model, *batch).to(at::kDouble);
-    tokens += objective_->units(*batch);
+    metrics::MetricSums batch_metrics;
+    loss_sum += objective_->loss_sum(*model_.model, *batch, &batch_metrics).to(at::kDouble);
+    metrics::add_metric_sums(metric_sums, batch_metrics);
+    units += objective_->units(*batch);
     ++batches;
   }
-  result.tokens = static_cast<int64_t>(all_reduce_sum(static_cast<double>(tokens)));
-  result.loss = all_reduce_sum(loss_sum.item<double>()) / std::max<double>(1.0, static_cast<double>(result.tokens));
+  // Units, loss and the objective's metrics summed over ranks in one collective.
+  std::vector<double> sums{static_cast<double>(units), loss_sum.item<double>()};
+  for (const auto& [name, sum] : metric_sums) sums.push_back(sum.item<double>());
+  sums = all_reduce_sum(std::move(sums));
+  result.tokens = static_cast<int64_t>(sums[0]);
+  const double denominator = std::max<double>(1.0, sums[0]);
+  result.loss = sums[1] / denominator;
+  for (size_t i = 0; i < metric_sums.size(); ++i) result.objective[metric_sums[i].first] = sums[i + 2] / denominator;
 
   // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
   const auto generation_start = std::chrono::steady_clock::now();
@@ -70,8 +81,12 @@ metrics::EvalRecord Trainer::evaluate() {
     result.eval_s = std::chrono::duration<double>(end - start).count();
     result.generate_s = std::chrono::duration<double>(end - generation_start).count();
     metrics_->log(metrics::kEvalEvent, progress_.step, result.to_json());
-    FT_LOG_INFO("eval at step {}: loss {:.4f}, perplexity {:.2f}{} ({:.1f} s, {:.1f} s of it generating)",
-                progress_.step, result.loss, result.perplexity(),
+    // Perplexity is a token cross-entropy's; a preference loss reports how often the chosen reward wins instead.
+    const bool pairs = result.objective.contains(metrics::kRewardAccuracies);
+    FT_LOG_INFO("eval at step {}: loss {:.4f}, {}{} ({:.1f} s, {:.1f} s of it generating)", progress_.step, result.loss,
+                pairs ? fmt::format("reward accuracy {:.1f}%",
+                                    100.0 * result.objective[metrics::kRewardAccuracies].get<double>())
+                      : fmt::format("perplexity {:.2f}", result.perplexity()),
                 result.exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *result.exact_match) : "",
                 result.eval_s, result.generate_s);
     for (const auto& sample : result.samples) {  // one line each: newlines shown as \n

@@ -1,8 +1,8 @@
 // What the training step minimises. An Objective turns one micro-batch into a summed loss and says over how many
-// units it summed (target tokens for next-token prediction; a preference objective would count pairs). The step
-// divides every micro-batch's sum by the units of the whole optimizer step on all ranks (docs/internals.md, "the
-// loss normalised over an optimizer step's tokens"), and evaluation reports the sum over the units of the eval set,
-// so a new objective is a new subclass and its builder case: the loop does not change.
+// units it summed (target tokens for next-token prediction, pairs for the preference objectives). The step divides
+// every micro-batch's sum by the units of the whole optimizer step on all ranks (docs/internals.md, "the loss
+// normalised over an optimizer step's tokens"), and evaluation reports the sum over the units of the eval set, so a
+// new objective is a new subclass and its builder case: the loop does not change.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -12,17 +12,22 @@
 #include <utility>
 
 #include "config/config.h"
+#include "metrics/meters.h"
+#include "model/attention.h"
 #include "model/kernel_policy.h"
 #include "train/precision.h"
 
 namespace ft::data {
 struct Batch;
-}
+class Tokenizer;
+}  // namespace ft::data
 namespace ft::model {
 class Transformer;
 }
 
 namespace ft::train {
+
+struct RunContext;
 
 class Objective {
  public:
@@ -30,9 +35,34 @@ class Objective {
   // The units `loss_sum` of this batch sums over, counted on the host.
   virtual int64_t units(const data::Batch& batch) const = 0;
   // F32 [] the loss of `batch` summed over its units, with autograd history unless grad mode is off. The batch may
-  // still be on the host: the objective moves what it reads to the model's device.
-  virtual at::Tensor loss_sum(model::Transformer& model, const data::Batch& batch) const = 0;
+  // still be on the host: the objective moves what it reads to the model's device. With `metrics`, the
+  // objective's own metrics of the batch (sums over its units, same names in the same order on every call) are
+  // added to it.
+  at::Tensor loss_sum(model::Transformer& model, const data::Batch& batch,
+                      metrics::MetricSums* metrics = nullptr) const {
+    return compute(model, batch, metrics);
+  }
+
+ protected:
+  virtual at::Tensor compute(model::Transformer& model, const data::Batch& batch,
+                             metrics::MetricSums* metrics) const = 0;
 };
+
+// A micro-batch's model inputs on the device.
+struct DeviceBatch {
+  at::Tensor input_ids;  // I64 [B, T]
+  at::Tensor positions;  // I64 [B, T]
+  at::Tensor segments;   // I32 [B, T] when packing, else undefined
+  model::PackedPieces packed;
+  static DeviceBatch of(const data::Batch& batch, c10::Device device);
+};
+
+// The cross-entropy of `model` on `inputs` at the flattened positions `rows` (I64 [n] into [B * T], on the device)
+// against `labels` (I64 [n], the target of each of those positions), F32 [n], with autograd history unless grad mode
+// is off. Only those rows go through the LM head: with the chunked linear + cross-entropy when `kernels.fused` (the
+// logits never exist), else the logits of every position and ATen's cross-entropy on the selected ones.
+at::Tensor token_losses(model::Transformer& model, const DeviceBatch& inputs, const at::Tensor& rows,
+                        const at::Tensor& labels, const PrecisionPolicy& precision, const model::KernelPolicy& kernels);
 
 // Next-token cross-entropy over the labelled positions (labels != -100): the chunked linear + cross-entropy when
 // `kernels.fused`, else the logits and ATen's cross-entropy.
@@ -41,15 +71,20 @@ class NextTokenObjective final : public Objective {
   NextTokenObjective(PrecisionPolicy precision, model::KernelPolicy kernels)
       : precision_(precision), kernels_(std::move(kernels)) {}
   int64_t units(const data::Batch& batch) const override;
-  at::Tensor loss_sum(model::Transformer& model, const data::Batch& batch) const override;
+
+ protected:
+  at::Tensor compute(model::Transformer& model, const data::Batch& batch, metrics::MetricSums* metrics) const override;
 
  private:
   PrecisionPolicy precision_;
   model::KernelPolicy kernels_;
 };
 
-// The objective of a run (today: next-token prediction).
+// The objective of a run: next-token prediction (train.objective sft), or a preference objective
+// (train/preference_objective.h). DPO and IPO of a full fine-tune need a frozen reference model: built here like
+// the run's model (build_model), frozen, in eval mode.
 std::unique_ptr<Objective> build_objective(const Config& cfg, const PrecisionPolicy& precision,
-                                           const model::KernelPolicy& kernels);
+                                           const model::KernelPolicy& kernels, const data::Tokenizer& tokenizer,
+                                           const RunContext& ctx);
 
 }  // namespace ft::train

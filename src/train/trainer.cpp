@@ -84,7 +84,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   tokenizer_ = build_tokenizer(cfg_);
   model_ = build_model(cfg_, *tokenizer_, precision_, ctx_);
   model_.model->set_kernel_policy(kernels_);
-  objective_ = build_objective(cfg_, precision_, kernels_);
+  objective_ = build_objective(cfg_, precision_, kernels_, *tokenizer_, ctx_);
   setup_times_.model_s = seconds_since(model_start);
   const auto data_start = Clock::now();
   data_ = build_data(cfg_, *tokenizer_, ctx_);
@@ -139,26 +139,30 @@ Trainer::StepOutput Trainer::train_step() {
   StepOutput out;
   std::vector<data::Batch> batches;
   batches.reserve(static_cast<size_t>(cfg_.train.grad_accum_steps));
+  int64_t units = 0, tokens = 0, positions = 0;  // this rank's
   for (int64_t i = 0; i < cfg_.train.grad_accum_steps; ++i) {
     batches.push_back(next_batch(out.data_wait_s));
-    out.local_tokens += objective_->units(batches.back());
-    out.local_positions += batches.back().input_ids.numel();
+    units += objective_->units(batches.back());
+    tokens += batches.back().num_target_tokens;
+    positions += batches.back().input_ids.numel();
   }
-  // The loss is normalised by the objective's units (target tokens) of the whole optimizer step on all ranks, so
-  // accumulation and data parallelism give the same update as one big batch.
-  // One collective for both counts of the step over all ranks.
-  const auto global = all_reduce_sum({static_cast<double>(out.local_tokens), static_cast<double>(out.local_positions)});
-  out.global_tokens = static_cast<int64_t>(global[0]);
-  out.global_positions = static_cast<int64_t>(global[1]);
-  const double global_tokens = std::max<double>(1.0, global[0]);
+  // The loss is normalised by the objective's units (target tokens, or pairs) of the whole optimizer step on all
+  // ranks, so accumulation and data parallelism give the same update as one big batch. One collective for the
+  // step's counts over all ranks.
+  const auto global =
+      all_reduce_sum({static_cast<double>(units), static_cast<double>(tokens), static_cast<double>(positions)});
+  out.global_units = static_cast<int64_t>(global[0]);
+  out.global_tokens = static_cast<int64_t>(global[1]);
+  out.global_positions = static_cast<int64_t>(global[2]);
   // DDP sums gradients over ranks (GradReduction::kSum), which with this normalisation is the single-process gradient.
-  const double loss_factor = 1.0 / global_tokens;
+  const double loss_factor = 1.0 / std::max<double>(1.0, global[0]);
 
   out.loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(ctx_.device));
   for (size_t i = 0; i < batches.size(); ++i) {
     // Gradients of accumulation micro-steps stay local; the last one all-reduces the accumulated sum.
     if (ddp_) ddp_->prepare_for_forward(/*sync=*/i + 1 == batches.size());
-    const at::Tensor loss_sum = objective_->loss_sum(*model_.model, batches[i]);
+    metrics::MetricSums batch_metrics;
+    const at::Tensor loss_sum = objective_->loss_sum(*model_.model, batches[i], &batch_metrics);
     const at::Tensor loss = scaler_->scale(loss_sum * loss_factor);
     if (ddp_) {
       ddp_->backward(loss);
@@ -166,6 +170,7 @@ Trainer::StepOutput Trainer::train_step() {
       loss.backward();
     }
     out.loss_sum += loss_sum.detach();
+    metrics::add_metric_sums(out.metric_sums, batch_metrics);
   }
 
   std::vector<at::Tensor> grads;
@@ -240,31 +245,12 @@ ExitCode Trainer::run() {
     }
     profiler_->after_step(progress_.step);
     progress_.tokens_seen += out.global_tokens;
-    window.add_step(out.global_tokens, out.global_positions, out.loss_sum, seconds_since(step_start), out.data_wait_s);
+    window.add_step({out.global_units, out.global_tokens, out.global_positions, out.loss_sum, out.metric_sums,
+                     seconds_since(step_start), out.data_wait_s});
 
     if (schedule.log_at(progress_.step)) {
       check_non_finite();  // host sync: once per log interval
-      const double loss =
-          all_reduce_sum(window.loss_sum().item<double>()) / std::max<double>(1, window.target_tokens());
-      // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
-      const double tokens_per_s = window.positions_per_s();
-      metrics::TrainRecord record;
-      record.loss = loss;
-      record.lr = lr;
-      record.grad_norm = out.grad_norm.item<double>();
-      record.loss_scale = scaler_->get_scale();
-      record.tokens_per_s = tokens_per_s;
-      record.target_tokens_per_s = window.target_tokens_per_s();
-      record.step_time_s = window.step_time_s();
-      record.data_wait_s = window.data_wait_s();
-      record.tokens_seen = progress_.tokens_seen;
-      record.epoch = progress_.epoch;
-      record.skipped_steps = progress_.nan_skips + scaler_->skipped_steps();
-      record.peak_memory_gib = peak_memory_gib(ctx_.device);
-      if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
-      if (model_.peak_tflops > 0) {
-        record.mfu = metrics::mfu(tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
-      }
+      const metrics::TrainRecord record = train_record(window, out, lr);
       if (ctx_.rank == 0) {
         const nlohmann::json fields = record.to_json();
         metrics_->log(metrics::kTrainEvent, progress_.step, fields);
@@ -302,6 +288,36 @@ ExitCode Trainer::run() {
   FT_LOG_INFO("done: {} steps, {} target tokens, {:.1f} s", progress_.step, progress_.tokens_seen,
               seconds_since(run_start));
   return ExitCode::kOk;
+}
+
+metrics::TrainRecord Trainer::train_record(const metrics::LogWindow& window, const StepOutput& last, double lr) {
+  // The loss and the objective's metrics are sums over units on each rank: one collective, then means.
+  std::vector<double> sums{window.loss_sum().item<double>()};
+  for (const auto& [name, sum] : window.metric_sums()) sums.push_back(sum.item<double>());
+  sums = all_reduce_sum(std::move(sums));
+  const double units = std::max<double>(1, static_cast<double>(window.units()));
+  metrics::TrainRecord record;
+  record.loss = sums[0] / units;
+  for (size_t i = 0; i < window.metric_sums().size(); ++i) {
+    record.objective[window.metric_sums()[i].first] = sums[i + 1] / units;
+  }
+  record.lr = lr;
+  record.grad_norm = last.grad_norm.item<double>();
+  record.loss_scale = scaler_->get_scale();
+  // Throughput counts every position the model processed (as torchtune's tokens_per_second does); MFU uses it.
+  record.tokens_per_s = window.positions_per_s();
+  record.target_tokens_per_s = window.target_tokens_per_s();
+  record.step_time_s = window.step_time_s();
+  record.data_wait_s = window.data_wait_s();
+  record.tokens_seen = progress_.tokens_seen;
+  record.epoch = progress_.epoch;
+  record.skipped_steps = progress_.nan_skips + scaler_->skipped_steps();
+  record.peak_memory_gib = peak_memory_gib(ctx_.device);
+  if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
+  if (model_.peak_tflops > 0) {
+    record.mfu = metrics::mfu(record.tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
+  }
+  return record;
 }
 
 void Trainer::log_first_step(double setup_s, double step_s) {

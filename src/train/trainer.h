@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "metrics/meters.h"
 #include "metrics/record.h"
 #include "model/kernel_policy.h"
 #include "train/build.h"
@@ -58,14 +59,16 @@ class Trainer {
  private:
   // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
   struct StepOutput {
-    at::Tensor loss_sum;           // F32 [] this rank's summed token losses (device)
-    at::Tensor grad_norm;          // F32 [] global gradient norm before clipping (device)
-    int64_t local_tokens = 0;      // this rank's target tokens (the objective's units) in the step
-    int64_t local_positions = 0;   // this rank's token positions (rows x length) in the step
-    int64_t global_tokens = 0;     // target tokens of the step on all ranks
-    int64_t global_positions = 0;  // token positions of the step on all ranks
-    double data_wait_s = 0.0;      // time spent waiting for batches
+    at::Tensor loss_sum;              // F32 [] this rank's loss summed over its units (device)
+    metrics::MetricSums metric_sums;  // the objective's own metrics, this rank's sums (device)
+    at::Tensor grad_norm;             // F32 [] global gradient norm before clipping (device)
+    int64_t global_units = 0;         // the objective's units of the step on all ranks (target tokens, or pairs)
+    int64_t global_tokens = 0;        // target tokens of the step on all ranks
+    int64_t global_positions = 0;     // token positions of the step on all ranks
+    double data_wait_s = 0.0;         // time spent waiting for batches
   };
+  // The window's log line: loss, learning rate, rates, memory and the objective's metrics (one collective).
+  metrics::TrainRecord train_record(const metrics::LogWindow& window, const StepOutput& last, double lr);
   StepOutput train_step();
   data::Batch next_batch(double& wait_s);
 

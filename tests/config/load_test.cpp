@@ -317,7 +317,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.data.train = {DataSource{(dir / "train.jsonl").string(), SourceFormat::kChat, 0.25},
                   DataSource{(dir / "train.jsonl").string(), SourceFormat::kAlpaca, 3}};
   c.data.eval = {DataSource{(dir / "train.jsonl").string(), SourceFormat::kText, 1}};
-  c.data.fields = {"t", "p", "i", "c", "m", "r", "x"};
+  c.data.fields = {"t", "p", "i", "c", "m", "r", "x", "y", "z"};
   c.data.template_name = ChatTemplateName::kChatml;
   c.data.roles = {"bot=assistant", "narrator=system"};
   c.data.system_prompt = "Be brief: yes.";
@@ -330,7 +330,8 @@ Config all_changed(const std::filesystem::path& dir) {
   c.data.cache_dir = (dir / "cache").string();
   c.data.prefetch = 0;
   c.data.synth = {"add", 5, 6, 7};
-  c.train = {12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100};
+  c.train = {TrainObjective::kSft, 12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100};
+  c.preference = {0.3, 0.2, true, 1.5, 0.25, PairTruncation::kKeepEnd};
   c.optimizer = {OptimizerName::kAdamW, 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
   c.scheduler = {Schedule::kWsd, 2, 0.1, 0.05, 0.2};
   c.eval = {5, 6, 7, 8, {}, PromptFormat::kChat};
@@ -351,6 +352,25 @@ TEST_F(ConfigLoad, ToYamlRoundTripsEveryField) {
   const auto loaded = load_config(put("printed.yaml", yaml), {});
   EXPECT_TRUE(config::equal(loaded.config, original)) << yaml << "\n----\n" << config::to_yaml(loaded.config);
   EXPECT_EQ(config::to_yaml(loaded.config), yaml);
+}
+
+// train.objective is left at sft above (the other objectives read only preference sources): its own round trip.
+TEST_F(ConfigLoad, ToYamlRoundTripsAPreferenceObjective) {
+  write_file(dir_ / "model" / "config.json", "{}");
+  write_file(dir_ / "tok.model", "x");
+  Config original = all_changed(dir_.path());
+  original.train.objective = TrainObjective::kOrpo;
+  original.preference.label_smoothing = 0.0;
+  original.preference.robust = false;
+  original.data.train = {DataSource{(dir_ / "train.jsonl").string(), SourceFormat::kPreference, 2}};
+  original.data.eval = {DataSource{(dir_ / "train.jsonl").string(), SourceFormat::kPreference, 1}};
+  original.eval.exact_match_samples = 0;
+  original.data.overlong = Overlong::kTruncate;
+  original.data.synth = {};
+  const auto yaml = config::to_yaml(original);
+  const auto loaded = load_config(put("printed.yaml", yaml), {});
+  EXPECT_TRUE(config::equal(loaded.config, original)) << yaml;
+  EXPECT_EQ(loaded.config.train.objective, TrainObjective::kOrpo);
 }
 
 TEST_F(ConfigLoad, EqualNoticesEachChangedField) {

@@ -51,7 +51,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"tokenizer.train_model_type=wordpiece", "tokenizer.train_model_type: invalid value 'wordpiece'"},
         BadValue{"data.train=[{path: train.jsonl, format: csv}]",
                  "data.train[0].format: invalid value 'csv' (expected one of: text, prompt_completion, alpaca, chat, "
-                 "pretokenized)"},
+                 "pretokenized, preference)"},
         BadValue{"data.template=vicuna",
                  "data.template: invalid value 'vicuna' (expected one of: auto, llama2, llama3, "
                  "chatml, plain, gemma, mistral, mistral-v1, mistral-v3, mistral-tekken)"},
@@ -143,6 +143,23 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"eval.exact_match_samples=4",
                                "eval.exact_match_samples: exact match scores eval samples, but "
                                "data.eval is empty"},
+                      BadValue{"train.objective=dpo",
+                               "train.objective: dpo trains on preference pairs, but data.train[0] is "
+                               "'text' (set its format: preference"},
+                      BadValue{"data.train=[{path: train.jsonl, format: preference}]",
+                               "data.train[0].format: preference pairs need a preference objective"},
+                      BadValue{"preference.label_smoothing=0.5",
+                               "preference.label_smoothing: out of range (expected in [0, 0.5), got 0.5)",
+                               {"train.objective=dpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"preference.label_smoothing=0.1",
+                               "preference.label_smoothing: ipo has no label smoothing",
+                               {"train.objective=ipo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"preference.robust=true", "preference.robust: robust applies to train.objective dpo",
+                               {"train.objective=orpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"preference.beta=0", "preference.beta: out of range (expected > 0, got 0)",
+                               {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"train.objective=kto",
+                               "train.objective: invalid value 'kto' (expected one of: sft, dpo, ipo, simpo, orpo)"},
                       BadValue{"checkpoint.keep_best=true",
                                "checkpoint.keep_best: the best checkpoint is chosen by eval loss, "
                                "but data.eval is empty"},
