@@ -5,7 +5,9 @@
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
 # d = a and b on packed short samples, q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
-# 80 layers (against the same contender with gradient checkpointing), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
+# 80 layers (against the same contender with gradient checkpointing), dpo = configs/llama3-8b-dpo-lora.yaml on the
+# Llama-3-8B shape beside its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
+# DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
@@ -34,7 +36,7 @@ results=$out/results.jsonl
 
 # Random token ids below the tokenizer's vocabulary (the model's vocabulary is set separately; only speed matters).
 python3 - "$work" "${workloads[*]}" <<'PY'
-import sys, numpy as np
+import json, sys, numpy as np
 rng = np.random.default_rng(0)
 rng.integers(3, 250, size=64 * 2048 * 64, dtype=np.uint16).tofile(f"{sys.argv[1]}/random.u16")
 words = [str(d) for d in range(10)] + ["alpha", "beta", "gamma", "delta"]
@@ -42,6 +44,11 @@ with open(f"{sys.argv[1]}/short.jsonl", "w") as f:   # documents of ~50-600 toke
     for _ in range(40000):
         n = int(rng.integers(25, 300))
         f.write('{"text": "' + " ".join(rng.choice(words, n)) + '"}\n')
+if "dpo" in sys.argv[2].split():  # preference pairs: prompts of ~500 tokens, each sequence cut to 1024 tokens
+    with open(f"{sys.argv[1]}/pairs.jsonl", "w") as f:
+        for _ in range(400):
+            prompt, chosen, rejected = (" ".join(rng.choice(words, n)) for n in (210, 250, 250))
+            f.write(json.dumps(dict(prompt=prompt, chosen=" " + chosen, rejected=" " + rejected)) + "\n")
 if "ds" in sys.argv[2].split():  # documents of ~8-32 tokens (short SFT samples), for the ds workload only
     with open(f"{sys.argv[1]}/tiny.jsonl", "w") as f:
         for _ in range(400000):
@@ -157,6 +164,19 @@ for w in "${workloads[@]}"; do
      [[ ${CONTENDERS:-1} == 0 ]] ||
        python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --steps "$steps" >>"$results" \
          2>"$out/py-q.log" || tail -3 "$out/py-q.log" ;;
+  dpo) random_model llama3-8b  # configs/llama3-8b-dpo-lora.yaml: 4 pairs of 2 x 1024 tokens per micro-batch
+     pairs=("data.train=[{path: $work/pairs.jsonl, format: preference}]" train.grad_accum_steps=1)
+     ft dpo dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}"
+     # Without the reference forward (SimPO), and SFT over the same tokens (8 rows of 1024): what the pairs cost.
+     ft dpo-simpo dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}" \
+       train.objective=simpo preference.beta=2.0
+     ft dpo-sft dpo --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 \
+       "${pretok[@]}" data.seq_len=1024 train.micro_batch_size=8 train.grad_accum_steps=1
+     for mode in ${DPO_MODES:-eager compile}; do
+       [[ ${CONTENDERS:-1} == 0 ]] ||
+         python3 bench/compare/contender_dpo.py --model-dir "$work/model-llama3-8b" --pairs "$work/pairs.jsonl" \
+           --mode "$mode" --steps "$steps" >>"$results" 2>"$out/py-dpo-$mode.log" || tail -3 "$out/py-dpo-$mode.log"
+     done ;;
   q70) rm -rf "$work/model-llama3-8b"  # the disk holds one of them
      [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
        --tokenizer "$tok" >/dev/null
