@@ -1,5 +1,7 @@
 #include "train/preference_objective.h"
 
+#include <optional>
+
 #include "data/batch.h"
 #include "model/lora.h"
 #include "model/transformer.h"
@@ -89,10 +91,12 @@ at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::B
   const DeviceBatch inputs = DeviceBatch::of(batch, device);
   const at::Tensor labels = batch.labels.to(device, /*non_blocking=*/true);                     // I64 [B, T]
   const at::Tensor sequence_ids = batch.pairs->sequence_ids.to(device, /*non_blocking=*/true);  // I64 [B, T]
-  const ScoredRows completion = ScoredRows::of(labels, sequence_ids, batch.num_target_tokens);
+  const bool orpo = loss_.kind == PreferenceLossKind::kOrpo;
+  // The completion rows: what DPO, IPO and SimPO score, and what a reference forward scores (ORPO scores more).
+  std::optional<ScoredRows> completion;
+  if (!orpo) completion = ScoredRows::of(labels, sequence_ids, batch.num_target_tokens);
 
   PreferenceInputs in;
-  const bool orpo = loss_.kind == PreferenceLossKind::kOrpo;
   if (orpo) {
     // ORPO's NLL term scores every next token of the chosen sequences, prompt included (TRL): one forward over
     // those rows gives both the completion sums and the NLL. TRL's NLL is one token mean over the micro-batch's
@@ -108,12 +112,12 @@ at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::B
     const at::Tensor tokens = sum_per_sequence(at::ones_like(losses), all.sequence, S).narrow(0, 0, P).sum();
     in.chosen_nll = nll * (static_cast<double>(P) / tokens.clamp_min(1.0));
   } else {
-    const at::Tensor logps = completion_logps(model, inputs, completion, S);  // F32 [2P]
+    const at::Tensor logps = completion_logps(model, inputs, *completion, S);  // F32 [2P]
     in.policy_chosen_logps = logps.narrow(0, 0, P);
     in.policy_rejected_logps = logps.narrow(0, P, P);
   }
   if (needs_reference()) {
-    const at::Tensor ref = reference_logps(model, inputs, completion, S);
+    const at::Tensor ref = reference_logps(model, inputs, *completion, S);
     in.ref_chosen_logps = ref.narrow(0, 0, P);
     in.ref_rejected_logps = ref.narrow(0, P, P);
   }
