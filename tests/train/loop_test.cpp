@@ -45,16 +45,6 @@ TEST_F(TrainLoop, ResumeAfterSigtermAndAfterKill9GivesBitIdenticalLosses) {
   expect_same_losses(expected, losses(dir_ / "kill9"), 0.0);
 }
 
-// Largest |a - b| over the tensors of two saved models (the same names in both).
-double max_weight_diff(const std::filesystem::path& a, const std::filesystem::path& b) {
-  const auto wa = io::read_safetensors(a / "model" / "model.safetensors");
-  const auto wb = io::read_safetensors(b / "model" / "model.safetensors");
-  EXPECT_EQ(wa.size(), wb.size());
-  double worst = 0.0;
-  for (const auto& [name, t] : wa) worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>());
-  return worst;
-}
-
 // One process with micro-batch 16 against accumulation 2 x 8, and against 2 ranks x 8 started by the built-in
 // launcher and by torchrun: the same losses at every step and the same final weights.
 TEST_F(TrainLoop, GradientAccumulationAndTwoGlooRanksMatchOneBigBatch) {

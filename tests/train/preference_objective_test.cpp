@@ -6,6 +6,7 @@
 // fine-tune step by step, resumes bit-exactly mid-epoch, and trains a LoRA adapter with an eval set of pairs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -313,6 +314,36 @@ TEST(PreferenceTraining, DpoResumesMidEpochWithTheSameLosses) {
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
   expect_same_losses(losses(dir / "straight"), losses(dir / "resumed"), 0.0);
+}
+
+// The pairs of a step split over accumulation or over two Gloo ranks: the per-pair losses are averaged over the
+// step's pairs whatever the split, so losses, rewards and the final weights equal one process's 2-pair batches.
+TEST(PreferenceTraining, DpoOverAccumulationAndTwoGlooRanksMatchesOneBatchOfPairs) {
+  REQUIRE_TRL();
+  ScratchDir dir("ft-dpo-ddp");
+  const std::string fixed = "checkpoint:\n  every_steps: 0\n  resume: never\n";
+  ASSERT_EQ(run(train_cmd(dpo_config(dir.path(), "one", fixed), "train.max_steps=6")).exit_code, 0);
+  const auto accum = run(train_cmd(dpo_config(dir.path(), "accum", fixed),
+                                   "train.max_steps=6 train.micro_batch_size=1 train.grad_accum_steps=2"));
+  ASSERT_EQ(accum.exit_code, 0) << accum.output;
+  const auto ranks = run(train_cmd(dpo_config(dir.path(), "ranks", fixed),
+                                   "--nproc-per-node 2 train.max_steps=6 train.micro_batch_size=1"));
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.output;
+  const auto want = train_events(dir / "one");
+  ASSERT_EQ(want.size(), 6u);
+  for (const char* split : {"accum", "ranks"}) {
+    SCOPED_TRACE(split);
+    const auto got = train_events(dir / split);
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [step, event] : want) {
+      for (const char* name : {"loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "logps/chosen"}) {
+        const double expected = event.at(name).get<double>();
+        EXPECT_NEAR(got.at(step).at(name).get<double>(), expected, 1e-5 * std::max(1.0, std::abs(expected)))
+            << name << " at step " << step;
+      }
+    }
+    EXPECT_LE(max_weight_diff(dir / "one", dir / split), 1e-6);
+  }
 }
 
 // LoRA: the reference is the base with the adapters off; conversational pairs train, an eval set of pairs reports

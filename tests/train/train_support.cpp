@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "io/safetensors.h"
+
 namespace ft::test {
 namespace {
 
@@ -66,6 +68,15 @@ void expect_same_losses(const std::map<int64_t, double>& expected, const std::ma
       EXPECT_NEAR(loss, actual.at(step), rel_tol * std::abs(loss)) << "step " << step;
     }
   }
+}
+
+double max_weight_diff(const std::filesystem::path& run_a, const std::filesystem::path& run_b) {
+  const auto wa = io::read_safetensors(run_a / "model" / "model.safetensors");
+  const auto wb = io::read_safetensors(run_b / "model" / "model.safetensors");
+  EXPECT_EQ(wa.size(), wb.size());
+  double worst = 0.0;
+  for (const auto& [name, t] : wa) worst = std::max(worst, (t - wb.at(name)).abs().max().item<double>());
+  return worst;
 }
 
 bool wait_until(const std::function<bool()>& done, std::chrono::seconds limit) {

@@ -27,6 +27,9 @@ std::string train_cmd(const std::filesystem::path& config, const std::string& ov
 void expect_same_losses(const std::map<int64_t, double>& expected, const std::map<int64_t, double>& actual,
                         double rel_tol);
 
+// Largest |a - b| over the tensors of two runs' saved models (<run>/model/model.safetensors, the same names in both).
+double max_weight_diff(const std::filesystem::path& run_a, const std::filesystem::path& run_b);
+
 // Polls `done` every 5 ms; false when it is still false after `limit`.
 bool wait_until(const std::function<bool()>& done, std::chrono::seconds limit);
 
