@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need and is missing: Debian packages (third_party/apt-packages.txt, or the lists
 # in FT_APT_LISTS) and a project-local virtual environment .venv with the pinned pip packages
-# (third_party/requirements.txt; bitsandbytes from third_party/requirements-bnb.txt in .venv/bnb).
+# (third_party/requirements.txt; bitsandbytes and torchao from third_party/requirements-bnb.txt in .venv/bnb).
 # Idempotent: returns in seconds when everything is present.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,7 +37,8 @@ if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
   echo "$want_hash" >"$stamp"
 fi
 
-# bitsandbytes goes into .venv/bnb, not site-packages (third_party/requirements-bnb.txt says why): its own stamp, and
+# The quantization references (bitsandbytes, torchao) go into .venv/bnb, not site-packages
+# (third_party/requirements-bnb.txt says why): their own stamp, and
 # a changed file replaces the folder (pip --target keeps packages already there).
 bnb_stamp=.venv/.requirements-bnb.sha256
 bnb_hash=$(sha256sum third_party/requirements-bnb.txt | cut -d' ' -f1)

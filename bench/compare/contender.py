@@ -1,5 +1,5 @@
 """The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
-the g workloads; eager or torch.compile, PEFT for LoRA, bitsandbytes for the NF4 base of q) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
+the g workloads; eager or torch.compile, PEFT for LoRA, bitsandbytes for the NF4 base of q, torchao for the FP8 base of f8) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
 random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
 clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line. With --save DIR, instead of
 timing steps: the time transformers' Trainer stops training for one checkpoint after the warm-up steps
@@ -27,6 +27,9 @@ WORKLOADS = {
     # (q) Llama-3-8B shape, QLoRA r16 on all 7 projections: transformers' bitsandbytes NF4 base (double-quantized
     # absmax, bf16 compute) loaded from --model-dir, as users load one
     "q": dict(cfg={}, batch=4, seq=2048, lora=True, nf4=True),  # the shape: bench's llama3-8b model directory
+    # (f8) the same on an FP8 base: torchao's per-row float8 (Float8DynamicActivationFloat8WeightConfig(PerRow)) on
+    # the decoder layers' projections of the bf16 model from --model-dir, PEFT's LoRA on top
+    "f8": dict(cfg={}, batch=4, seq=2048, lora=True, fp8=True),
     # (q70) Llama-3-70B's layer shape with 16 of its 80 layers, QLoRA r16, gradient checkpointing, micro-batch 2
     "q70": dict(cfg={}, batch=2, seq=2048, lora=True, nf4=True, grad_ckpt=True),
     # (g2) Gemma-2-2B shape, LoRA r16: soft-capping, so eager attention (transformers refuses SDPA for it)
@@ -54,7 +57,7 @@ a = p.parse_args()
 w = WORKLOADS[a.workload]
 
 torch.manual_seed(0)
-cfg = None if w.get("nf4") else getattr(transformers, w.get("config", "LlamaConfig"))(
+cfg = None if w.get("nf4") or w.get("fp8") else getattr(transformers, w.get("config", "LlamaConfig"))(
     **w["cfg"], attn_implementation=w.get("attn", "sdpa"))
 if w.get("nf4"):
     quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
@@ -62,6 +65,13 @@ if w.get("nf4"):
     model = transformers.AutoModelForCausalLM.from_pretrained(a.model_dir, quantization_config=quant,
                                                               dtype=torch.bfloat16, device_map={"": 0},
                                                               attn_implementation="sdpa")
+    cfg = model.config
+elif w.get("fp8"):
+    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_
+    model = transformers.AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=torch.bfloat16, device_map={"": 0},
+                                                              attn_implementation="sdpa")
+    quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
+              filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and ".layers." in fqn)
     cfg = model.config
 else:
     with torch.device("cuda"):
@@ -107,7 +117,8 @@ for _ in range(a.steps):
     step()
 torch.cuda.synchronize()
 dt = (time.perf_counter() - t0) / a.steps
-print(json.dumps(dict(workload=a.workload, runner=("peft-" if w["lora"] else "hf-") + a.mode,
+print(json.dumps(dict(workload=a.workload,
+                      runner=("peft-" if w["lora"] else "hf-") + ("torchao-fp8-" if w.get("fp8") else "") + a.mode,
                       tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
                       peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
                       peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30)), flush=True)

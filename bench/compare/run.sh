@@ -3,7 +3,8 @@
 # eager, transformers + torch.compile, PEFT for LoRA) on one GPU, same shapes, batch and precision; prints one table
 # (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
-# d = a and b on packed short samples, q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
+# d = a and b on packed short samples, f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
+# contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
 # 80 layers (against the same contender with gradient checkpointing), dpo = configs/llama3-8b-dpo-lora.yaml on the
 # Llama-3-8B shape beside its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
@@ -164,6 +165,17 @@ for w in "${workloads[@]}"; do
      [[ ${CONTENDERS:-1} == 0 ]] ||
        python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --steps "$steps" >>"$results" \
          2>"$out/py-q.log" || tail -3 "$out/py-q.log" ;;
+  f8) random_model llama3-8b  # c on an FP8 base beside c itself (bf16 base) and PEFT on bf16 (c's contender)
+     ft f8 c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=fp8 lora.dropout=0 \
+       "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
+     ft f8-bf16 c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 \
+       "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
+     contender c compile
+     for mode in ${F8_MODES:-eager compile}; do  # PEFT on torchao's float8 base (torchao importable: see docs)
+       [[ ${CONTENDERS:-1} == 0 ]] ||
+         python3 bench/compare/contender.py f8 --model-dir "$work/model-llama3-8b" --mode "$mode" --steps "$steps" \
+           >>"$results" 2>"$out/py-f8-$mode.log" || tail -3 "$out/py-f8-$mode.log"
+     done ;;
   dpo) random_model llama3-8b  # configs/llama3-8b-dpo-lora.yaml: 4 pairs of 2 x 1024 tokens per micro-batch
      pairs=("data.train=[{path: $work/pairs.jsonl, format: preference}]" train.grad_accum_steps=1)
      ft dpo dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}"

@@ -45,7 +45,8 @@ struct ModelConfig {
   double init_std = 0.02;                  // from scratch: normal init standard deviation
   ModelDType dtype = ModelDType::kFp32;   // parameter dtype: fp32 | bf16
   bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
-  BaseQuantization quantize = BaseQuantization::kNone;  // LoRA's frozen projections: none | nf4 (4-bit, QLoRA)
+  // LoRA's frozen projections: none | nf4 (4-bit, QLoRA) | fp8 (e4m3 with row scales; FP8 GEMMs on sm_89+)
+  BaseQuantization quantize = BaseQuantization::kNone;
 
   template <class V> void visit(V& v) {
     v("path", path);

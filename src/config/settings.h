@@ -32,11 +32,11 @@ struct EnumTable<ModelDType> {
 };
 
 // How the frozen base of a LoRA run stores the decoder layers' projections.
-enum class BaseQuantization { kNone, kNf4 };
+enum class BaseQuantization { kNone, kNf4, kFp8 };
 template <>
 struct EnumTable<BaseQuantization> {
-  static constexpr std::array<EnumName<BaseQuantization>, 2> entries{
-      {{BaseQuantization::kNone, "none"}, {BaseQuantization::kNf4, "nf4"}}};
+  static constexpr std::array<EnumName<BaseQuantization>, 3> entries{
+      {{BaseQuantization::kNone, "none"}, {BaseQuantization::kNf4, "nf4"}, {BaseQuantization::kFp8, "fp8"}}};
 };
 
 // A model family, named by config.json's model_type (model/args.h holds each one's transformers class).

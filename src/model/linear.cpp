@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "model/lora_dropout.h"
 #include "util/error.h"
@@ -82,43 +84,111 @@ at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, const Kern
 LinearWeight LinearImpl::gemm_weight() const {
   if (!quantized()) return LinearWeight::dense(weight, bias);
   LinearWeight w;
-  w.format = LinearWeight::Format::kNf4;
-  w.nf4 = {nf4};
+  if (nf4) {
+    w.format = LinearWeight::Format::kNf4;
+    w.nf4 = {nf4};
+  } else {
+    w.format = LinearWeight::Format::kFp8;
+    w.fp8 = *fp8;
+  }
   w.bias = bias;
-  w.dtype = nf4_dtype;
+  w.dtype = quantized_dtype;
   return w;
 }
 
 int64_t LinearImpl::out_features() const {
-  return quantized() ? nf4->shape.at(0) : weight.size(0);
+  if (nf4) return nf4->shape.at(0);
+  return fp8 ? fp8->rows() : weight.size(0);
 }
 
 int64_t LinearImpl::in_features() const {
-  return quantized() ? nf4->shape.at(1) : weight.size(1);
+  if (nf4) return nf4->shape.at(1);
+  return fp8 ? fp8->cols() : weight.size(1);
 }
 
+int64_t LinearImpl::quantized_numel() const {
+  return quantized() ? out_features() * in_features() : 0;
+}
+
+namespace {
+
+// The values a layer's weight is quantized from: `dense`, or the weight's own values; checked against its shape.
+const at::Tensor& values_to_quantize(const LinearImpl& layer, const at::Tensor& dense, const char* op) {
+  FT_CHECK(!layer.quantized(), std::string(op) + ": the layer is quantized already");
+  const at::Tensor& values = dense.defined() ? dense : layer.weight;
+  FT_CHECK(values.dim() == 2 && values.sizes() == layer.weight.sizes(),
+           std::string(op) + ": the weight must be [out, in] of the layer's shape");
+  return values;
+}
+
+}  // namespace
+
 void LinearImpl::quantize_nf4(const at::Tensor& dense, at::ScalarType dtype, int64_t blocksize) {
-  FT_CHECK(!quantized(), "quantize_nf4: the layer is quantized already");
-  const at::Tensor& values = dense.defined() ? dense : weight;
-  FT_CHECK(values.dim() == 2 && values.sizes() == weight.sizes(),
-           "quantize_nf4: the weight must be [out, in] of the layer's shape");
+  const at::Tensor& values = values_to_quantize(*this, dense, "quantize_nf4");
   nf4 = std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(values, blocksize, /*double_quant=*/true));
-  nf4_dtype = dtype;
+  quantized_dtype = dtype;
+  parameters_.erase("weight");
+  weight = at::Tensor();
+}
+
+void LinearImpl::quantize_fp8(const at::Tensor& dense, at::ScalarType dtype) {
+  const at::Tensor& values = values_to_quantize(*this, dense, "quantize_fp8");
+  fp8 = std::make_shared<const quant::Fp8Tensor>(quant::quantize_fp8_rows(values));
+  quantized_dtype = dtype;
   parameters_.erase("weight");
   weight = at::Tensor();
 }
 
 void LinearImpl::replace_frozen(at::Tensor new_weight, at::Tensor new_bias) {
-  weight = new_weight;
-  parameters_["weight"] = std::move(new_weight);
+  if (new_weight.defined()) {
+    weight = new_weight;
+    parameters_["weight"] = std::move(new_weight);
+  }
   if (bias.defined()) {
     bias = new_bias;
     parameters_["bias"] = std::move(new_bias);
   }
 }
 
+namespace {
+
+// join_frozen_weights for FP8 layers: codes, scales and biases each into one buffer.
+bool join_fp8_weights(const std::vector<LinearImpl*>& layers) {
+  const LinearImpl& first = *layers[0];
+  const bool with_bias = first.bias.defined();
+  for (const LinearImpl* l : layers) {
+    if (!l->fp8 || l->quantized_dtype != first.quantized_dtype || l->in_features() != first.in_features() ||
+        l->fp8->data.device() != first.fp8->data.device() || l->bias.defined() != with_bias ||
+        (with_bias && (l->bias.requires_grad() || l->bias.scalar_type() != first.bias.scalar_type()))) {
+      return false;
+    }
+  }
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> codes, scales, biases;
+  for (const LinearImpl* l : layers) {
+    codes.push_back(l->fp8->data);
+    scales.push_back(l->fp8->scale);
+    if (with_bias) biases.push_back(l->bias);
+  }
+  const at::Tensor joint_codes = at::cat(codes);                             // F8E4M3FN [sum out_i, in]
+  const at::Tensor joint_scales = at::cat(scales);                           // F32 [sum out_i]
+  const at::Tensor joint_bias = with_bias ? at::cat(biases) : at::Tensor();  // [sum out_i] or undefined
+  int64_t row = 0;
+  for (LinearImpl* l : layers) {
+    const int64_t n = l->out_features();
+    l->fp8 = std::make_shared<const quant::Fp8Tensor>(
+        quant::Fp8Tensor{joint_codes.narrow(0, row, n), joint_scales.narrow(0, row, n)});
+    l->replace_frozen(at::Tensor(), with_bias ? joint_bias.narrow(0, row, n) : at::Tensor());
+    row += n;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool join_frozen_weights(const std::vector<LinearImpl*>& layers) {
   if (layers.size() < 2) return false;
+  if (layers[0]->fp8) return join_fp8_weights(layers);
   const at::Tensor& w0 = layers[0]->weight;
   const bool with_bias = layers[0]->bias.defined();
   for (const LinearImpl* l : layers) {
@@ -160,7 +230,7 @@ at::Tensor LinearImpl::forward(const at::Tensor& x, const KernelPolicy& policy) 
 void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Generator& gen) {
   FT_CHECK(!has_lora(), "add_lora: layer already has an adapter");
   const int64_t in = in_features();
-  const at::Device device = quantized() ? nf4->packed.device() : weight.device();
+  const at::Device device = nf4 ? nf4->packed.device() : fp8 ? fp8->data.device() : weight.device();
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)), as PEFT
   at::Tensor a = at::empty({rank, in}, at::kFloat).uniform_(-bound, bound, gen);
   lora_a = register_parameter("lora_A", a.to(device));
@@ -172,7 +242,7 @@ void LinearImpl::add_lora(int64_t rank, double alpha, double dropout, at::Genera
 void LinearImpl::merge_lora() {
   if (!has_lora()) return;
   if (quantized()) {
-    throw Error("cannot merge a LoRA adapter into an NF4 weight",
+    throw Error(std::string("cannot merge a LoRA adapter into an ") + (nf4 ? "NF4" : "FP8") + " weight",
                 "save the adapter and merge it into the unquantized model (finetune export)");
   }
   {
@@ -193,7 +263,7 @@ enum class GroupRegime {
   kSeparate,     // each layer's own forward
   kCastJoint,    // weights cast to the compute dtype (as autocast would, layer by layer) and concatenated: one GEMM
   kJoined,       // frozen weights that are row blocks of one buffer (join_frozen_weights), or NF4 weights stacked
-                 // (nf4_plan): one GEMM, no copy of a dense weight
+                 // (quantized_plan): one GEMM, no copy of a dense weight
   kSharedInput,  // weights in the compute dtype and apart: concatenating them would copy every weight each step, so
                  // only the cast input is shared, one GEMM per layer
 };
@@ -211,29 +281,50 @@ std::vector<at::Tensor> weights_of(const std::vector<LinearImpl*>& layers, bool 
   return out;
 }
 
-// NF4 layers (all of them, one `in`, all or none with bias) stack their codes: one GEMM over the weight dequantized
-// into one buffer, as a joint dense weight would run.
-GroupPlan nf4_plan(const at::Tensor& x, const std::vector<LinearImpl*>& layers) {
-  GroupPlan plan;
+// The joint weight of quantized layers (all of one format, dtype and `in`, all or none with bias), or nullopt. NF4
+// layers stack their codes (one GEMM over the weight dequantized into one buffer, as a joint dense weight would
+// run); FP8 layers need their codes, scales and biases to be row blocks of one buffer (join_frozen_weights).
+std::optional<LinearWeight> joined_quantized(const std::vector<LinearImpl*>& layers) {
   const LinearImpl& first = *layers[0];
   LinearWeight joined;
-  joined.format = LinearWeight::Format::kNf4;
-  joined.dtype = first.nf4_dtype;
-  std::vector<at::Tensor> biases;
+  joined.format = first.nf4 ? LinearWeight::Format::kNf4 : LinearWeight::Format::kFp8;
+  joined.dtype = first.quantized_dtype;
+  std::vector<at::Tensor> codes, scales, biases;
   for (const LinearImpl* layer : layers) {
-    if (!layer->quantized() || layer->nf4_dtype != first.nf4_dtype || layer->in_features() != first.in_features() ||
-        layer->bias.defined() != first.bias.defined()) {
-      return plan;  // kSeparate
+    if ((first.nf4 ? !layer->nf4 : !layer->fp8) || layer->quantized_dtype != first.quantized_dtype ||
+        layer->in_features() != first.in_features() || layer->bias.defined() != first.bias.defined()) {
+      return std::nullopt;
     }
-    joined.nf4.push_back(layer->nf4);
+    if (layer->nf4) joined.nf4.push_back(layer->nf4);
+    if (layer->fp8) {
+      codes.push_back(layer->fp8->data);
+      scales.push_back(layer->fp8->scale);
+    }
     if (layer->bias.defined()) biases.push_back(layer->bias);
   }
-  if (!biases.empty()) joined.bias = at::cat(biases);  // [sum out_i]
+  if (first.nf4) {
+    if (!biases.empty()) joined.bias = at::cat(biases);  // [sum out_i]
+    return joined;
+  }
+  joined.fp8 = {joined_rows(codes), joined_rows(scales)};  // [sum out_i, in], [sum out_i]
+  if (!biases.empty()) joined.bias = joined_rows(biases);
+  if (!joined.fp8.data.defined() || !joined.fp8.scale.defined() || joined.bias.defined() != !biases.empty()) {
+    return std::nullopt;
+  }
+  return joined;
+}
+
+// Quantized layers run as one GEMM over their joint weight where they have one, else each its own forward.
+GroupPlan quantized_plan(const at::Tensor& x, const std::vector<LinearImpl*>& layers) {
+  GroupPlan plan;
+  std::optional<LinearWeight> joined = joined_quantized(layers);
+  if (!joined) return plan;  // kSeparate
+  const LinearImpl& first = *layers[0];
   const auto device_type = x.device().type();
   plan.autocast = at::autocast::is_autocast_enabled(device_type);
-  plan.dtype = plan.autocast ? at::autocast::get_autocast_dtype(device_type) : first.nf4_dtype;
+  plan.dtype = plan.autocast ? at::autocast::get_autocast_dtype(device_type) : first.quantized_dtype;
   plan.regime = GroupRegime::kJoined;
-  plan.joined = std::move(joined);
+  plan.joined = std::move(*joined);
   return plan;
 }
 
@@ -241,7 +332,7 @@ GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& lay
   GroupPlan plan;
   if (!policy.group_gemms || layers.size() < 2) return plan;
   if (std::any_of(layers.begin(), layers.end(), [](const LinearImpl* l) { return l->quantized(); })) {
-    return nf4_plan(x, layers);
+    return quantized_plan(x, layers);
   }
   const at::ScalarType weight_dtype = layers[0]->weight.scalar_type();
   const bool with_bias = layers[0]->bias.defined();

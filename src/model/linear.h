@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/ops.h"
+#include "quant/fp8.h"
 #include "quant/nf4.h"
 
 namespace ft::model {
@@ -21,7 +22,7 @@ class LinearImpl : public torch::nn::Module {
   // [..., in] -> [..., out]: the base GEMM through ops::linear, and the adapter's dropout through the CUDA kernel
   // (model/lora_dropout.h) where the policy and the input allow.
   at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);
-  // The base weight as ops::linear reads it: dense, or the NF4 codes after quantize_nf4.
+  // The base weight as ops::linear reads it: dense, or the codes after quantize_nf4 / quantize_fp8.
   LinearWeight gemm_weight() const;
 
   // Replaces the frozen weight by the NF4 codes of `dense` ([out, in], the values the weight is to hold, on the
@@ -30,7 +31,12 @@ class LinearImpl : public torch::nn::Module {
   // is dropped; GEMMs dequantize the codes to the compute dtype (autocast's, else `dtype`). The codes are no module
   // state (Module::to would cast their F32 absmax): they stay on the device they were made on.
   void quantize_nf4(const at::Tensor& dense, at::ScalarType dtype, int64_t blocksize);
-  bool quantized() const { return nf4 != nullptr; }
+  // The same with FP8 codes: quant::quantize_fp8_rows (e4m3, one scale per output row, as torchao); GEMMs run in
+  // FP8 where the device has them (model/fp8_linear.h).
+  void quantize_fp8(const at::Tensor& dense, at::ScalarType dtype);
+  bool quantized() const { return nf4 != nullptr || fp8 != nullptr; }
+  // Elements of the frozen quantized weight (0 when dense).
+  int64_t quantized_numel() const;
   int64_t out_features() const;
   int64_t in_features() const;
 
@@ -45,8 +51,9 @@ class LinearImpl : public torch::nn::Module {
 
   at::Tensor weight;  // [out, in]; undefined once quantized
   at::Tensor bias;    // [out] or undefined
-  std::shared_ptr<const quant::Nf4Tensor> nf4;  // the frozen weight's codes [out, in], or null
-  at::ScalarType nf4_dtype = at::kFloat;        // the dtype the quantized weight had
+  std::shared_ptr<const quant::Nf4Tensor> nf4;  // the frozen weight's NF4 codes [out, in], or null
+  std::shared_ptr<const quant::Fp8Tensor> fp8;  // the frozen weight's FP8 codes [out, in], or null
+  at::ScalarType quantized_dtype = at::kFloat;  // the dtype the quantized weight had
   at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
   at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
   double lora_scaling = 0.0;
@@ -73,8 +80,8 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
 // Moves the frozen weights of `layers` into one [sum out_i, in] buffer, each layer's weight (and bias) becoming a row
 // block of it, so that linear_group runs a frozen base (LoRA) as one GEMM per direction without concatenating the
 // weights every step: the input gradient then comes out of one GEMM instead of one per layer plus the sums. Values
-// are unchanged. Returns false, changing nothing, unless every weight is frozen, contiguous, and of one dtype, device
-// and input size (biases: all or none).
+// are unchanged. FP8 layers join their codes and scales the same way. Returns false, changing nothing, unless every
+// weight is frozen, contiguous, and of one format, dtype, device and input size (biases: all or none).
 bool join_frozen_weights(const std::vector<LinearImpl*>& layers);
 
 }  // namespace ft::model

@@ -1,8 +1,9 @@
 // The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
 // it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
 // paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
-// softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp and cross_entropy_rows.cpp instead
+// softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp and cross_entropy_rows.cpp instead
 // (model/CMakeLists.txt).
+#include "model/fp8_linear.h"
 #include "model/linear_cross_entropy.h"
 #include "model/lora_dropout.h"
 #include "model/nf4_linear.h"
@@ -38,6 +39,16 @@ bool nf4_dequantize_available(const quant::Nf4Tensor&) {
 }
 void nf4_dequantize_into(const quant::Nf4Tensor&, at::Tensor&) {
   no_kernels("nf4_dequantize_into");
+}
+
+bool fp8_gemm_available(at::Device, at::ScalarType, const quant::Fp8Tensor&) {
+  return false;
+}
+quant::Fp8Tensor fp8_quantize_rows_cuda(const at::Tensor&, const at::Tensor&) {
+  no_kernels("fp8_quantize_rows_cuda");
+}
+at::Tensor fp8_transpose_cuda(const at::Tensor&) {
+  no_kernels("fp8_transpose_cuda");
 }
 
 bool fused_rope_available(const at::Tensor&, const at::Tensor&) {

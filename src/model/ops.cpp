@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "model/fp8_linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "model/swiglu.h"
@@ -102,8 +103,11 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelP
   switch (weight.format) {
     case LinearWeight::Format::kDense:
       break;
-    case LinearWeight::Format::kNf4: {
-      at::Tensor y = nf4_linear(x, weight.nf4, weight.dtype, policy);  // [..., out]
+    case LinearWeight::Format::kNf4:
+    case LinearWeight::Format::kFp8: {
+      at::Tensor y = weight.format == LinearWeight::Format::kNf4
+                         ? nf4_linear(x, weight.nf4, weight.dtype, policy)
+                         : fp8_linear(x, weight.fp8, weight.dtype, policy);  // [..., out]
       // In place: the GEMM's output is not saved for its backward. The bias in the GEMM's dtype, as at::linear
       // under autocast.
       if (weight.bias.defined()) y.add_(weight.bias.to(y.scalar_type()));

@@ -9,6 +9,7 @@
 
 #include "model/kernel_policy.h"
 #include "model/nf4_linear.h"
+#include "quant/fp8.h"
 
 namespace ft::model {
 
@@ -25,15 +26,20 @@ struct LinearWeight {
   enum class Format {
     kDense,  // `values`
     kNf4,    // `nf4`: frozen 4-bit row blocks (model/nf4_linear.h), dequantized to `dtype` outside autocast
+    kFp8,    // `fp8`: frozen e4m3 codes with row scales (model/fp8_linear.h), GEMMs in `dtype` outside autocast
   };
   Format format = Format::kDense;
   at::Tensor values;  // kDense: [out, in]
   at::Tensor bias;    // [out] or undefined
   Nf4Rows nf4;        // kNf4: [out_i, in] blocks, stacked to [out, in]
-  at::ScalarType dtype = at::kFloat;  // kNf4: the dtype of the model's parameters
+  quant::Fp8Tensor fp8;               // kFp8: codes [out, in], scales [out]
+  at::ScalarType dtype = at::kFloat;  // kNf4, kFp8: the dtype of the model's parameters
 
   static LinearWeight dense(at::Tensor values, at::Tensor bias) {
-    return {Format::kDense, std::move(values), std::move(bias), {}, at::kFloat};
+    LinearWeight w;
+    w.values = std::move(values);
+    w.bias = std::move(bias);
+    return w;
   }
 };
 

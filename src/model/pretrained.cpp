@@ -99,15 +99,15 @@ constexpr int64_t kNf4Blocksize = 64;
 
 // The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`
 // in `dtype` and replaces the CPU tensor, so the model is allocated once, where it runs, instead of allocated there
-// and then filled. With `quantize` nf4 each projection's weight is quantized on `device` and dropped before the next
-// one is read, so the dense base never exists whole, on the device or the host.
+// and then filled. With `quantize` nf4 or fp8 each projection's weight is quantized on `device` and dropped before the
+// next one is read, so the dense base never exists whole, on the device or the host.
 void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
                BaseQuantization quantize) {
   io::CheckpointReader reader(dir);
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
   std::map<std::string, Linear> projections;
-  if (quantize == BaseQuantization::kNf4) {
+  if (quantize != BaseQuantization::kNone) {
     for (const auto& [path, lin] : model.projections()) projections.emplace(path + ".weight", lin);
   }
   bool logged_cast = false;
@@ -118,7 +118,11 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
     at::Tensor value = stored.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
     const auto projection = projections.find(name);
     if (projection != projections.end()) {
-      projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
+      if (quantize == BaseQuantization::kNf4) {
+        projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
+      } else {
+        projection->second->quantize_fp8(value, dtype);
+      }
     } else {
       param.set_data(value);
     }

@@ -22,8 +22,8 @@ namespace ft::model {
 // the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
 // A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
 // `quantize` nf4: the decoder layers' projections are stored as NF4 (LinearImpl::quantize_nf4; bitsandbytes'
-// block of 64, double-quantized absmax), quantized one at a time on `device` as they are read; embeddings, norms and
-// the LM head stay in `dtype`.
+// block of 64, double-quantized absmax), fp8: as e4m3 with row scales (LinearImpl::quantize_fp8, torchao's per-row
+// float8); quantized one at a time on `device` as they are read; embeddings, norms and the LM head stay in `dtype`.
 std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
                                              BaseQuantization quantize = BaseQuantization::kNone);
 

@@ -253,8 +253,8 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   m->train();
   int64_t trainable_count = 0;
   int64_t total_count = 0;
-  int64_t quantized_count = 0;  // NF4 weights are no parameters
-  for (const auto& [path, lin] : m->projections()) quantized_count += lin->quantized() ? lin->nf4->numel() : 0;
+  int64_t quantized_count = 0;  // quantized weights are no parameters
+  for (const auto& [path, lin] : m->projections()) quantized_count += lin->quantized_numel();
   total_count += quantized_count;
   for (const auto& item : m->named_parameters()) {
     total_count += item.value().numel();
@@ -282,7 +282,9 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters{}, {:.2f}M trainable{}",
               args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
               static_cast<double>(total_count) / 1e6,
-              quantized_count > 0 ? fmt::format(" ({:.2f}M in NF4)", static_cast<double>(quantized_count) / 1e6) : "",
+              quantized_count > 0 ? fmt::format(" ({:.2f}M in {})", static_cast<double>(quantized_count) / 1e6,
+                                                cfg.model.quantize == BaseQuantization::kNf4 ? "NF4" : "FP8")
+                                  : "",
               static_cast<double>(trainable_count) / 1e6, cfg.lora.enabled ? " (LoRA)" : "");
   parts.model = std::move(m);
   return parts;

@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
                                "model.quantize: a quantized base is frozen and trains only through adapters; set "
                                "lora.enabled: true"},
                       BadValue{"model.quantize=int4",
-                               "model.quantize: invalid value 'int4' (expected one of: none, nf4)"},
+                               "model.quantize: invalid value 'int4' (expected one of: none, nf4, fp8)"},
                       BadValue{"eval.exact_match_samples=4",
                                "eval.exact_match_samples: exact match scores eval samples, but "
                                "data.eval is empty"},

@@ -45,8 +45,9 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
                std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
   }
 
-  // Trains `name` for 20 steps (LoRA when `lora`, on an NF4 base when `nf4`), returns the run directory.
-  std::filesystem::path train(const std::string& name, bool lora, bool nf4 = false) const {
+  // Trains `name` for 20 steps (LoRA when `lora`, on a base quantized as `quantize` says: none, nf4 or fp8), returns
+  // the run directory.
+  std::filesystem::path train(const std::string& name, bool lora, const std::string& quantize = "none") const {
     const auto run_dir = dir_ / name;
     // Every projection by name; for two families PEFT's other spellings: a layer's module path and a suffix, and
     // all-linear.
@@ -58,7 +59,7 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "gemma3") targets = "all-linear";
     const auto config = dir_ / (name + ".yaml");
     write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
-                           "model: {path: " + base().string() + (nf4 ? ", quantize: nf4" : "") + "}\n" +
+                           "model: {path: " + base().string() + ", quantize: " + quantize + "}\n" +
                            "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
                            "targets: [" + targets + "]}\n" + "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
                            ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
@@ -76,12 +77,12 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
 };
 
 // Ours and transformers' logits for the same input, from the trained model directory (and adapter when given).
-// With `nf4`, both load the base with NF4 projections (PEFT: on bitsandbytes' NF4 weights, hf_ref.py).
+// With a `quantize`d base, both load the base with quantized projections (PEFT: on bitsandbytes' NF4 weights or
+// torchao's per-row float8, hf_ref.py); `tol` bounds the largest logit difference.
 void expect_transformers_agrees(const std::filesystem::path& model_dir, const std::filesystem::path& adapter,
                                 const std::filesystem::path& work, const at::Tensor& ids, const at::Tensor& base_logits,
-                                bool nf4 = false) {
-  auto model =
-      model::load_pretrained(model_dir, at::kCPU, at::kFloat, nf4 ? BaseQuantization::kNf4 : BaseQuantization::kNone);
+                                BaseQuantization quantize = BaseQuantization::kNone, double tol = kTol) {
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat, quantize);
   if (!adapter.empty()) model::load_adapter(*model, adapter);
   at::Tensor ours;
   {
@@ -94,11 +95,12 @@ void expect_transformers_agrees(const std::filesystem::path& model_dir, const st
                         {"ids", (work / "ids.safetensors").string()},
                         {"out", (work / "theirs.safetensors").string()}};
   if (!adapter.empty()) job["adapter"] = adapter.string();
-  if (nf4) job["nf4"] = true;
+  if (quantize == BaseQuantization::kNf4) job["nf4"] = true;
+  if (quantize == BaseQuantization::kFp8) job["fp8"] = true;
   const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " +
                        shell_quote(nlohmann::json::array({job}).dump()));
   ASSERT_EQ(res.exit_code, 0) << res.output;
-  EXPECT_LT(max_diff(io::read_safetensors(work / "theirs.safetensors").at("logits"), ours), kTol);
+  EXPECT_LT(max_diff(io::read_safetensors(work / "theirs.safetensors").at("logits"), ours), tol);
 }
 
 TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
@@ -125,9 +127,23 @@ TEST_P(QloraFineTune, AdapterTrainedOnAnNf4BaseReloadsInPeftOnBitsandbytesWeight
   copy_base();
   write_tokens();
   const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
-  const auto run_dir = train("qlora", true, true);
+  const auto run_dir = train("qlora", true, "nf4");
   ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
-  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"), true);
+  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"),
+                             BaseQuantization::kNf4);
+}
+
+// The same on an FP8 base (model.quantize: fp8) against torchao's per-row float8 numbers. The logits agree within
+// 1e-5 here; the tolerance is looser because an input that the two implementations compute 1 ulp apart can round to
+// neighbouring e4m3 codes (6 % apart), while a wrongly quantized layer moves the logits by 1e-2 or more.
+TEST_P(QloraFineTune, AdapterTrainedOnAnFp8BaseReloadsInPeftOnTorchaoFloat8Weights) {
+  copy_base();
+  write_tokens();
+  const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
+  const auto run_dir = train("fp8", true, "fp8");
+  ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
+  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"),
+                             BaseQuantization::kFp8, 2e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "phi3"),

@@ -2,9 +2,10 @@
 
 make   --out DIR : for each family F, a tiny random model saved in DIR/F/model, plus DIR/F/ref.safetensors
                   (input_ids, logits, packing pieces) and DIR/F/ref.json (greedy generation)
-logits --jobs JSON : for each job {"model", "adapter" (optional), "nf4" (optional), "ids", "out"}, the logits of
-                  transformers (with the PEFT adapter when given, on a bitsandbytes NF4 base with "nf4": true) for the
-                  input_ids tensor stored in the safetensors file "ids"
+logits --jobs JSON : for each job {"model", "adapter" (optional), "nf4" or "fp8" (optional), "ids", "out"}, the
+                  logits of transformers (with the PEFT adapter when given, on a bitsandbytes NF4 base with "nf4": true,
+                  on torchao's per-row float8 base with "fp8": true) for the input_ids tensor stored in the safetensors
+                  file "ids"
 One process serves several jobs because importing transformers takes seconds.
 """
 import argparse
@@ -151,7 +152,34 @@ def quantize_projections(model):
             module.weight.data = bnb.functional.dequantize_4bit(codes, state).reshape(w.shape)
 
 
-def logits(model_dir, adapter, ids_file, out, nf4=False):
+def fp8_projections(model):
+    """Every projection of the decoder layers as torchao's per-row float8 linear computes it
+    (Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())): the weight replaced by its float8 round trip
+    (_choose_scale_float8 per row, _quantize_affine_float8, _dequantize_affine_float8), and a pre-hook that does the
+    same to the input of each token, so the layer multiplies the dequantized operands in F32 (the F32 image of the
+    scaled FP8 GEMM). The hook sits on the base layer, so PEFT's adapter reads the unquantized input. Not torchao's
+    Float8Tensor itself: its GEMM is _scaled_mm, which has no CPU kernel. Embeddings, norms and the LM head stay F32.
+    torchao is imported from <venv>/bnb (third_party/requirements-bnb.txt)."""
+    import sys
+    sys.path.insert(1, os.path.join(sys.prefix, "bnb"))
+    from torchao.quantization.quant_primitives import (_choose_scale_float8, _dequantize_affine_float8,
+                                                       _quantize_affine_float8)
+
+    def round_trip(x):
+        rows = x.reshape(-1, x.shape[-1])
+        scale = _choose_scale_float8(rows, block_size=[1, rows.shape[1]], float8_dtype=torch.float8_e4m3fn)
+        codes = _quantize_affine_float8(rows, scale, torch.float8_e4m3fn)
+        return _dequantize_affine_float8(codes, scale, torch.float32).reshape(x.shape)
+
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if ".layers." not in name or type(module) is not torch.nn.Linear:
+                continue
+            module.weight.data = round_trip(module.weight.data)
+            module.register_forward_pre_hook(lambda m, args: (round_trip(args[0]),) + tuple(args[1:]))
+
+
+def logits(model_dir, adapter, ids_file, out, nf4=False, fp8=False):
     from transformers import AutoModelForCausalLM
     with open(os.path.join(model_dir, "config.json")) as f:
         model_type = json.load(f)["model_type"]
@@ -160,6 +188,8 @@ def logits(model_dir, adapter, ids_file, out, nf4=False):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **extra)
     if nf4:
         quantize_projections(model)
+    if fp8:
+        fp8_projections(model)
     if adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter)
@@ -183,7 +213,8 @@ def main():
             make(family, os.path.join(a.out, family))
     else:
         for job in json.loads(a.jobs):
-            logits(job["model"], job.get("adapter"), job["ids"], job["out"], job.get("nf4", False))
+            logits(job["model"], job.get("adapter"), job["ids"], job["out"], job.get("nf4", False),
+                   job.get("fp8", False))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+// The glue of kernels/fp8.h (builds with the kernels; no_kernels.cpp stands in elsewhere).
+#include <ATen/cuda/CUDAContext.h>
+
+#include "kernels/fp8.h"
+#include "model/fp8_linear.h"
+#include "model/kernel_dtype.h"
+
+namespace ft::model {
+
+bool fp8_gemm_available(at::Device device, at::ScalarType dtype, const quant::Fp8Tensor& w) {
+  if (!device.is_cuda() || dtype != at::kBFloat16 || w.data.device() != device) return false;
+  // _scaled_mm needs the reduced and the output dimension in multiples of 16, both ways.
+  if (w.rows() % 16 != 0 || w.cols() % 16 != 0 || !w.data.is_contiguous()) return false;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  return prop->major > 8 || (prop->major == 8 && prop->minor >= 9);  // FP8 tensor cores: Ada, Hopper and later
+}
+
+quant::Fp8Tensor fp8_quantize_rows_cuda(const at::Tensor& x, const at::Tensor& col_scale) {
+  FT_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous() && kernel_supports(x.scalar_type()),
+           "fp8_quantize_rows_cuda: x must be a contiguous 2-D F32/BF16/F16 CUDA tensor");
+  FT_CHECK(!col_scale.defined() || (col_scale.scalar_type() == at::kFloat && col_scale.is_contiguous() &&
+                                    col_scale.numel() == x.size(1) && col_scale.device() == x.device()),
+           "fp8_quantize_rows_cuda: col_scale must be F32 [cols] on x's device");
+  quant::Fp8Tensor q;
+  q.data = at::empty(x.sizes(), x.options().dtype(at::kFloat8_e4m3fn));
+  q.scale = at::empty({x.size(0)}, x.options().dtype(at::kFloat));
+  kernels::fp8_quantize_rows(x.const_data_ptr(), kernel_dtype(x.scalar_type()),
+                             col_scale.defined() ? col_scale.const_data_ptr<float>() : nullptr, x.size(0), x.size(1),
+                             static_cast<uint8_t*>(q.data.data_ptr()), q.scale.data_ptr<float>(), stream_of(x));
+  return q;
+}
+
+at::Tensor fp8_transpose_cuda(const at::Tensor& codes) {
+  FT_CHECK(codes.is_cuda() && codes.dim() == 2 && codes.is_contiguous() && codes.element_size() == 1 &&
+               codes.size(0) % 4 == 0 && codes.size(1) % 4 == 0,
+           "fp8_transpose_cuda: codes must be contiguous 1-byte [rows, cols] on CUDA, both multiples of 4");
+  at::Tensor out = at::empty({codes.size(1), codes.size(0)}, codes.options());
+  kernels::transpose_bytes(static_cast<const uint8_t*>(codes.const_data_ptr()), codes.size(0), codes.size(1),
+                           static_cast<uint8_t*>(out.data_ptr()), stream_of(codes));
+  return out;
+}
+
+}  // namespace ft::model
