@@ -54,6 +54,14 @@ std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path
                     "fix the file, or set data.template to a built-in template (llama2, llama3, chatml, plain)");
 }
 
+std::optional<ChatTemplateSource> find_model_chat_template(const std::filesystem::path& model_dir,
+                                                           const Tokenizer& tokenizer) {
+  auto source = find_chat_template(model_dir);
+  if (!source) source = find_chat_template(tokenizer.model_file().parent_path());
+  if (source) FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
+  return source;
+}
+
 JinjaChat::JinjaChat(const ChatTemplateSource& source, const Tokenizer& tokenizer)
     : source_(source), template_(source.text, source.origin.string()), tokenizer_(tokenizer) {
   specials_ = jinja::Value::object();

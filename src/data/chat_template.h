@@ -24,6 +24,10 @@ struct ChatTemplateSource {
   std::filesystem::path origin;  // the file it came from
 };
 std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path& dir);
+// The model's own template for a run (data.template: auto): find_chat_template of `model_dir`, else of the folder of
+// the tokenizer's file (a tokenizer.path apart from the model), logged when found; nullopt when neither has one.
+std::optional<ChatTemplateSource> find_model_chat_template(const std::filesystem::path& model_dir,
+                                                           const Tokenizer& tokenizer);
 
 // A conversation rendered to text, with byte spans [begin, end) of that text.
 struct RenderedChat {

@@ -114,13 +114,10 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
   if (o.seq_len < 2) throw ConfigError(fmt::format("data.seq_len must be at least 2, got {}", o.seq_len));
   check_template_name(o.template_name);
   if (o.template_name == "auto" && !o.chat) {
-    // The model's own template (from model.path, else beside the tokenizer file), or the plain built-in.
-    auto source = find_chat_template(o.model_dir);
-    if (!source) source = find_chat_template(tok.model_file().parent_path());
-    if (source) {
+    // The model's own template, or the plain built-in.
+    if (auto source = find_model_chat_template(o.model_dir, tok)) {
       DatasetOptions with_chat = o;
       with_chat.chat = std::make_shared<JinjaChat>(*source, tok);
-      FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
       return build(with_chat, tok);
     }
   }

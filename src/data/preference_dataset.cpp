@@ -15,11 +15,8 @@ namespace ft::data {
 std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const Tokenizer& tokenizer) {
   const std::string name = name_of(cfg.data.template_name);
   if (name == "auto") {
-    auto source = find_chat_template(cfg.model.path);
-    if (!source) source = find_chat_template(tokenizer.model_file().parent_path());
-    if (!source) return nullptr;
-    FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
-    return std::make_shared<JinjaChat>(*source, tokenizer);
+    const auto source = find_model_chat_template(cfg.model.path, tokenizer);
+    return source ? std::make_shared<JinjaChat>(*source, tokenizer) : nullptr;
   }
   const std::string resolved = resolve_template(name, tokenizer);
   FT_LOG_INFO("chat template: built-in {}", resolved);
