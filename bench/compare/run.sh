@@ -6,7 +6,8 @@
 # d = a and b on packed short samples, f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
 # contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
-# 80 layers (against the same contender with gradient checkpointing), dpo = configs/llama3-8b-dpo-lora.yaml on the
+# 80 layers (against the same contender with gradient checkpointing), f70 = q70 with an FP8 base beside the NF4 one
+# (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
 # Llama-3-8B shape beside its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
@@ -197,6 +198,13 @@ for w in "${workloads[@]}"; do
      [[ ${CONTENDERS:-1} == 0 ]] ||
        python3 bench/compare/contender.py q70 --model-dir "$work/model-q70" --steps "$steps" >>"$results" \
          2>"$out/py-q70.log" || tail -3 "$out/py-q70.log" ;;
+  f70) rm -rf "$work/model-llama3-8b"  # q70 with an FP8 base beside the NF4 one (finetune only)
+     [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
+       --tokenizer "$tok" >/dev/null
+     for q in fp8 nf4; do
+       ft "f70-$q" q70 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70" model.quantize=$q \
+         lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1
+     done ;;
   d) ft d-a d "${scratch[@]}" "${shape_a[@]}" "${packed[@]}" data.seq_len=1024 train.micro_batch_size=32
      ft d-b d "${scratch[@]}" "${shape_b[@]}" "${packed[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   ckpt) : >"$out/ckpt.jsonl"
