@@ -22,6 +22,7 @@
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
+#include "model/kernel_policy.h"
 #include "model/lora.h"
 #include "model/pretrained.h"
 #include "model/transformer.h"
@@ -190,10 +191,35 @@ std::vector<int64_t> created_token_ids(const data::Tokenizer& tokenizer) {
   return created;
 }
 
+// model.quantize: fp8 where its FP8 GEMMs cannot run: refused on CUDA (fp8_base_refusal), logged on the CPU, where
+// the F32 emulation serves tests and small runs.
+void check_fp8_base(const Config& cfg, const PrecisionPolicy& precision, c10::Device device) {
+  if (cfg.model.quantize != BaseQuantization::kFp8) return;
+  if (!device.is_cuda()) {
+    FT_LOG_WARN(
+        "model.quantize: fp8 on {}: the FP8 GEMMs are emulated in F32 (exact, but slow: FP8 GEMMs need a "
+        "CUDA GPU of compute capability 8.9 or later)",
+        device.str());
+    return;
+  }
+  int capability = 0;
+#ifdef FT_WITH_CUDA
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  capability = prop->major * 10 + prop->minor;
+#endif
+  const bool kernels = cfg.train.fused_kernels && model::KernelPolicy::built_with_kernels();
+  if (const std::string why = fp8_base_refusal(precision, capability, kernels); !why.empty()) {
+    throw ConfigError(why,
+                      "use model.quantize: nf4 (or none), or train.precision: bf16 with train.fused_kernels: "
+                      "true on an FP8-capable GPU");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const data::Tokenizer& tokenizer,
                                                      const PrecisionPolicy& precision, const RunContext& ctx) {
+  check_fp8_base(cfg, precision, ctx.device);
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
