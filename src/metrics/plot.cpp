@@ -125,13 +125,21 @@ MetricSeries read_metric_series(const std::filesystem::path& metrics_jsonl) {
       auto loss = number(line, kLoss);
       if (!loss) loss = number(line, "eval_loss");
       if (loss) s.eval_loss.emplace_back(*step, *loss);
-      continue;
+    } else {
+      if (auto v = number(line, kLoss)) s.train_loss.emplace_back(*step, *v);
+      if (auto v = number(line, kLr)) s.lr.emplace_back(*step, *v);
+      if (auto v = number(line, kTokensPerS)) s.tokens_per_s.emplace_back(*step, *v);
     }
-    if (auto v = number(line, kLoss)) s.train_loss.emplace_back(*step, *v);
-    if (auto v = number(line, kLr)) s.lr.emplace_back(*step, *v);
-    if (auto v = number(line, kTokensPerS)) s.tokens_per_s.emplace_back(*step, *v);
+    if (auto v = number(line, kRewardMargins))
+      (eval ? s.eval_reward_margins : s.reward_margins).emplace_back(*step, *v);
+    if (auto v = number(line, kRewardAccuracies)) {
+      (eval ? s.eval_reward_accuracies : s.reward_accuracies).emplace_back(*step, *v);
+    }
   }
-  for (Points* pts : {&s.train_loss, &s.eval_loss, &s.lr, &s.tokens_per_s}) keep_last_per_step(*pts);
+  for (Points* pts : {&s.train_loss, &s.eval_loss, &s.lr, &s.tokens_per_s, &s.reward_margins, &s.eval_reward_margins,
+                      &s.reward_accuracies, &s.eval_reward_accuracies}) {
+    keep_last_per_step(*pts);
+  }
   return s;
 }
 

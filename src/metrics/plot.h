@@ -12,10 +12,13 @@ namespace ft::metrics {
 
 // The curves plot_metrics() draws, read from metrics.jsonl lines:
 //   train loss / lr / tokens/s: lines whose "event" is not "eval", fields "loss", "lr", "tokens_per_s";
-//   eval loss: lines with "event": "eval" and a field "loss" (or "eval_loss").
+//   eval loss: lines with "event": "eval" and a field "loss" (or "eval_loss");
+//   a preference run's (train.objective dpo, ipo, simpo, orpo) reward margin and accuracy: "rewards/margins" and
+//   "rewards/accuracies" of the train and the eval lines.
 // x is the line's "step". Missing, null and non-finite values are left out.
 struct MetricSeries {
   std::vector<std::pair<double, double>> train_loss, eval_loss, lr, tokens_per_s;
+  std::vector<std::pair<double, double>> reward_margins, eval_reward_margins, reward_accuracies, eval_reward_accuracies;
 };
 
 // Parses metrics.jsonl; throws ft::Error naming the file and line on malformed JSON or a missing file. A step logged
@@ -67,8 +70,10 @@ bool plotting_available();
 
 // Three stacked panels sharing the step axis: loss (train as a line, eval as ringed markers on top of it in a
 // colour of their own, both in the legend; on a log axis when wants_log_scale()), learning rate and tokens/s (from
-// zero, so a small wobble looks small). Writes the chart_format() of `out` atomically. Throws ft::ConfigError for an
-// unknown extension, ft::Error when the series are all empty ("no metrics to plot") or the file cannot be written.
+// zero, so a small wobble looks small). A preference run adds two panels under the loss, in the loss's colours (train
+// line, eval markers): the reward margin (its axis goes below zero with the data) and the reward accuracy. Writes the
+// chart_format() of `out` atomically. Throws ft::ConfigError for an unknown extension, ft::Error when the series are
+// all empty ("no metrics to plot") or the file cannot be written.
 PlotInfo plot_metrics(const MetricSeries& series, const std::filesystem::path& out, const std::string& title);
 
 // One run of a comparison: its legend text and its curves.

@@ -41,6 +41,7 @@ enum class ValueAxis {
   kData,       // round ticks around the data (never below zero)
   kFromZero,   // from zero up: a throughput's few percent of wobble stays a few percent of the height
   kLogIfWide,  // logarithmic when the data span more than kLogScaleRatio (a loss), else as kData
+  kSigned,     // round ticks around the data, below zero too (a reward margin)
 };
 
 struct Panel {
@@ -225,7 +226,7 @@ void draw_legend(cairo_t* cr, const Rect& area, const std::vector<const Curve*>&
 }
 
 // The value axis of a panel (0..1 when it has no data). Losses, learning rates and throughputs are never negative:
-// the axis stops at zero.
+// the axis stops at zero, unless the panel is kSigned.
 AxisTicks value_ticks(const Panel& panel) {
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& c : panel.curves)
@@ -233,7 +234,8 @@ AxisTicks value_ticks(const Panel& panel) {
       if (finite(p)) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
   if (lo > hi) return nice_ticks(0, 1, 6, true);
   if (panel.axis == ValueAxis::kLogIfWide && wants_log_scale(lo, hi)) return log_ticks(lo, hi, 6);
-  return nice_ticks(panel.axis == ValueAxis::kFromZero ? 0.0 : lo, hi, 6, /*non_negative=*/true);
+  return nice_ticks(panel.axis == ValueAxis::kFromZero ? 0.0 : lo, hi, 6,
+                    /*non_negative=*/panel.axis != ValueAxis::kSigned);
 }
 
 // What the value axis says: its name, "log scale", and the factor of scaled labels.
@@ -376,19 +378,31 @@ PlotInfo plot_metrics(const MetricSeries& s, const std::filesystem::path& out, c
   if (finite_points(s.train_loss) + finite_points(s.eval_loss) + finite_points(s.lr) + finite_points(s.tokens_per_s) ==
       0)
     throw Error("no metrics to plot", "the run has not logged a step yet; plot again after the first log line");
-  constexpr int kHeight = 960;
-  constexpr double kPanelH = (kHeight - kTop - 3 * kXLabels - 2 * kPanelGap - 40) / 3.0;
-  const std::vector<Panel> panels = {
-      {"loss",
-       {{&s.train_loss, kTrainColor, "train"}, {&s.eval_loss, kEvalColor, "eval", 0, true}},
-       true,
-       ValueAxis::kLogIfWide},
-      {"learning rate", {{&s.lr, kLrColor, "learning rate"}}},
-      {"tokens/s", {{&s.tokens_per_s, kTokensColor, "tokens/s"}}, false, ValueAxis::kFromZero}};
-  Canvas canvas(out, kWidth, kHeight);
+  constexpr double kPanelH = (960 - kTop - 3 * kXLabels - 2 * kPanelGap - 40) / 3.0;  // three panels on 960 pixels
+  std::vector<Panel> panels = {{"loss",
+                                {{&s.train_loss, kTrainColor, "train"}, {&s.eval_loss, kEvalColor, "eval", 0, true}},
+                                true,
+                                ValueAxis::kLogIfWide}};
+  if (finite_points(s.reward_margins) + finite_points(s.eval_reward_margins) > 0) {
+    panels.push_back(
+        {"reward margin",
+         {{&s.reward_margins, kTrainColor, "train"}, {&s.eval_reward_margins, kEvalColor, "eval", 0, true}},
+         false,  // the loss panel's legend names the colours; rising curves would run under a legend
+         ValueAxis::kSigned});
+  }
+  if (finite_points(s.reward_accuracies) + finite_points(s.eval_reward_accuracies) > 0) {
+    panels.push_back(
+        {"reward accuracy",
+         {{&s.reward_accuracies, kTrainColor, "train"}, {&s.eval_reward_accuracies, kEvalColor, "eval", 0, true}}});
+  }
+  panels.push_back({"learning rate", {{&s.lr, kLrColor, "learning rate"}}});
+  panels.push_back({"tokens/s", {{&s.tokens_per_s, kTokensColor, "tokens/s"}}, false, ValueAxis::kFromZero});
+  const auto n = static_cast<double>(panels.size());
+  const int height = static_cast<int>(std::lround(kTop + n * (kPanelH + kXLabels) + (n - 1) * kPanelGap + 40));
+  Canvas canvas(out, kWidth, height);
   PlotInfo info = draw_panels(canvas.cr(), title, panels, kPanelH, 2);
   info.width = kWidth;
-  info.height = kHeight;
+  info.height = height;
   canvas.finish();
   return info;
 }

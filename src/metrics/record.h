@@ -27,6 +27,8 @@ inline constexpr const char* kPerplexity = "perplexity";
 inline constexpr const char* kExactMatch = "exact_match";
 // The preference objectives' share of pairs whose chosen reward beats the rejected one (TRL's name).
 inline constexpr const char* kRewardAccuracies = "rewards/accuracies";
+// Their mean margin, chosen reward minus rejected reward (TRL's name).
+inline constexpr const char* kRewardMargins = "rewards/margins";
 
 // "eval.loss": how sweeps name a field of an event.
 inline std::string metric_name(const char* event, const char* field) {

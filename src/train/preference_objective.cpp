@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "data/batch.h"
+#include "metrics/record.h"
 #include "model/lora.h"
 #include "model/transformer.h"
 #include "train/build.h"
@@ -131,8 +132,8 @@ at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::B
   if (metrics) {
     add_metric(*metrics, "rewards/chosen", out.chosen_rewards);
     add_metric(*metrics, "rewards/rejected", out.rejected_rewards);
-    add_metric(*metrics, "rewards/accuracies", out.chosen_rewards.gt(out.rejected_rewards));
-    add_metric(*metrics, "rewards/margins", out.chosen_rewards - out.rejected_rewards);
+    add_metric(*metrics, metrics::kRewardAccuracies, out.chosen_rewards.gt(out.rejected_rewards));
+    add_metric(*metrics, metrics::kRewardMargins, out.chosen_rewards - out.rejected_rewards);
     add_metric(*metrics, "logps/chosen", out.chosen_logps);
     add_metric(*metrics, "logps/rejected", out.rejected_logps);
     if (orpo) {

@@ -8,6 +8,7 @@
 #include <cairo.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -361,6 +362,42 @@ TEST_F(Plot, LossOnALogAxisWhenItFallsADecadeAndTokensPerSecondFromZero) {
   std::vector<metrics::LabeledSeries> runs = {{"a", falling_series()}, {"b", demo_series(200, true)}};
   const auto sweep = metrics::plot_comparison(runs, dir_ / "sweep.png", "sweep");
   EXPECT_EQ(sweep.axis_titles, (std::vector<std::string>{"train loss (log scale)", "eval loss (log scale)"}));
+}
+
+// A preference run's metrics.jsonl: the reward margin and accuracy of train and eval lines are read, and plotted in
+// two panels under the loss, the margin's axis below zero when the margins are.
+TEST_F(Plot, PreferenceRunsGetRewardMarginAndAccuracyPanels) {
+  std::string lines;
+  for (int step = 1; step <= 40; ++step) {
+    lines += fmt::format(
+        R"({{"event": "train", "step": {}, "loss": {}, "lr": 1e-4, "tokens_per_s": 1000, "rewards/margins": {},)"
+        R"( "rewards/accuracies": {}}})"
+        "\n",
+        step, 0.7 - step * 0.01, -0.2 + step * 0.02, std::min(1.0, step / 40.0));
+    if (step % 10 == 0) {
+      lines += fmt::format(R"({{"event": "eval", "step": {}, "loss": 0.6, "rewards/margins": {}, )"
+                           R"("rewards/accuracies": 0.75}})"
+                           "\n",
+                           step, step * 0.01);
+    }
+  }
+  write_file(dir_ / "metrics.jsonl", lines);
+  const metrics::MetricSeries s = metrics::read_metric_series(dir_ / "metrics.jsonl");
+  ASSERT_EQ(s.reward_margins.size(), 40u);
+  ASSERT_EQ(s.eval_reward_margins.size(), 4u);
+  ASSERT_EQ(s.reward_accuracies.size(), 40u);
+  ASSERT_EQ(s.eval_reward_accuracies.size(), 4u);
+  EXPECT_DOUBLE_EQ(s.reward_margins.front().second, -0.18);
+  EXPECT_DOUBLE_EQ(s.eval_reward_accuracies.back().second, 0.75);
+  EXPECT_EQ(s.eval_loss.size(), 4u);
+
+  const auto info = metrics::plot_metrics(s, dir_ / "dpo.png", "dpo");
+  EXPECT_EQ(info.axis_titles, (std::vector<std::string>{"loss", "reward margin", "reward accuracy",
+                                                        "learning rate (×10⁻⁴)", "tokens/s"}));
+  EXPECT_LT(info.value_axes[1].lo, -0.18 + 1e-12) << "the margin's axis reaches its negative values";
+  EXPECT_GT(info.height, 960) << "two more panels of the same height";
+  // An SFT run keeps its three panels.
+  EXPECT_EQ(metrics::plot_metrics(demo_series(50, true), dir_ / "sft.png", "sft").axis_titles.size(), 3u);
 }
 
 TEST_F(Plot, EvalPointsAreRingedMarkersDrawnOverTheTrainLine) {
