@@ -280,7 +280,7 @@ std::filesystem::path dpo_config(const std::filesystem::path& dir, const std::st
 TEST(PreferenceTraining, FullFineTuneDpoTracksDpoTrainerStepByStep) {
   REQUIRE_TRL();
   ScratchDir dir("ft-dpo-train");
-  const auto result = run(train_cmd(dpo_config(dir.path(), "run", "")));
+  const auto result = run(train_cmd(dpo_config(dir.path(), "run", ""), "train.max_steps=20"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("frozen copy of the starting model"), std::string::npos) << result.output;
   const auto events = train_events(dir / "run");

@@ -12,8 +12,8 @@ Writes into OUT_DIR:
   name: nested list}, "sequences": {"input_ids", "labels", "completion_mask": 8 unpadded rows each, chosen rows
   then rejected rows; "padded_shape": [8, T]}}} for CASE in dpo, robust, ipo, simpo, orpo (one batch of the first
   4 records of pairs.jsonl) and chat_<CASE> (the same on pairs_chat.jsonl);
-- train_dpo.json: {"losses": [per step], "metrics": [per step {name: float}], "settings": {...}} of an 8-step full
-  fine-tune with DPOTrainer (batch 2, file order).
+- train_dpo.json: {"losses": [per step], "metrics": [per step {name: float}], "settings": {...}} of a 20-step full
+  fine-tune with DPOTrainer (batch 2, file order, the 16 pairs two and a half times).
 If trl or peft cannot be imported it writes only OUT_DIR/skip.json {"skip": reason}.
 
 Nothing is re-implemented. Each case builds the real trainer (trl==1.16.0: trl.DPOTrainer, trl.experimental
@@ -24,7 +24,6 @@ preparation and data collator) and runs its compute_loss, then backward; the met
 """
 import json
 import logging
-import math
 import os
 import sys
 import tempfile
@@ -266,20 +265,24 @@ def step0_case(case, records, model_dir, adapter_sd, hf, tmp):
             "sequences": fed_sequences(trainer, batch), "grads": grads}
 
 
+# Steps of the full fine-tune: 20 over the 16 pairs, 2 a step, so the file is read two and a half times.
+TRAIN_STEPS = 20
+
+
 def train_dpo(records, model_dir, hf, tmp):
     """Full fine-tune: ref_model=None makes DPOTrainer load a frozen copy of the initial model from model_dir."""
     capture = LogCapture()
     trainer = make_trainer("dpo", records, load_base(model_dir), hf, tmp, 2, capture, peft=False,
-                           num_train_epochs=1, learning_rate=1e-4, optim="adamw_torch", adam_beta1=0.9,
+                           max_steps=TRAIN_STEPS, learning_rate=1e-4, optim="adamw_torch", adam_beta1=0.9,
                            adam_beta2=0.999, adam_epsilon=1e-8, weight_decay=0.0, lr_scheduler_type="constant",
                            warmup_steps=0, max_grad_norm=1.0, gradient_accumulation_steps=1)
     assert trainer.ref_model is not None
     trainer.train()
     steps = [log for log in capture.logs if "loss" in log and "train_runtime" not in log]
-    assert len(steps) == math.ceil(len(records) / 2), len(steps)
+    assert len(steps) == TRAIN_STEPS, len(steps)
     settings = {"loss_type": "sigmoid", "beta": 0.1, "max_length": MAX_LENGTH, "truncation_mode": "keep_start",
                 "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "steps": len(steps),
-                "sampler": "sequential (file order)", "optimizer": "adamw_torch", "learning_rate": 1e-4,
+                "sampler": "sequential (file order, 2.5 epochs)", "optimizer": "adamw_torch", "learning_rate": 1e-4,
                 "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0, "lr_scheduler_type": "constant",
                 "warmup_steps": 0, "max_grad_norm": 1.0, "seed": SEED, "dtype": "float32", "disable_dropout": True,
                 "reference": "frozen copy of the initial model (ref_model=None)", "records": "pairs.jsonl"}
