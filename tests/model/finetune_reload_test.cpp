@@ -2,7 +2,10 @@
 // LoRA, full and QLoRA, whose outputs transformers and PEFT load back to the logits our model computes from them.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "model/lora.h"
@@ -45,9 +48,17 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
                std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
   }
 
-  // Trains `name` for 20 steps (LoRA when `lora`, on a base quantized as `quantize` says: none, nf4 or fp8), returns
-  // the run directory.
-  std::filesystem::path train(const std::string& name, bool lora, const std::string& quantize = "none") const {
+  // A task the tiny model can learn: a cycle of 17 token ids, so that each token determines the next.
+  void write_cycle_tokens() const {
+    const at::Tensor ids = (at::arange(4096, at::kLong) % 17 + 3).to(at::kShort);
+    write_file(dir_ / "tokens.u16",
+               std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
+  }
+
+  // Trains `name` for `steps` steps (LoRA when `lora`, on a base quantized as `quantize` says: none, nf4 or fp8),
+  // returns the run directory.
+  std::filesystem::path train(const std::string& name, bool lora, const std::string& quantize = "none",
+                              int steps = 20) const {
     const auto run_dir = dir_ / name;
     // Every projection by name; for two families PEFT's other spellings: a layer's module path and a suffix, and
     // all-linear.
@@ -63,8 +74,8 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
                            "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
                            "targets: [" + targets + "]}\n" + "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
                            ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
-                           (dir_ / "cache").string() + "}\n" +
-                           "train: {max_steps: 20, micro_batch_size: 4, precision: fp32}\n" +
+                           (dir_ / "cache").string() + "}\n" + "train: {max_steps: " + std::to_string(steps) +
+                           ", micro_batch_size: 4, precision: fp32}\n" +
                            "optimizer: {lr: 1.0e-2}\nscheduler: {type: constant}\n" +
                            "checkpoint: {every_steps: 0, resume: never}\n" +
                            "logging: {every_steps: 10, progress: \"off\"}\n");
@@ -144,6 +155,32 @@ TEST_P(QloraFineTune, AdapterTrainedOnAnFp8BaseReloadsInPeftOnTorchaoFloat8Weigh
   ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
   expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"),
                              BaseQuantization::kFp8, 2e-3);
+}
+
+// The quality check of the quantized bases: on a task the adapters can learn (a cycle of 17 tokens), LoRA on the NF4
+// and on the FP8 base ends as low as on the unquantized base: the mean loss of the last 10 of 40 steps within 1 % of
+// the starting loss of it (the losses end near zero, where relative differences say little), and far below where
+// it started.
+TEST_P(QloraFineTune, AdaptersOnQuantizedBasesLearnATaskAsWellAsOnTheFullPrecisionBase) {
+  copy_base();
+  write_cycle_tokens();
+  auto last_loss = [](const std::filesystem::path& run_dir) {
+    std::ifstream in(run_dir / "metrics.jsonl");
+    std::string line;
+    std::vector<double> losses;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("event") == "train") losses.push_back(j.at("loss").get<double>());
+    }
+    EXPECT_EQ(losses.size(), 4u) << run_dir;
+    return std::make_pair(losses.empty() ? 0.0 : losses.front(), losses.empty() ? 0.0 : losses.back());
+  };
+  const auto [first, full] = last_loss(train("none", true, "none", 40));
+  EXPECT_LT(full, 0.2 * first) << "the task is learnt on the unquantized base";
+  for (const std::string quantize : {"nf4", "fp8"}) {
+    const double quantized = last_loss(train(quantize, true, quantize, 40)).second;
+    EXPECT_NEAR(quantized, full, 0.01 * first) << quantize;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "phi3"),
