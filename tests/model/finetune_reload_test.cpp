@@ -130,31 +130,31 @@ TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
   expect_transformers_agrees(full_run / "model", {}, dir_.path(), ids, base_logits);
 }
 
-// QLoRA through `finetune train` (model.quantize: nf4): plain projections (llama) and fused q/k/v and gate/up
-// (phi3); the other layouts are in QloraParity.
-class QloraFineTune : public FamilyFineTune {};
+// QLoRA through `finetune train` (model.quantize: nf4 or fp8): plain projections (llama) and fused q/k/v and
+// gate/up (phi3); the other layouts are in QloraParity.
+class QloraFineTune : public FamilyFineTune {
+ protected:
+  // Trains an adapter on the `quantize` base; PEFT must reload it onto the same quantized projections, within `tol`.
+  void expect_adapter_reloads(const std::string& quantize, BaseQuantization kind, double tol) {
+    copy_base();
+    write_tokens();
+    const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
+    const auto run_dir = train(quantize, true, quantize);
+    ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
+    expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"), kind,
+                               tol);
+  }
+};
 
 TEST_P(QloraFineTune, AdapterTrainedOnAnNf4BaseReloadsInPeftOnBitsandbytesWeights) {
-  copy_base();
-  write_tokens();
-  const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
-  const auto run_dir = train("qlora", true, "nf4");
-  ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
-  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"),
-                             BaseQuantization::kNf4);
+  expect_adapter_reloads("nf4", BaseQuantization::kNf4, kTol);
 }
 
-// The same on an FP8 base (model.quantize: fp8) against torchao's per-row float8 numbers. The logits agree within
-// 1e-5 here; the tolerance is looser because an input that the two implementations compute 1 ulp apart can round to
-// neighbouring e4m3 codes (6 % apart), while a wrongly quantized layer moves the logits by 1e-2 or more.
+// Against torchao's per-row float8 numbers. The logits agree within 1e-5 here; the tolerance is looser because an
+// input that the two implementations compute 1 ulp apart can round to neighbouring e4m3 codes (6 % apart), while a
+// wrongly quantized layer moves the logits by 1e-2 or more.
 TEST_P(QloraFineTune, AdapterTrainedOnAnFp8BaseReloadsInPeftOnTorchaoFloat8Weights) {
-  copy_base();
-  write_tokens();
-  const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
-  const auto run_dir = train("fp8", true, "fp8");
-  ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
-  expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"),
-                             BaseQuantization::kFp8, 2e-3);
+  expect_adapter_reloads("fp8", BaseQuantization::kFp8, 2e-3);
 }
 
 // The quality check of the quantized bases: on a task the adapters can learn (a cycle of 17 tokens), LoRA on the NF4
