@@ -33,26 +33,37 @@ __device__ __forceinline__ float scale_of(float amax, bool in_f32) {
   return in_f32 ? s : to_f<T>(from_f<T>(s));
 }
 
-// The value v of element c of a row: x, or x * col_scale[c] in F32.
-template <class T>
-__device__ __forceinline__ float value_at(const T* row, const float* col_scale, int64_t c) {
-  const float v = to_f<T>(row[c]);
-  return col_scale != nullptr ? __fmul_rn(v, col_scale[c]) : v;
-}
-
-// One thread block per row: the row's amax, then its codes (the second read hits L2).
-template <class T>
+// One thread block per row, V elements per access (16-byte loads where the row allows): the row's amax, then its
+// codes (the second read hits L2). v = x, or x * col_scale in F32.
+template <class T, int V>
 __global__ void quantize_rows_kernel(const T* x, const float* col_scale, int64_t cols, uint8_t* codes, float* scale) {
   const T* row = x + static_cast<int64_t>(blockIdx.x) * cols;
   uint8_t* out = codes + static_cast<int64_t>(blockIdx.x) * cols;
+  auto values = [&](int64_t c, float(&v)[V]) {
+    const Pack<T, V> p = load<T, V>(row, c);
+    for (int k = 0; k < V; ++k) v[k] = to_f<T>(p.v[k]);
+    if (col_scale != nullptr) {
+      const Pack<float, V> s = load<float, V>(col_scale, c);
+      for (int k = 0; k < V; ++k) v[k] = __fmul_rn(v[k], s.v[k]);
+    }
+  };
   float amax = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) amax = fmaxf(amax, fabsf(value_at(row, col_scale, c)));
+  for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
+    float v[V];
+    values(c, v);
+    for (int k = 0; k < V; ++k) amax = fmaxf(amax, fabsf(v[k]));
+  }
   amax = block_max(amax);
   const float s = amax > 0.0f ? scale_of<T>(amax, col_scale != nullptr) : 1.0f;
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float q = __fdiv_rn(value_at(row, col_scale, c), s);
-    out[c] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+  for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
+    float v[V];
+    values(c, v);
+    Pack<uint8_t, V> q;
+    for (int k = 0; k < V; ++k) {
+      q.v[k] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v[k], s), __NV_SATFINITE, __NV_E4M3));
+    }
+    store<uint8_t, V>(out, c, q);
   }
 }
 
@@ -90,10 +101,20 @@ void fp8_quantize_rows(const void* x, DType dtype, const float* col_scale, int64
                        float* scale, void* stream) {
   if (rows == 0 || cols == 0) return;
   const int threads = cols >= 4096 ? 512 : 256;
+  const auto st = static_cast<cudaStream_t>(stream);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    quantize_rows_kernel<T><<<static_cast<unsigned>(rows), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), col_scale, cols, codes, scale);
+    constexpr int V = 16 / sizeof(T);
+    // Whole 16-byte vectors when every row starts aligned (x, codes and col_scale alike), else one element at a time.
+    const bool vectors = cols % V == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(codes) % V == 0 &&
+                         reinterpret_cast<uintptr_t>(col_scale) % (V * sizeof(float)) == 0;
+    const auto* xt = static_cast<const T*>(x);
+    if (vectors) {
+      quantize_rows_kernel<T, V><<<static_cast<unsigned>(rows), threads, 0, st>>>(xt, col_scale, cols, codes, scale);
+    } else {
+      quantize_rows_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, st>>>(xt, col_scale, cols, codes, scale);
+    }
   });
   check_launch("fp8_quantize_rows");
 }

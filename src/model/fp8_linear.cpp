@@ -26,8 +26,10 @@ class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
     const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
     if (!fast) return quant::fp8_gemm_reference(quant::quantize_fp8_rows(xin), {codes, scale}, dtype);
     const quant::Fp8Tensor xq = fp8_quantize_rows_cuda(xin, at::Tensor());
+    // Fast accumulation in the forward GEMM only, as torchao's float8 training does: the input gradient keeps
+    // CUTLASS's periodic F32 promotion.
     return at::_scaled_mm(xq.data, codes.t(), xq.scale.unsqueeze(1), scale.unsqueeze(0), std::nullopt, std::nullopt,
-                          dtype);  // [N, out]
+                          dtype, /*use_fast_accum=*/true);  // [N, out]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
