@@ -22,7 +22,7 @@ class KeyCollector {
   KeyCollector(std::vector<std::string>& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
 
   template <class T>
-  void operator()(const char* key, T& field) {
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     const std::string path = prefix_ + key;
     out_.push_back(path);
     if constexpr (std::is_class_v<T> && !is_open_setting_v<T> && !std::is_same_v<T, std::string> &&
@@ -82,7 +82,7 @@ class Binder {
       : map_(map), shown_(std::move(shown)), normal_(std::move(normal)), locations_(locations), errors_(errors) {}
 
   template <class T>
-  void operator()(const char* key, T& field) {
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     for (const auto& e : map_.map) {
       if (e.key != key) continue;
       used_.insert(e.key);

@@ -11,6 +11,14 @@
 
 namespace ft {
 
+// What a key means to a run resumed from a checkpoint. Each section's visit() marks the keys that must match; the
+// resume fingerprint (config/resume_keys.h, train/fingerprint.h) and its refusal text derive from the marks.
+enum class OnResume {
+  kMayChange,  // a resumed run may use a new value (learning rate, schedule, max_steps, evaluation, logging, ...)
+  kMustMatch,  // shapes the weights, the optimizer state or the meaning of the saved data position
+};
+constexpr OnResume kMustMatch = OnResume::kMustMatch;
+
 struct RunConfig {
   std::string name = "run";                      // run name; usable as ${run.name}
   std::string output_dir = "runs/${run.name}";   // run directory: resolved config, metrics, checkpoints, model
@@ -64,7 +72,7 @@ struct ModelConfig {
     v("init_std", init_std);
     v("dtype", dtype);
     v("activation_checkpointing", activation_checkpointing);
-    v("quantize", quantize);
+    v("quantize", quantize, kMustMatch);
   }
 };
 
@@ -76,11 +84,11 @@ struct LoraConfig {
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // projections that get adapters (names, paths, all-linear)
 
   template <class V> void visit(V& v) {
-    v("enabled", enabled);
-    v("rank", rank);
+    v("enabled", enabled, kMustMatch);
+    v("rank", rank, kMustMatch);
     v("alpha", alpha);
     v("dropout", dropout);
-    v("targets", targets);
+    v("targets", targets, kMustMatch);
   }
 };
 
@@ -98,7 +106,7 @@ struct TokenizerConfig {
     v("train_model_type", train_model_type);
     v("add_bos", add_bos);
     v("add_eos", add_eos);
-    v("add_tokens", add_tokens);
+    v("add_tokens", add_tokens, kMustMatch);
   }
 };
 
@@ -174,15 +182,15 @@ struct DataConfig {
   SynthConfig synth;                  // synthetic data generation
 
   template <class V> void visit(V& v) {
-    v("train", train);
+    v("train", train, kMustMatch);
     v("eval", eval);
     v("fields", fields);
-    v("template", template_name);
+    v("template", template_name, kMustMatch);
     v("train_on", train_on);
     v("roles", roles);
     v("system_prompt", system_prompt);
-    v("seq_len", seq_len);
-    v("packing", packing);
+    v("seq_len", seq_len, kMustMatch);
+    v("packing", packing, kMustMatch);
     v("shuffle", shuffle);
     v("overlong", overlong);
     v("on_error", on_error);
@@ -209,11 +217,11 @@ struct TrainConfig {
   int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
   template <class V> void visit(V& v) {
-    v("objective", objective);
+    v("objective", objective, kMustMatch);
     v("max_steps", max_steps);
     v("epochs", epochs);
-    v("micro_batch_size", micro_batch_size);
-    v("grad_accum_steps", grad_accum_steps);
+    v("micro_batch_size", micro_batch_size, kMustMatch);
+    v("grad_accum_steps", grad_accum_steps, kMustMatch);
     v("precision", precision);
     v("grad_clip", grad_clip);
     v("max_nan_skips", max_nan_skips);

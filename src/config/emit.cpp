@@ -37,7 +37,7 @@ class Emitter {
   Emitter(YAML::Emitter& out, bool escape) : out_(out), escape_(escape) {}
 
   template <class T>
-  void operator()(const char* key, T& field) {
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     out_ << YAML::Key << key << YAML::Value;
     if constexpr (is_setting_v<T> || is_open_setting_v<T>) {
       std::string name = setting_text(field);  // as a string: "on" and "off" stay quoted for YAML 1.1 readers
@@ -105,7 +105,7 @@ class Flattener {
       : out_(out), prefix_(std::move(prefix)) {}
 
   template <class T>
-  void operator()(const char* key, T& field) {
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     add(prefix_ + key, field);
   }
 

@@ -31,7 +31,7 @@ class TypeCollector {
   TypeCollector(std::map<std::string, Type>& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
 
   template <class T>
-  void operator()(const char* key, T& field) {
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     const std::string path = prefix_ + key;
     if constexpr (std::is_same_v<T, bool>) {
       out_[path] = Type::kBool;

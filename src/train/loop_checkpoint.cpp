@@ -78,64 +78,10 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
   return mine;
 }
 
-// Config keys that feed fingerprint() (the model's own dims come from model.path or model.*).
-bool in_fingerprint(const std::string& difference) {
-  static const char* const kKeys[] = {"model.",
-                                      "lora.enabled",
-                                      "lora.rank",
-                                      "lora.targets",
-                                      "tokenizer.add_tokens",
-                                      "data.seq_len",
-                                      "data.packing",
-                                      "data.template",
-                                      "data.train",
-                                      "train.micro_batch_size",
-                                      "train.grad_accum_steps",
-                                      "train.objective"};
-  return std::any_of(std::begin(kKeys), std::end(kKeys),
-                     [&](const char* key) { return difference.rfind(key, 0) == 0; });
-}
-
 }  // namespace
 
-std::string Trainer::fingerprint_differences(const std::filesystem::path& checkpoint) const {
-  std::vector<std::string> named;
-  std::string unreadable;
-  if (std::filesystem::exists(checkpoint / "config.yaml")) {
-    try {
-      for (const auto& d : config::yaml_differences(read_text_file(checkpoint / "config.yaml"), resolved_yaml_)) {
-        if (in_fingerprint(d)) named.push_back(d);
-      }
-    } catch (const ConfigError& e) {  // a damaged config.yaml: the refusal still stands, without the key list
-      unreadable = " (its config.yaml could not be compared: " + std::string(e.what()) + ")";
-    }
-  }
-  if (named.empty()) {
-    return "the model or data shape differs from the run that wrote it (the model directory's config.json, "
-           "tokenizer.add_tokens, seq_len, packing, template, batch layout or data sources)" +
-           unreadable;
-  }
-  std::string s = "settings that shape the model or the data differ from the run that wrote it:";
-  for (const auto& d : named) s += "\n    " + d;
-  return s;
-}
-
 std::string Trainer::fingerprint() const {
-  const auto& a = model_.model->args();
-  nlohmann::json f;
-  f["model"] = {a.model_type, a.vocab_size,   a.hidden_size, a.intermediate_size,  a.num_layers,
-                a.num_heads,  a.num_kv_heads, a.head_dim,    a.tie_word_embeddings};
-  f["lora"] = cfg_.lora.enabled ? nlohmann::json{cfg_.lora.rank, cfg_.lora.targets} : nlohmann::json();
-  f["data"] = {cfg_.data.seq_len, cfg_.data.packing, cfg_.data.template_name, cfg_.train.micro_batch_size,
-               cfg_.train.grad_accum_steps};
-  nlohmann::json sources = nlohmann::json::array();
-  for (const auto& s : cfg_.data.train) sources.push_back({s.path, name_of(s.format), s.weight});
-  f["data_sources"] = sources;
-  if (!cfg_.tokenizer.add_tokens.empty())
-    f["add_tokens"] = cfg_.tokenizer.add_tokens;  // absent: older checkpoints match
-  // Pairs or samples: the data order and the loss (absent for sft: older checkpoints match).
-  if (cfg_.train.objective != TrainObjective::kSft) f["objective"] = name_of(cfg_.train.objective);
-  return f.dump();
+  return make_fingerprint(cfg_, model_.model->args());
 }
 
 void Trainer::write_model_dir(const std::filesystem::path& dir) const {
@@ -236,8 +182,11 @@ bool Trainer::try_resume() {
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
-  if (!same_fingerprint(state.at("fingerprint").get<std::string>(), fingerprint())) {
-    throw ConfigError("cannot resume from " + dir.string() + ": " + fingerprint_differences(dir),
+  const auto differences = fingerprint_differences(state.at("fingerprint").get<std::string>(), fingerprint());
+  if (!differences.empty()) {
+    std::string why = "settings that shape the model or the data differ from the run that wrote it:";
+    for (const auto& d : differences) why += "\n    " + d;
+    throw ConfigError("cannot resume from " + dir.string() + ": " + why,
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or add --overwrite (run.overwrite=true) to start again");
   }

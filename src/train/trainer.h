@@ -90,9 +90,7 @@ class Trainer {
   std::map<std::string, at::Tensor> checkpoint_tensors(model::ModelFiles& files) const;
   // `files` (possibly host copies taken earlier) and the tokenizer files into `dir`.
   FileDigests write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const;
-  std::string fingerprint() const;                               // what a resumed run must share with this one
-  // The fingerprint keys whose values differ between `checkpoint`'s config.yaml and this run, for the refusal.
-  std::string fingerprint_differences(const std::filesystem::path& checkpoint) const;
+  std::string fingerprint() const;  // what a resumed run must share with this one (train/fingerprint.h)
 
   // "first step done N s after the start" in train.log, and a "start" event in metrics.jsonl.
   void log_first_step(double setup_s, double step_s);

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "config/resume_keys.h"
 #include "config_test_util.h"
 
 namespace ft::test {
@@ -78,7 +79,8 @@ class TypeNames {
   TypeNames(std::map<std::string, std::string>& out, std::string prefix,
             std::map<std::string, std::vector<std::string>>* values)
       : out_(out), prefix_(std::move(prefix)), values_(values) {}
-  template <class T> void operator()(const char* key, T& field) {
+  template <class T>
+  void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     const std::string path = prefix_ + key;
     if constexpr (std::is_same_v<T, bool>) out_[path] = "bool";
     else if constexpr (std::is_same_v<T, int64_t>) out_[path] = "int";
@@ -148,6 +150,25 @@ TEST(ConfigDocs, EveryKeyDocumentedWithItsTypeDefaultAndComment) {
   size_t leaves = 0;
   for (const auto& k : config::known_keys()) leaves += types.count(k) && rows.count(k) ? 1 : 0;
   EXPECT_EQ(leaves, rows.size());
+}
+
+// The keys a resumed run must keep are the ones config.h marks kMustMatch, in the order docs/configuration.md lists
+// them.
+TEST(ConfigDocs, TheResumeKeysListedAreTheMarkedOnes) {
+  const std::string text = read_file(source_dir() / "docs" / "configuration.md");
+  const std::string intro = "A resumed run may change any setting but these";
+  const size_t start = text.find(intro);
+  ASSERT_NE(start, std::string::npos) << "docs/configuration.md no longer lists the resume keys";
+  const size_t list = text.find("):\n", start);
+  const size_t end = text.find(".\n", list);
+  ASSERT_TRUE(list != std::string::npos && end != std::string::npos);
+  std::vector<std::string> listed;
+  for (size_t b = text.find('`', list); b != std::string::npos && b < end; b = text.find('`', b + 1)) {
+    const size_t e = text.find('`', b + 1);
+    listed.push_back(text.substr(b + 1, e - b - 1));
+    b = e;
+  }
+  EXPECT_EQ(listed, config::must_match_keys());
 }
 
 }  // namespace
