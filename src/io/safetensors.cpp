@@ -50,12 +50,16 @@ std::string dtype_to_safetensors(at::ScalarType type) {
   throw Error(std::string("cannot store dtype ") + c10::toString(type) + " in safetensors");
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(MappedFile::open(path)) {
-  const std::size_t size = file_->size();
+namespace {
+
+// The 8-byte length in front of the header, checked before anything is read past it: a damaged length must not
+// send the JSON parser outside the file or into gigabytes of text.
+std::uint64_t header_length(const MappedFile& file, const std::filesystem::path& path) {
+  const std::size_t size = file.size();
   if (size < 8)
     throw corrupt(path, "", "file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
   std::uint64_t header_len = 0;
-  std::memcpy(&header_len, file_->data(), 8);  // little-endian on every supported host
+  std::memcpy(&header_len, file.data(), 8);  // little-endian on every supported host
   if (header_len > kMaxHeaderBytes) {
     throw corrupt(path, "",
                   "header length " + std::to_string(header_len) + " exceeds the limit of " +
@@ -65,9 +69,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
     throw corrupt(path, "",
                   "header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
   }
-  data_start_ = 8 + static_cast<std::size_t>(header_len);
-  const std::uint64_t data_size = size - data_start_;
-  // Top-level keys seen while parsing: JSON objects keep only the last of duplicate keys.
+  return header_len;
+}
+
+// The JSON header in [begin, end), an object. A name given twice is refused: the parsed object would silently keep
+// only the last of them.
+nlohmann::json parse_header(const std::uint8_t* begin, const std::uint8_t* end, const std::filesystem::path& path) {
   std::set<std::string> keys;
   std::string duplicate;
   const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
@@ -80,79 +87,99 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
   };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file_->data() + 8, file_->data() + data_start_, on_event);
+    header = nlohmann::json::parse(begin, end, on_event);
   } catch (const nlohmann::json::exception& e) {
     throw corrupt(path, "", std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) throw corrupt(path, "", "header is not a JSON object");
   if (!duplicate.empty()) throw corrupt(path, duplicate, "the header lists this name twice");
-  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::string>> by_offset;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw corrupt(path, "", "__metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw corrupt(path, "", "__metadata__ value for '" + k + "' is not a string");
-        metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
-        !entry.at("dtype").is_string() || !entry.at("shape").is_array() || !entry.at("data_offsets").is_array() ||
-        entry.at("data_offsets").size() != 2) {
-      throw corrupt(path, name, "entry needs dtype (string), shape (array) and data_offsets ([begin, end])");
-    }
-    TensorInfo info;
-    info.dtype = dtype_from_safetensors(entry.at("dtype").get<std::string>(), where(path, name));
-    const std::uint64_t element_size = c10::elementSize(info.dtype);
-    // numel x element size must fit int64 (tensor sizes and byte counts are int64 in LibTorch), whatever the
-    // order of the dimensions: a zero dimension does not excuse another one that overflows on its own.
-    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max());
-    std::uint64_t numel = 1;
-    bool overflow = false;
-    for (const auto& d : entry.at("shape")) {
-      if (!d.is_number_unsigned()) throw corrupt(path, name, "shape has a negative or non-integer dimension");
-      const auto dim = d.get<std::uint64_t>();
-      if (dim > kMax / element_size) {
-        overflow = true;
-      } else if (dim != 0 && numel > kMax / element_size / dim) {
-        overflow = true;
-      }
-      numel = overflow ? 0 : numel * dim;
-      info.shape.push_back(dim > kMax ? -1 : static_cast<int64_t>(dim));
-      if (overflow) break;
-    }
-    if (overflow) {
-      throw corrupt(path, name,
-                    "shape " + entry.at("shape").dump() + " x " + std::to_string(element_size) +
-                        "-byte elements overflows a 64-bit byte count");
-    }
-    const auto& offs = entry.at("data_offsets");
-    if (!offs.at(0).is_number_unsigned() || !offs.at(1).is_number_unsigned()) {
-      throw corrupt(path, name, "data_offsets are not non-negative integers");
-    }
-    info.begin = offs.at(0).get<std::uint64_t>();
-    info.end = offs.at(1).get<std::uint64_t>();
-    if (info.end < info.begin) {
-      throw corrupt(
-          path, name,
-          "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + "] end before they begin");
-    }
-    if (info.end > data_size) {
-      throw corrupt(path, name,
-                    "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
-                        ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
-    }
-    const std::uint64_t expected = numel * element_size;
-    if (info.end - info.begin != expected) {
-      throw corrupt(path, name,
-                    "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
-                        std::to_string(info.end - info.begin));
-    }
-    by_offset.push_back({{info.begin, info.end}, name});
-    infos_.emplace(name, std::move(info));
+  return header;
+}
+
+Metadata parse_metadata(const nlohmann::json& entry, const std::filesystem::path& path) {
+  if (!entry.is_object()) throw corrupt(path, "", "__metadata__ is not an object");
+  Metadata metadata;
+  for (const auto& [k, v] : entry.items()) {
+    if (!v.is_string()) throw corrupt(path, "", "__metadata__ value for '" + k + "' is not a string");
+    metadata[k] = v.get<std::string>();
   }
-  // As the reference implementation requires: sorted by offsets, the tensors tile the data section exactly, with
-  // no overlap, no gap and nothing after the last one.
+  return metadata;
+}
+
+// The element count of `shape` (its dimensions appended to `dims`), such that numel x element size fits int64
+// (tensor sizes and byte counts are int64 in LibTorch), whatever the order of the dimensions: a zero dimension does
+// not excuse another one that overflows on its own.
+std::uint64_t checked_numel(const nlohmann::json& shape, std::uint64_t element_size, std::vector<int64_t>& dims,
+                            const std::filesystem::path& path, const std::string& name) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max());
+  std::uint64_t numel = 1;
+  bool overflow = false;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) throw corrupt(path, name, "shape has a negative or non-integer dimension");
+    const auto dim = d.get<std::uint64_t>();
+    if (dim > kMax / element_size) {
+      overflow = true;
+    } else if (dim != 0 && numel > kMax / element_size / dim) {
+      overflow = true;
+    }
+    numel = overflow ? 0 : numel * dim;
+    dims.push_back(dim > kMax ? -1 : static_cast<int64_t>(dim));
+    if (overflow) break;
+  }
+  if (overflow) {
+    throw corrupt(path, name,
+                  "shape " + shape.dump() + " x " + std::to_string(element_size) +
+                      "-byte elements overflows a 64-bit byte count");
+  }
+  return numel;
+}
+
+// info.begin/end from data_offsets: inside the data section and exactly `expected` bytes long.
+void read_offsets(const nlohmann::json& offs, std::uint64_t expected, std::uint64_t data_size, TensorInfo& info,
+                  const std::filesystem::path& path, const std::string& name) {
+  if (!offs.at(0).is_number_unsigned() || !offs.at(1).is_number_unsigned()) {
+    throw corrupt(path, name, "data_offsets are not non-negative integers");
+  }
+  info.begin = offs.at(0).get<std::uint64_t>();
+  info.end = offs.at(1).get<std::uint64_t>();
+  if (info.end < info.begin) {
+    throw corrupt(
+        path, name,
+        "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + "] end before they begin");
+  }
+  if (info.end > data_size) {
+    throw corrupt(path, name,
+                  "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                      ") run past the end of the data (" + std::to_string(data_size) + " bytes)");
+  }
+  if (info.end - info.begin != expected) {
+    throw corrupt(path, name,
+                  "shape x dtype needs " + std::to_string(expected) + " bytes but data_offsets span " +
+                      std::to_string(info.end - info.begin));
+  }
+}
+
+// One tensor's header entry, checked on its own; how the tensors share the data section is check_tiling()'s.
+TensorInfo tensor_entry(const nlohmann::json& entry, const std::string& name, std::uint64_t data_size,
+                        const std::filesystem::path& path) {
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
+      !entry.at("dtype").is_string() || !entry.at("shape").is_array() || !entry.at("data_offsets").is_array() ||
+      entry.at("data_offsets").size() != 2) {
+    throw corrupt(path, name, "entry needs dtype (string), shape (array) and data_offsets ([begin, end])");
+  }
+  TensorInfo info;
+  info.dtype = dtype_from_safetensors(entry.at("dtype").get<std::string>(), where(path, name));
+  const std::uint64_t element_size = c10::elementSize(info.dtype);
+  const std::uint64_t numel = checked_numel(entry.at("shape"), element_size, info.shape, path, name);
+  read_offsets(entry.at("data_offsets"), numel * element_size, data_size, info, path, name);
+  return info;
+}
+
+using Extents = std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::string>>;  // {{begin, end}, name}
+
+// As the reference implementation requires: sorted by offsets, the tensors tile the data section exactly, with no
+// overlap, no gap and nothing after the last one.
+void check_tiling(Extents by_offset, std::uint64_t data_size, const std::filesystem::path& path) {
   std::sort(by_offset.begin(), by_offset.end());
   std::uint64_t expected_begin = 0;
   std::string previous;
@@ -174,6 +201,25 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(Mapp
                   "the tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " +
                       std::to_string(data_size) + " after the header");
   }
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(MappedFile::open(path)) {
+  data_start_ = 8 + static_cast<std::size_t>(header_length(*file_, path));
+  const std::uint64_t data_size = file_->size() - data_start_;
+  const nlohmann::json header = parse_header(file_->data() + 8, file_->data() + data_start_, path);
+  Extents by_offset;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      metadata_ = parse_metadata(entry, path);
+      continue;
+    }
+    TensorInfo info = tensor_entry(entry, name, data_size, path);
+    by_offset.push_back({{info.begin, info.end}, name});
+    infos_.emplace(name, std::move(info));
+  }
+  check_tiling(std::move(by_offset), data_size, path);
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

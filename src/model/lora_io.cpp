@@ -150,7 +150,15 @@ void save_adapter(const Transformer& model, const ft::LoraConfig& cfg, const std
   write_model_files(adapter_files(model, cfg, base_model_name_or_path), dir, /*shard_size_bytes=*/0);
 }
 
-ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {
+namespace {
+
+// adapter_config.json, parsed; `src` names it in messages.
+struct AdapterConfigFile {
+  nlohmann::json json;
+  std::string src;
+};
+
+AdapterConfigFile read_adapter_config(const std::filesystem::path& dir) {
   const auto cfg_path = dir / "adapter_config.json";
   std::ifstream in(cfg_path);
   if (!in) throw ConfigError("cannot read " + cfg_path.string(), "--adapter must be a PEFT LoRA adapter directory");
@@ -163,11 +171,12 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(cfg_path.string() + ": not valid JSON (" + e.what() + ")");
   }
-  const std::string src = cfg_path.string();
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!j.contains(key) || j[key].is_null()) throw ConfigError(src + ": missing field \"" + key + "\"");
-    return j[key];
-  };
+  return {std::move(j), cfg_path.string()};
+}
+
+// PEFT features this loader does not implement: refused, as ignoring them would load a different adapter than the
+// one trained.
+void check_supported(const nlohmann::json& j, const std::string& src) {
   if (j.contains("peft_type") && j["peft_type"] != "LORA") {
     throw ConfigError(src + ": peft_type " + j["peft_type"].dump() + " is not LORA");
   }
@@ -183,6 +192,14 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   if (j.contains("modules_to_save") && j["modules_to_save"].is_array() && !j["modules_to_save"].empty()) {
     throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
   }
+}
+
+// r, lora_alpha and target_modules (a regex already matched against `model`'s projections).
+ft::LoraConfig required_fields(const nlohmann::json& j, const Transformer& model, const std::string& src) {
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key) || j[key].is_null()) throw ConfigError(src + ": missing field \"" + key + "\"");
+    return j[key];
+  };
   ft::LoraConfig cfg;
   cfg.enabled = true;
   try {
@@ -202,6 +219,13 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
     throw ConfigError(src + ": a field has an unexpected type (" + e.what() + ")",
                       "compare it with the adapter_config.json PEFT writes");
   }
+  return cfg;
+}
+
+// The adapter's LoRA settings, checked against `model`.
+ft::LoraConfig lora_config(const nlohmann::json& j, const Transformer& model, const std::string& src) {
+  check_supported(j, src);
+  ft::LoraConfig cfg = required_fields(j, model, src);
   cfg.dropout = opt_number(j, "lora_dropout", 0.0);
   cfg.targets = resolve_lora_targets(cfg.targets, model.args());
   check_targets(cfg.targets, model, src + " target_modules");
@@ -210,39 +234,51 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
     throw ConfigError(src + ": r " + std::to_string(cfg.rank) + " must be in [1, hidden_size " +
                       std::to_string(model.args().hidden_size) + "]");
   }
-  // rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
-  const double alpha =
-      opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
-  add_adapters(model, cfg.targets, cfg, alpha, 0);
+  return cfg;
+}
 
-  const auto file = dir / "adapter_model.safetensors";
-  io::SafetensorsFile st(file);
+// rsLoRA scales by alpha / sqrt(r); add_lora divides by r, so hand it alpha * sqrt(r).
+double scaling_alpha(const nlohmann::json& j, const ft::LoraConfig& cfg) {
+  return opt_bool(j, "use_rslora", false) ? cfg.alpha * std::sqrt(static_cast<double>(cfg.rank)) : cfg.alpha;
+}
 
-  // trainable_token_indices (added tokens): a list for the input embedding (a tied LM head follows it), or
-  // {"embed_tokens": [...], "lm_head": [...]}.
-  std::vector<int64_t> embed_ids, lm_ids;
-  if (j.contains("trainable_token_indices") && !j["trainable_token_indices"].is_null()) {
-    const auto& t = j["trainable_token_indices"];
-    const std::string where = src + ": trainable_token_indices";
-    if (t.is_array()) {
-      embed_ids = index_list(t, where);
-    } else if (t.is_object()) {
-      for (const auto& [key, value] : t.items()) {
-        if (key == "embed_tokens" || key == kEmbedPath) {
-          embed_ids = index_list(value, where + "." + key);
-        } else if (key == kLmHeadPath) {
-          lm_ids = index_list(value, where + "." + key);
-        } else {
-          throw ConfigError(where + ": module '" + key + "' is not supported", "use embed_tokens and lm_head");
-        }
+// The added tokens' ids of trainable_token_indices. `tied`: the model has no LM head of its own, so `lm` is empty
+// and the embedding's rows serve both.
+struct TokenIds {
+  std::vector<int64_t> embed, lm;
+  bool tied = false;
+};
+
+// trainable_token_indices (added tokens): a list for the input embedding (a tied LM head follows it), or
+// {"embed_tokens": [...], "lm_head": [...]}.
+TokenIds parse_token_ids(const nlohmann::json& j, const std::string& src) {
+  TokenIds ids;
+  if (!j.contains("trainable_token_indices") || j["trainable_token_indices"].is_null()) return ids;
+  const auto& t = j["trainable_token_indices"];
+  const std::string where = src + ": trainable_token_indices";
+  if (t.is_array()) {
+    ids.embed = index_list(t, where);
+  } else if (t.is_object()) {
+    for (const auto& [key, value] : t.items()) {
+      if (key == "embed_tokens" || key == kEmbedPath) {
+        ids.embed = index_list(value, where + "." + key);
+      } else if (key == kLmHeadPath) {
+        ids.lm = index_list(value, where + "." + key);
+      } else {
+        throw ConfigError(where + ": module '" + key + "' is not supported", "use embed_tokens and lm_head");
       }
-    } else {
-      throw ConfigError(where + " must be a list of token ids or an object of module -> ids");
     }
+  } else {
+    throw ConfigError(where + " must be a list of token ids or an object of module -> ids");
   }
-  const bool tied = model.lm_head() == nullptr;
-  if (tied && !lm_ids.empty()) {
-    std::vector<int64_t> a = embed_ids, b = lm_ids;
+  return ids;
+}
+
+TokenIds token_ids(const nlohmann::json& j, const Transformer& model, const std::string& src) {
+  TokenIds ids = parse_token_ids(j, src);
+  ids.tied = model.lm_head() == nullptr;
+  if (ids.tied && !ids.lm.empty()) {
+    std::vector<int64_t> a = ids.embed, b = ids.lm;
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
     if (a != b) {
@@ -250,14 +286,19 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
                         ": trainable_token_indices gives the LM head other ids than the embedding, but this "
                         "model ties them");
     }
-    lm_ids.clear();  // the tied LM head is the embedding
+    ids.lm.clear();  // the tied LM head is the embedding
   }
-  // The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present. New ids
-  // extend the vocabulary: one far past it (the rows in between would be allocated) is refused.
+  return ids;
+}
+
+// The vocabulary the adapter was trained with: its ids, and PEFT's saved resized matrices where present. New ids
+// extend the vocabulary: one far past it (the rows in between would be allocated) is refused.
+int64_t adapter_vocab(const Transformer& model, const TokenIds& ids, const io::SafetensorsFile& st,
+                      const std::filesystem::path& file, const std::string& src) {
   int64_t vocab = model.args().vocab_size;
-  const int64_t max_id = model.args().vocab_size + static_cast<int64_t>(embed_ids.size() + lm_ids.size()) + 1024;
-  for (const auto* ids : {&embed_ids, &lm_ids}) {
-    for (int64_t id : *ids) {
+  const int64_t max_id = model.args().vocab_size + static_cast<int64_t>(ids.embed.size() + ids.lm.size()) + 1024;
+  for (const auto* list : {&ids.embed, &ids.lm}) {
+    for (int64_t id : *list) {
       if (id >= max_id) {
         throw ConfigError(src + ": trainable_token_indices lists id " + std::to_string(id) + ", far beyond the " +
                           std::to_string(model.args().vocab_size) + " tokens of the base model");
@@ -265,9 +306,7 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
       vocab = std::max(vocab, id + 1);
     }
   }
-  const std::string embed_base = kPeftPrefix + kEmbedPath + kTokenBase;
-  const std::string lm_base = kPeftPrefix + kLmHeadPath + kTokenBase;
-  for (const auto& name : {embed_base, lm_base}) {
+  for (const auto& name : {kPeftPrefix + kEmbedPath + kTokenBase, kPeftPrefix + kLmHeadPath + kTokenBase}) {
     if (!st.contains(name)) continue;
     const auto& shape = st.info(name).shape;
     if (shape.size() != 2 || shape[1] != model.args().hidden_size) {
@@ -275,18 +314,26 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
     }
     vocab = std::max(vocab, shape[0]);
   }
+  return vocab;
+}
+
+// Grows the model to `vocab` rows and copies in PEFT's saved resized matrices (checked by adapter_vocab).
+void install_token_matrices(Transformer& model, int64_t vocab, const io::SafetensorsFile& st) {
   if (vocab > model.args().vocab_size) model.resize_token_embeddings(vocab);
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& [name, holder] : {std::pair{embed_base, &model.embed_tokens()}, {lm_base, model.lm_head()}}) {
-      if (holder == nullptr || !st.contains(name) || holder->has_token_rows()) continue;  // resumed: rows hold them
-      const at::Tensor w = st.tensor(name);
-      holder->weight.narrow(0, 0, w.size(0)).copy_(w);
-    }
+  at::NoGradGuard no_grad;
+  for (const auto& [name, holder] : {std::pair{kPeftPrefix + kEmbedPath + kTokenBase, &model.embed_tokens()},
+                                     {kPeftPrefix + kLmHeadPath + kTokenBase, model.lm_head()}}) {
+    if (holder == nullptr || !st.contains(name) || holder->has_token_rows()) continue;  // resumed: rows hold them
+    const at::Tensor w = st.tensor(name);
+    holder->weight.narrow(0, 0, w.size(0)).copy_(w);
   }
-  auto attach = [&](WeightHolder* holder, const std::vector<int64_t>& ids, const std::string& what) {
-    if (holder == nullptr || ids.empty()) return;
-    std::vector<int64_t> sorted = ids;
+}
+
+// Token rows for the adapter's ids; a model that already has rows (resumed) must have the same ids.
+void attach_token_rows(Transformer& model, const TokenIds& ids, const std::string& src) {
+  auto attach = [&](WeightHolder* holder, const std::vector<int64_t>& list, const std::string& what) {
+    if (holder == nullptr || list.empty()) return;
+    std::vector<int64_t> sorted = list;
     std::sort(sorted.begin(), sorted.end());
     if (!holder->has_token_rows()) {
       holder->add_token_rows(sorted);
@@ -294,43 +341,84 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
       throw ConfigError(src + ": trainable_token_indices of " + what + " differ from the model's token rows");
     }
   };
-  attach(&model.embed_tokens(), embed_ids, "embed_tokens");
-  attach(model.lm_head(), lm_ids, "lm_head");
+  attach(&model.embed_tokens(), ids.embed, "embed_tokens");
+  attach(model.lm_head(), ids.lm, "lm_head");
+}
 
+// The LoRA matrices the model now expects from the file; token rows load apart, by id (load_token_rows).
+std::map<std::string, at::Tensor> lora_tensors(const Transformer& model) {
   std::map<std::string, at::Tensor> wanted;
   for (const auto& [name, t] : adapter_tensors(model)) {
     if (name.find(kTokenDelta) == std::string::npos) wanted.emplace(name, t);
   }
-  // Every tensor that does not fit this base (another model's adapter): all named at once, before anything loads.
-  std::vector<std::string> misfits;
+  return wanted;
+}
+
+// What does not fit: tensors of the file that this model has no place for, and wanted ones missing or shaped
+// otherwise.
+std::vector<std::string> misfits(const std::map<std::string, at::Tensor>& wanted, const TokenIds& ids,
+                                 const io::SafetensorsFile& st, int64_t rank) {
+  std::vector<std::string> out;
   for (const auto& name : st.names()) {
-    const bool token_tensor = name == embed_base || name == lm_base ||
-                              (name == kPeftPrefix + kEmbedPath + kTokenDelta && !embed_ids.empty()) ||
-                              (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!lm_ids.empty() || tied));
-    if (!wanted.count(name) && !token_tensor) misfits.push_back("'" + name + "' has no place in this model");
+    const bool token_tensor = name == kPeftPrefix + kEmbedPath + kTokenBase ||
+                              name == kPeftPrefix + kLmHeadPath + kTokenBase ||
+                              (name == kPeftPrefix + kEmbedPath + kTokenDelta && !ids.embed.empty()) ||
+                              (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!ids.lm.empty() || ids.tied));
+    if (!wanted.count(name) && !token_tensor) out.push_back("'" + name + "' has no place in this model");
   }
   for (const auto& [name, param] : wanted) {
     if (!st.contains(name)) {
-      misfits.push_back("'" + name + "' is missing");
+      out.push_back("'" + name + "' is missing");
     } else if (st.info(name).shape != param.sizes().vec()) {
-      misfits.push_back(fmt::format("'{}' is [{}], this model needs [{}] for r={}", name,
-                                    fmt::join(st.info(name).shape, ", "), fmt::join(param.sizes(), ", "), cfg.rank));
+      out.push_back(fmt::format("'{}' is [{}], this model needs [{}] for r={}", name,
+                                fmt::join(st.info(name).shape, ", "), fmt::join(param.sizes(), ", "), rank));
     }
   }
-  if (!misfits.empty()) {
-    std::string list;
-    for (size_t i = 0; i < misfits.size() && i < 4; ++i) list += "\n    " + misfits[i];
-    if (misfits.size() > 4) list += fmt::format("\n    ... and {} more", misfits.size() - 4);
-    const auto& a = model.args();
-    throw ConfigError(fmt::format("{} does not fit the base model ({}, hidden_size {}, {} layers): {} of its tensors "
-                                  "do not match:{}",
-                                  file.string(), a.model_type, a.hidden_size, a.num_layers, misfits.size(), list),
-                      "pass the base model the adapter was trained on (adapter_config.json base_model_name_or_path)");
-  }
-  if (!embed_ids.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, embed_ids, st, file);
-  if (!lm_ids.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, lm_ids, st, file);
+  return out;
+}
+
+// Every tensor that does not fit this base (another model's adapter): all named at once, before anything loads.
+void check_fit(const Transformer& model, const std::map<std::string, at::Tensor>& wanted, const TokenIds& ids,
+               const io::SafetensorsFile& st, const std::filesystem::path& file, int64_t rank) {
+  const std::vector<std::string> found = misfits(wanted, ids, st, rank);
+  if (found.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < found.size() && i < 4; ++i) list += "\n    " + found[i];
+  if (found.size() > 4) list += fmt::format("\n    ... and {} more", found.size() - 4);
+  const auto& a = model.args();
+  throw ConfigError(fmt::format("{} does not fit the base model ({}, hidden_size {}, {} layers): {} of its tensors "
+                                "do not match:{}",
+                                file.string(), a.model_type, a.hidden_size, a.num_layers, found.size(), list),
+                    "pass the base model the adapter was trained on (adapter_config.json base_model_name_or_path)");
+}
+
+void load_tensors(Transformer& model, const TokenIds& ids, std::map<std::string, at::Tensor>& wanted,
+                  io::SafetensorsFile& st, const std::filesystem::path& file) {
+  if (!ids.embed.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, ids.embed, st, file);
+  if (!ids.lm.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, ids.lm, st, file);
   at::NoGradGuard no_grad;
   for (auto& [name, param] : wanted) param.copy_(st.tensor(name));
+}
+
+}  // namespace
+
+// The stages alternate between checking and changing the model rather than checking everything first: the file's
+// tensors can only be matched against adapters and token rows that exist, and the order of the checks is what
+// users see when an adapter has several faults.
+ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir) {
+  const AdapterConfigFile conf = read_adapter_config(dir);
+  ft::LoraConfig cfg = lora_config(conf.json, model, conf.src);
+  add_adapters(model, cfg.targets, cfg, scaling_alpha(conf.json, cfg), 0);
+
+  const auto file = dir / "adapter_model.safetensors";
+  io::SafetensorsFile st(file);
+  const TokenIds ids = token_ids(conf.json, model, conf.src);
+  install_token_matrices(model, adapter_vocab(model, ids, st, file, conf.src), st);
+  attach_token_rows(model, ids, conf.src);
+
+  std::map<std::string, at::Tensor> wanted = lora_tensors(model);
+  check_fit(model, wanted, ids, st, file, cfg.rank);
+  load_tensors(model, ids, wanted, st, file);
   return cfg;
 }
 

@@ -149,7 +149,11 @@ std::string safe_name(const std::string& text) {
   return out.empty() ? "trial" : out;
 }
 
-std::vector<Trial> expand(const SweepSpec& spec) {
+namespace {
+
+// Every combination, in the order spec.h promises: the grid's points (the first key varies slowest) times the list's
+// entries times the random samples, a missing section counting as one empty set.
+std::vector<Trial> combine(const SweepSpec& spec) {
   const auto grid = grid_points(spec.grid);
   const std::vector<std::vector<Assignment>> list =
       spec.list.empty() ? std::vector<std::vector<Assignment>>{{}} : spec.list;
@@ -167,101 +171,122 @@ std::vector<Trial> expand(const SweepSpec& spec) {
       }
     }
   }
+  return trials;
+}
 
-  Problems problems;
-  const Origin name_origin = parse_where(spec.name_where, spec.file);
+// The trial's values as one text, whatever their order (two list entries may give the same keys in another order).
+std::string value_signature(const Trial& t) {
+  std::vector<std::string> parts;
+  for (const auto& a : t.values) parts.push_back(a.key + "=" + a.yaml);
+  std::sort(parts.begin(), parts.end());
+  std::string signature;
+  for (const auto& p : parts) signature += p + "\n";
+  return signature;
+}
 
-  // The same values twice is the same trial twice.
-  std::map<std::string, int> seen_values;
-  for (const auto& t : trials) {
-    std::vector<std::string> parts;
-    for (const auto& a : t.values) parts.push_back(a.key + "=" + a.yaml);
-    std::sort(parts.begin(), parts.end());
-    std::string signature;
-    for (const auto& p : parts) signature += p + "\n";
-    const auto [it, inserted] = seen_values.emplace(signature, t.index);
-    if (inserted) continue;
-    // Point at the value that repeats an earlier one (another place in the file with the same value), else at
-    // the last value (random draws come from one place).
-    const Trial& earlier = trials[static_cast<size_t>(it->second)];
-    Origin o{spec.file.string(), 0, 0, {}};
-    std::string key = "trials";
-    if (!t.values.empty()) {
-      o = parse_where(t.values.back().where, spec.file);
-      key = t.values.back().key;
-      for (const auto& a : t.values) {
-        const bool moved = std::any_of(earlier.values.begin(), earlier.values.end(),
-                                       [&](const Assignment& b) { return b.key == a.key && b.where != a.where; });
-        if (moved) {
-          o = parse_where(a.where, spec.file);
-          key = a.key;
-          break;
-        }
+// Where to report trial `t` repeating `earlier`: at the value that repeats an earlier one (another place in the file
+// with the same value), else at the last value (random draws come from one place).
+std::pair<Origin, std::string> repeat_origin(const Trial& t, const Trial& earlier, const fs::path& file) {
+  Origin o{file.string(), 0, 0, {}};
+  std::string key = "trials";
+  if (!t.values.empty()) {
+    o = parse_where(t.values.back().where, file);
+    key = t.values.back().key;
+    for (const auto& a : t.values) {
+      const bool moved = std::any_of(earlier.values.begin(), earlier.values.end(),
+                                     [&](const Assignment& b) { return b.key == a.key && b.where != a.where; });
+      if (moved) {
+        o = parse_where(a.where, file);
+        key = a.key;
+        break;
       }
     }
+  }
+  return {o, key};
+}
+
+// The same values twice is the same trial twice.
+void check_distinct_values(const std::vector<Trial>& trials, const SweepSpec& spec, Problems& problems) {
+  std::map<std::string, int> seen_values;
+  for (const auto& t : trials) {
+    const auto [it, inserted] = seen_values.emplace(value_signature(t), t.index);
+    if (inserted) continue;
+    const auto [o, key] = repeat_origin(t, trials[static_cast<size_t>(it->second)], spec.file);
     problems.add(
         o, key,
         fmt::format("trial #{} has the same values as trial #{} ({}); every trial must differ", t.index, it->second,
                     values_text(t.values)) +
             (spec.random.samples > 0 ? " (random draws repeated: draw fewer samples or widen the choices)" : ""));
   }
-  problems.throw_if_any();
+}
 
-  if (!spec.name_pattern.empty()) {
-    std::map<std::string, int> by_name;
-    for (auto& t : trials) {
-      std::string name;
-      const std::string& p = spec.name_pattern;
-      for (size_t i = 0; i < p.size();) {
-        if (p.compare(i, 2, "${") != 0) {
-          name += p[i++];
-          continue;
-        }
-        const size_t end = p.find('}', i);
-        if (end == std::string::npos) {
-          problems.add(name_origin, "name", "unterminated '${' in '" + p + "'");
-          problems.throw_if_any();
-        }
-        const std::string ref = p.substr(i + 2, end - i - 2);
-        i = end + 1;
-        if (ref == "index") {
-          name += std::to_string(t.index);
-          continue;
-        }
-        if (std::find(spec.swept_keys.begin(), spec.swept_keys.end(), ref) == spec.swept_keys.end()) {
-          std::string keys;
-          for (const auto& k : spec.swept_keys) keys += "${" + k + "}, ";
-          problems.add(name_origin, "name",
-                       "${" + ref + "} is not a swept key (the pattern can use " + keys + "and ${index})");
-          problems.throw_if_any();
-        }
-        std::string value = "default";
-        for (const auto& a : t.values) {
-          if (a.key == ref) value = a.display;
-        }
-        name += value;
-      }
-      t.name = safe_name(name);
-      if (reserved_name(t.name)) {
-        problems.add(name_origin, "name",
-                     "trial #" + std::to_string(t.index) + " gets the name '" + t.name +
-                         "', which the sweep directory uses for its own files");
-      }
-      const auto [it, inserted] = by_name.emplace(t.name, t.index);
-      if (!inserted) {
-        problems.add(name_origin, "name",
-                     fmt::format("trials #{} ({}) and #{} ({}) both get the name '{}'; add the keys that tell them "
-                                 "apart to the pattern, or ${{index}}",
-                                 it->second, values_text(trials[static_cast<size_t>(it->second)].values), t.index,
-                                 values_text(t.values), t.name));
-      }
-    }
+// What ${ref} of the name pattern stands for in trial `t`: its index, or its value of a swept key ("default" when
+// the trial leaves the key alone).
+std::string pattern_value(const std::string& ref, const Trial& t, const SweepSpec& spec, const Origin& name_origin,
+                          Problems& problems) {
+  if (ref == "index") return std::to_string(t.index);
+  if (std::find(spec.swept_keys.begin(), spec.swept_keys.end(), ref) == spec.swept_keys.end()) {
+    std::string keys;
+    for (const auto& k : spec.swept_keys) keys += "${" + k + "}, ";
+    problems.add(name_origin, "name",
+                 "${" + ref + "} is not a swept key (the pattern can use " + keys + "and ${index})");
     problems.throw_if_any();
-    return trials;
   }
+  std::string value = "default";
+  for (const auto& a : t.values) {
+    if (a.key == ref) value = a.display;
+  }
+  return value;
+}
 
-  // Derived names: "<label><value>" joined by '-', e.g. "lr0.001-rank8"; a collision after making the names
-  // file-system safe gets the trial's index appended.
+// The name pattern filled in for trial `t`, before it is made file-system safe.
+std::string pattern_name(const Trial& t, const SweepSpec& spec, const Origin& name_origin, Problems& problems) {
+  std::string name;
+  const std::string& p = spec.name_pattern;
+  for (size_t i = 0; i < p.size();) {
+    if (p.compare(i, 2, "${") != 0) {
+      name += p[i++];
+      continue;
+    }
+    const size_t end = p.find('}', i);
+    if (end == std::string::npos) {
+      problems.add(name_origin, "name", "unterminated '${' in '" + p + "'");
+      problems.throw_if_any();
+    }
+    const std::string ref = p.substr(i + 2, end - i - 2);
+    i = end + 1;
+    name += pattern_value(ref, t, spec, name_origin, problems);
+  }
+  return name;
+}
+
+// Names from `name:`. Unlike derived names, a clash is an error, not renamed away: the pattern is the user's to fix
+// (by adding the keys that tell the trials apart).
+void name_by_pattern(std::vector<Trial>& trials, const SweepSpec& spec, Problems& problems) {
+  const Origin name_origin = parse_where(spec.name_where, spec.file);
+  std::map<std::string, int> by_name;
+  for (auto& t : trials) {
+    t.name = safe_name(pattern_name(t, spec, name_origin, problems));
+    if (reserved_name(t.name)) {
+      problems.add(name_origin, "name",
+                   "trial #" + std::to_string(t.index) + " gets the name '" + t.name +
+                       "', which the sweep directory uses for its own files");
+    }
+    const auto [it, inserted] = by_name.emplace(t.name, t.index);
+    if (!inserted) {
+      problems.add(name_origin, "name",
+                   fmt::format("trials #{} ({}) and #{} ({}) both get the name '{}'; add the keys that tell them "
+                               "apart to the pattern, or ${{index}}",
+                               it->second, values_text(trials[static_cast<size_t>(it->second)].values), t.index,
+                               values_text(t.values), t.name));
+    }
+  }
+  problems.throw_if_any();
+}
+
+// Derived names: "<label><value>" joined by '-', e.g. "lr0.001-rank8"; a collision after making the names
+// file-system safe gets the trial's index appended.
+void name_by_values(std::vector<Trial>& trials, const SweepSpec& spec) {
   const auto labels = key_labels(spec.swept_keys);
   std::set<std::string> taken;
   for (auto& t : trials) {
@@ -273,6 +298,20 @@ std::vector<Trial> expand(const SweepSpec& spec) {
       name = safe_name(name.substr(0, 88) + "-" + std::to_string(t.index));
     taken.insert(name);
     t.name = name;
+  }
+}
+
+}  // namespace
+
+std::vector<Trial> expand(const SweepSpec& spec) {
+  std::vector<Trial> trials = combine(spec);
+  Problems problems;
+  check_distinct_values(trials, spec, problems);
+  problems.throw_if_any();
+  if (!spec.name_pattern.empty()) {
+    name_by_pattern(trials, spec, problems);
+  } else {
+    name_by_values(trials, spec);
   }
   return trials;
 }
