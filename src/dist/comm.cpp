@@ -80,4 +80,16 @@ nlohmann::json broadcast_json(Communicator& comm, const nlohmann::json& value) {
   return nlohmann::json::parse(broadcast_string(comm, comm.rank() == 0 ? value.dump() : std::string()));
 }
 
+std::vector<double> all_reduce_sum(Communicator& comm, std::vector<double> values) {
+  if (comm.world_size() == 1) return values;
+  std::vector<at::Tensor> t{at::tensor(values, at::TensorOptions().dtype(at::kDouble))};
+  comm.all_reduce_(t, ReduceOp::kSum);
+  const auto summed = t[0].cpu();
+  return std::vector<double>(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
+}
+
+bool any_rank(Communicator& comm, bool flag) {
+  return all_reduce_sum(comm, {flag ? 1.0 : 0.0})[0] > 0.0;
+}
+
 }  // namespace ft::dist

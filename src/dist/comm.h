@@ -78,4 +78,9 @@ std::vector<std::string> all_gather_strings(Communicator& comm, const std::strin
 std::string broadcast_string(Communicator& comm, const std::string& value);
 nlohmann::json broadcast_json(Communicator& comm, const nlohmann::json& value);
 
+// Host values summed element-wise over every rank in one collective (itself on a single process).
+std::vector<double> all_reduce_sum(Communicator& comm, std::vector<double> values);
+// Whether any rank has `flag` set (a collective).
+bool any_rank(Communicator& comm, bool flag);
+
 }  // namespace ft::dist

@@ -114,7 +114,7 @@ ckpt::NamedTensors Trainer::checkpoint_tensors(model::ModelFiles& files) const {
 }
 
 void Trainer::save_checkpoint() {
-  check_non_finite();  // a run past its max_nan_skips stops here, before writing
+  non_finite_.check(progress_.nan_skips);  // a run past its max_nan_skips stops here, before writing
   // Every rank contributes its data position and RNG state; rank 0 writes them.
   ckpt::StateSnapshot snapshot =
       state_parts_->snapshot({{"fingerprint", fingerprint()},
@@ -124,7 +124,7 @@ void Trainer::save_checkpoint() {
   ckpt::SaveRequest request;
   request.step = progress_.step;
   // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
-  if (last_eval_step_ == progress_.step) request.metric = last_eval_loss_;
+  if (last_eval_ && last_eval_->first == progress_.step) request.metric = last_eval_->second;
   model::ModelFiles files;
   request.tensors = checkpoint_tensors(files);
   const std::string optimizer_name = optimizer_file(sharded, ctx_.rank);
@@ -137,8 +137,8 @@ void Trainer::save_checkpoint() {
     return;
   }
   const std::string model_subdir = cfg_.lora.enabled ? "adapter" : "model";
-  request.write = [this, files = std::move(files), snapshot = std::move(snapshot), model_subdir, optimizer_name](
-                      const std::filesystem::path& dir, const ckpt::NamedTensors& tensors) {
+  request.write = [this, files = std::move(files), snapshot = std::move(snapshot), model_subdir, optimizer_name,
+                   yaml = config::to_yaml(cfg_)](const std::filesystem::path& dir, const ckpt::NamedTensors& tensors) {
     model::ModelFiles staged = files;
     for (size_t i = 0; i < staged.tensors.size(); ++i) {
       staged.tensors[i].second = tensors.at(fmt::format("model/{:08d}", i));
@@ -147,7 +147,7 @@ void Trainer::save_checkpoint() {
     digests.emplace(dir / optimizer_name,
                     io::write_safetensors(dir / optimizer_name, tensors_under("optimizer/", tensors)));
     ckpt::CheckpointManager::write(snapshot, dir);
-    ft::write_file(dir / "config.yaml", resolved_yaml_);
+    ft::write_file(dir / "config.yaml", yaml);
     return digests;
   };
   checkpoints_->save(std::move(request));
@@ -161,10 +161,10 @@ bool Trainer::try_resume() {
   nlohmann::json choice = {{"path", ""}, {"problem", ""}, {"earlier", nlohmann::json::array()}};
   if (ctx_.rank == 0) {
     if (resume.mode == ResumeSetting::Mode::kAuto) {
-      if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_)) {
+      if (const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir())) {
         choice["path"] = latest->path.string();
       } else if (!cfg_.run.overwrite) {
-        choice["earlier"] = earlier_run(run_dir_);  // every checkpoint failed verification
+        choice["earlier"] = earlier_run(run_dir());  // every checkpoint failed verification
       }
     } else {
       choice["path"] = resume.path;
@@ -178,7 +178,7 @@ bool Trainer::try_resume() {
                       "point checkpoint.resume at a checkpoints/step-N directory, or use auto or never");
   }
   const auto earlier = choice.at("earlier").get<std::vector<std::string>>();
-  if (!earlier.empty()) refuse_new_run(run_dir_, earlier, "none of its checkpoints verifies");
+  if (!earlier.empty()) refuse_new_run(run_dir(), earlier, "none of its checkpoints verifies");
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
@@ -209,14 +209,14 @@ bool Trainer::try_resume() {
 }
 
 std::filesystem::path Trainer::final_model_dir() const {
-  return run_dir_ / (cfg_.lora.enabled ? "adapter" : "model");
+  return run_dir() / (cfg_.lora.enabled ? "adapter" : "model");
 }
 
 bool Trainer::final_model_is_current() const {
   // Every rank answers alike: the files are on the shared run directory, and rank 0's answer is broadcast.
   nlohmann::json answer = false;
   if (ctx_.rank == 0) {
-    const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir_);
+    const auto latest = ckpt::CheckpointStore::find_latest_valid(run_dir());
     std::error_code ec;
     const auto model_time = std::filesystem::last_write_time(final_model_dir(), ec);
     answer = latest && !ec && model_time >= std::filesystem::last_write_time(latest->path, ec) && !ec;
@@ -228,7 +228,7 @@ void Trainer::save_final_model() {
   if (ctx_.rank == 0) {
     // Written beside, then swapped in: an earlier model in the run directory survives a failure here.
     const auto final_dir = final_model_dir();
-    StagedDir staged(final_dir, run_dir_ / (final_dir.filename().string() + ".tmp"));
+    StagedDir staged(final_dir, run_dir() / (final_dir.filename().string() + ".tmp"));
     write_model_dir(staged.path());
     staged.commit();
     FT_LOG_INFO("final {} written to {}", cfg_.lora.enabled ? "adapter" : "model", final_dir.string());

@@ -48,15 +48,15 @@ metrics::EvalRecord Trainer::evaluate() {
   while (auto batch = loader.next()) {
     if (cfg_.eval.max_batches > 0 && batches >= cfg_.eval.max_batches) break;
     metrics::MetricSums batch_metrics;
-    loss_sum += objective_->loss_sum(*model_.model, *batch, &batch_metrics).to(at::kDouble);
+    loss_sum += step_->objective().loss_sum(*model_.model, *batch, &batch_metrics).to(at::kDouble);
     metrics::add_metric_sums(metric_sums, batch_metrics);
-    units += objective_->units(*batch);
+    units += step_->objective().units(*batch);
     ++batches;
   }
   // Units, loss and the objective's metrics summed over ranks in one collective.
   std::vector<double> sums{static_cast<double>(units), loss_sum.item<double>()};
   for (const auto& [name, sum] : metric_sums) sums.push_back(sum.item<double>());
-  sums = all_reduce_sum(std::move(sums));
+  sums = dist::all_reduce_sum(*ctx_.comm, std::move(sums));
   result.tokens = static_cast<int64_t>(sums[0]);
   const double denominator = std::max<double>(1.0, sums[0]);
   result.loss = sums[1] / denominator;
@@ -94,8 +94,7 @@ metrics::EvalRecord Trainer::evaluate() {
                   one_line(sample["completion"].get<std::string>()));
     }
   }
-  last_eval_loss_ = result.loss;
-  last_eval_step_ = progress_.step;
+  last_eval_ = std::make_pair(progress_.step, result.loss);
   if (!progress_.best_eval_loss || result.loss < *progress_.best_eval_loss) progress_.best_eval_loss = result.loss;
   ctx_.comm->barrier();
   return result;

@@ -20,6 +20,7 @@
 #include "train/build.h"
 #include "train/precision.h"
 #include "train/train_state.h"
+#include "train/train_step.h"
 #include "util/checksum.h"
 #include "util/error.h"
 
@@ -35,8 +36,6 @@ struct ModelFiles;
 }
 
 namespace ft::train {
-
-class Objective;
 
 // Peak memory allocated (or reserved by the caching allocator) on `device` since the start, in GiB (0 on the CPU).
 double peak_memory_gib(c10::Device device, bool reserved = false);
@@ -57,20 +56,16 @@ class Trainer {
   ExitCode run();
 
  private:
-  // One optimizer step over grad_accum_steps micro-batches (trainer.cpp).
-  struct StepOutput {
-    at::Tensor loss_sum;              // F32 [] this rank's loss summed over its units (device)
-    metrics::MetricSums metric_sums;  // the objective's own metrics, this rank's sums (device)
-    at::Tensor grad_norm;             // F32 [] global gradient norm before clipping (device)
-    int64_t global_units = 0;         // the objective's units of the step on all ranks (target tokens, or pairs)
-    int64_t global_tokens = 0;        // target tokens of the step on all ranks
-    int64_t global_positions = 0;     // token positions of the step on all ranks
-    double data_wait_s = 0.0;         // time spent waiting for batches
-  };
+  // The loop (trainer.cpp): resume or start, the steps, and the end or a stop by signal.
+  bool begin();                                           // false when the run in output_dir is already complete
+  std::vector<data::Batch> next_batches(double& wait_s);  // train.grad_accum_steps micro-batches, across epochs
+  StepOutput guarded_step(double& wait_s);                // the step, with out-of-memory errors turned into advice
+  void after_first_step(bool checkpoints_ahead, double setup_s, double step_s);
+  void log_window(metrics::LogWindow& window, const StepOutput& last, double lr);
+  ExitCode stop_on_signal();
+  ExitCode finish(double run_s);
   // The window's log line: loss, learning rate, rates, memory and the objective's metrics (one collective).
   metrics::TrainRecord train_record(const metrics::LogWindow& window, const StepOutput& last, double lr);
-  StepOutput train_step();
-  data::Batch next_batch(double& wait_s);
 
   // Evaluation (loop_eval.cpp).
   metrics::EvalRecord evaluate();  // logged as an "eval" event on rank 0
@@ -95,31 +90,21 @@ class Trainer {
   // "first step done N s after the start" in train.log, and a "start" event in metrics.jsonl.
   void log_first_step(double setup_s, double step_s);
 
-  // Counts the steps skipped for non-finite losses since the last call (one host sync) and stops the run when
-  // train.max_nan_skips is exceeded.
-  void check_non_finite();
-
-  // Distributed helpers.
-  double all_reduce_sum(double value) const;                             // host value summed over ranks
-  std::vector<double> all_reduce_sum(std::vector<double> values) const;  // element-wise, one collective
-  bool any_rank(bool flag) const;                                        // true if any rank has flag set
+  std::filesystem::path run_dir() const { return cfg_.run.output_dir; }
 
   const Config cfg_;
-  const std::string resolved_yaml_;  // cfg_ as to_yaml prints it (saved in checkpoints)
   std::function<void()> accepted_;
-  const RunContext ctx_;  // rank, world size, communicator, device
-  const std::filesystem::path run_dir_;
+  const RunContext ctx_;             // rank, world size, communicator, device
+  const PrecisionPolicy precision_;  // resolved once from the config (train/precision.h)
 
   std::unique_ptr<data::Tokenizer> tokenizer_;
-  ModelParts model_;                      // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
-  std::unique_ptr<Objective> objective_;  // the loss of a micro-batch, and what it is normalised by
-  DataParts data_;                        // train and eval sets, this rank's train loader, the run's total steps
-  OptimizerParts optim_;                  // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule
-  std::unique_ptr<optim::GradScaler> scaler_;
+  ModelParts model_;                 // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
+  DataParts data_;                   // train and eval sets, this rank's train loader, the run's total steps
+  OptimizerParts optim_;             // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule
+  std::unique_ptr<TrainStep> step_;  // the objective, the loss scaler and DDP: one optimizer step
   std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only
   std::unique_ptr<metrics::StepProfiler> profiler_;
-  std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, scaler_ and data_.train_loader for checkpoints
+  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, the scaler and the loader for checkpoints
 
   // Seconds the constructor spent on the tokenizer and model, and on the data, for the first-step log line.
   struct SetupTimes {
@@ -127,17 +112,10 @@ class Trainer {
     double data_s = 0.0;
   } setup_times_;
 
-  // Precision, resolved once from the config (train/precision.h).
-  const PrecisionPolicy precision_;
-  // The kernels of the run (train.fused_kernels on ctx_.device in precision_.compute), resolved once; the model
-  // gets it too. `fused`: the chunked linear + cross-entropy.
-  const model::KernelPolicy kernels_;
-
-  // Progress.
-  TrainState progress_;                                        // step, epoch, tokens seen, skips, best eval loss
-  std::vector<std::pair<int64_t, at::Tensor>> pending_skips_;  // (step, F32 [] 1 if skipped) not yet read
-  std::optional<double> last_eval_loss_;  // of the latest evaluation, for checkpoint.keep_best
-  int64_t last_eval_step_ = -1;           // the step of that evaluation
+  TrainState progress_;        // step, epoch, tokens seen, skips, best eval loss
+  NonFiniteSteps non_finite_;  // skipped updates not read yet; stops the run past train.max_nan_skips
+  // The latest evaluation (step, loss), for checkpoint.keep_best: a checkpoint ranks by it only at that step.
+  std::optional<std::pair<int64_t, double>> last_eval_;
 
   // Last, so destroyed first: a save still being written in the background reads the config and tokenizer.
   std::unique_ptr<ckpt::CheckpointWriter> checkpoints_;
