@@ -14,8 +14,8 @@
 #include "config/loader.h"
 #include "data/chat_template.h"
 #include "data/templates.h"
-#include "data/tokenizer.h"
 #include "dist/env.h"
+#include "tokenizer/tokenizer.h"
 #include "train/build.h"
 #include "util/fmt.h"
 
@@ -37,7 +37,7 @@ CLI::App* add_action(CLI::App& parent, const char* name, const char* description
 }
 
 // The template chat data would be rendered with, parsed (auto) or checked against the tokenizer (built-in).
-void check_chat_template(const Config& cfg, const data::Tokenizer& tokenizer) {
+void check_chat_template(const Config& cfg, const tok::Tokenizer& tokenizer) {
   const auto is_chat = [](const DataSource& s) { return s.format == SourceFormat::kChat; };
   if (std::none_of(cfg.data.train.begin(), cfg.data.train.end(), is_chat) &&
       std::none_of(cfg.data.eval.begin(), cfg.data.eval.end(), is_chat)) {

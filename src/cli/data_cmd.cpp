@@ -10,8 +10,8 @@
 #include "data/loader.h"
 #include "data/preference_dataset.h"
 #include "data/synth.h"
-#include "data/tokenizer.h"
 #include "dist/comm.h"
+#include "tokenizer/tokenizer.h"
 #include "train/build.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -37,7 +37,7 @@ struct SynthOptions {
 // A token as text. Special tokens show their id (`<|im_start|>#151644`), so a marker that is one token is told
 // apart from the same characters spelled as text. sentencepiece: the word marker becomes a space, byte pieces <0xNN>
 // their byte; other kinds decode the token alone.
-std::string piece_text(const data::Tokenizer& tok, int32_t id) {
+std::string piece_text(const tok::Tokenizer& tok, int32_t id) {
   const std::string p = tok.id_to_piece(id);
   if (tok.is_special(id)) return p + "#" + std::to_string(id);
   if (tok.kind() != "sentencepiece") return tok.decode({id});
@@ -75,7 +75,7 @@ std::string mark_scored(const std::vector<std::string>& pieces, const std::vecto
 }
 
 // The sample's text with its loss tokens marked.
-std::string render_sample(const data::Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss,
+std::string render_sample(const tok::Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<uint8_t>& loss,
                           bool color) {
   std::vector<std::string> pieces;
   for (int32_t id : ids) pieces.push_back(piece_text(tok, id));
@@ -90,7 +90,7 @@ std::string render_ids(const std::vector<int32_t>& ids, const std::vector<uint8_
 }
 
 // A preference objective's pairs: statistics, then each pair's two sequences as text and ids, scored tokens marked.
-void inspect_pairs(const Config& cfg, const data::Tokenizer& tok, const InspectOptions& o) {
+void inspect_pairs(const Config& cfg, const tok::Tokenizer& tok, const InspectOptions& o) {
   const auto chat = data::preference_chat(cfg, tok);
   const auto ds = data::PreferenceDataset::build(o.eval ? cfg.data.eval : cfg.data.train,
                                                  data::preference_options(cfg, chat.get()), cfg.data.on_error, tok);

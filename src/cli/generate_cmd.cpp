@@ -7,11 +7,11 @@
 #include "cli/commands.h"
 #include "cli/device.h"
 #include "data/chat_template.h"
-#include "data/tokenizer.h"
 #include "model/adapter_check.h"
-#include "model/pretrained.h"
 #include "model/generate.h"
 #include "model/lora.h"
+#include "model/pretrained.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -42,7 +42,7 @@ void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const
 
 // --chat: the prompt as one user turn (after an optional system turn) in the model's own chat template, with the
 // generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
-std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const data::Tokenizer& tokenizer,
+std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const tok::Tokenizer& tokenizer,
                                  const std::string& system, const std::string& user) {
   const auto source = data::find_chat_template(model_dir);
   if (!source) {
@@ -69,7 +69,7 @@ void run_generate(const GenerateArgs& a) {
     model::load_adapter(*model, a.adapter);
     model->to(device);
   }
-  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
   const auto has_tokenizer = [](const std::filesystem::path& dir) {
     return std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
                        [&](const char* name) { return std::filesystem::exists(dir / name); });
@@ -78,7 +78,7 @@ void run_generate(const GenerateArgs& a) {
   // tokens the base model's tokenizer lacks): they win over the base model's.
   const std::filesystem::path tokenizer_dir =
       !a.adapter.empty() && has_tokenizer(a.adapter) ? std::filesystem::path(a.adapter) : model_dir;
-  if (has_tokenizer(tokenizer_dir)) tokenizer = data::Tokenizer::load(tokenizer_dir, tokenizer_dir);
+  if (has_tokenizer(tokenizer_dir)) tokenizer = tok::Tokenizer::load(tokenizer_dir, tokenizer_dir);
   std::vector<int64_t> prompt;
   if (!a.ids.empty()) {
     check_prompt_ids(a.ids, model->args().vocab_size, model_dir);

@@ -6,7 +6,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer_train.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::cli {
 namespace {
@@ -30,7 +31,7 @@ void add_codec(CLI::App* tok, int& exit_code) {
   enc->add_flag("--split-special", o->split_special, "Keep special-token spellings in the text as plain text");
   enc->add_flag("--json", o->json, "One JSON object: file, kind, ids, tokens");
   enc->callback([o, &exit_code] {
-    const auto tokenizer = data::Tokenizer::load(o->tokenizer);
+    const auto tokenizer = tok::Tokenizer::load(o->tokenizer);
     std::string text = o->text;
     if (text.empty()) {
       std::ostringstream in;
@@ -54,7 +55,7 @@ void add_codec(CLI::App* tok, int& exit_code) {
   dec->add_option("--tokenizer,-t", o->tokenizer, "Tokenizer file or model directory")->required();
   dec->add_option("--ids", o->ids, "Token ids separated by spaces")->required();
   dec->callback([o, &exit_code] {
-    const auto tokenizer = data::Tokenizer::load(o->tokenizer);
+    const auto tokenizer = tok::Tokenizer::load(o->tokenizer);
     std::cout << tokenizer->decode(parse_ids(o->ids, "--ids")) << "\n";
     exit_code = 0;
   });
@@ -95,7 +96,7 @@ void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     options.user_defined_symbols = o->symbols;
     data::train_tokenizer(inputs, o->vocab_size, o->model_type, o->out, options);
     const auto model = std::filesystem::path(o->out) / "tokenizer.model";
-    const auto tokenizer = data::Tokenizer::load(model);
+    const auto tokenizer = tok::Tokenizer::load(model);
     std::cout << "wrote " << model.string() << " (" << tokenizer->vocab_size() << " pieces)\n";
     exit_code = 0;
   });

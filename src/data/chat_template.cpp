@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
-#include "data/tokenizer.h"
-#include "data/util.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 namespace ft::data {
 namespace {
@@ -55,14 +55,14 @@ std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path
 }
 
 std::optional<ChatTemplateSource> find_model_chat_template(const std::filesystem::path& model_dir,
-                                                           const Tokenizer& tokenizer) {
+                                                           const tok::Tokenizer& tokenizer) {
   auto source = find_chat_template(model_dir);
   if (!source) source = find_chat_template(tokenizer.model_file().parent_path());
   if (source) FT_LOG_INFO("chat template: the model's own, from {}", source->origin.string());
   return source;
 }
 
-JinjaChat::JinjaChat(const ChatTemplateSource& source, const Tokenizer& tokenizer)
+JinjaChat::JinjaChat(const ChatTemplateSource& source, const tok::Tokenizer& tokenizer)
     : source_(source), template_(source.text, source.origin.string()), tokenizer_(tokenizer) {
   specials_ = jinja::Value::object();
   auto spelling = [&](int64_t id) -> jinja::Value {
@@ -178,7 +178,7 @@ TokenizedSample JinjaChat::tokenize(const RenderedChat& chat, bool split_special
 }
 
 std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std::filesystem::path& model_dir,
-                                     const Tokenizer& tokenizer, const std::string& system,
+                                     const tok::Tokenizer& tokenizer, const std::string& system,
                                      const std::vector<ChatMessage>& turns) {
   std::vector<ChatMessage> messages;
   const bool has_system =

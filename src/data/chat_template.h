@@ -13,9 +13,10 @@
 #include "data/templates.h"
 #include "jinja/template.h"
 
-namespace ft::data {
-
+namespace ft::tok {
 class Tokenizer;
+}
+namespace ft::data {
 
 // The template transformers would use for `dir`: chat_template.jinja, else tokenizer_config.json's "chat_template"
 // (a string, or the entry named "default" of a list of {name, template}). nullopt when the model has none.
@@ -27,7 +28,7 @@ std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path
 // The model's own template for a run (data.template: auto): find_chat_template of `model_dir`, else of the folder of
 // the tokenizer's file (a tokenizer.path apart from the model), logged when found; nullopt when neither has one.
 std::optional<ChatTemplateSource> find_model_chat_template(const std::filesystem::path& model_dir,
-                                                           const Tokenizer& tokenizer);
+                                                           const tok::Tokenizer& tokenizer);
 
 // A conversation rendered to text, with byte spans [begin, end) of that text.
 struct RenderedChat {
@@ -40,7 +41,7 @@ class JinjaChat {
  public:
   // Parses the template (ConfigError naming origin:line:col for anything outside the supported Jinja subset).
   // `tokenizer` must outlive this object; its BOS/EOS/PAD/UNK spellings are the template's bos_token & co.
-  JinjaChat(const ChatTemplateSource& source, const Tokenizer& tokenizer);
+  JinjaChat(const ChatTemplateSource& source, const tok::Tokenizer& tokenizer);
 
   // Renders `messages` (objects with at least role and content; other keys such as tool_calls pass through).
   // Trained spans: the {% generation %} blocks where the template has them; otherwise each assistant turn as the
@@ -64,7 +65,7 @@ class JinjaChat {
 
   ChatTemplateSource source_;
   jinja::Template template_;
-  const Tokenizer& tokenizer_;
+  const tok::Tokenizer& tokenizer_;
   jinja::Value specials_;  // bos_token, eos_token, pad_token, unk_token spellings
 };
 
@@ -73,7 +74,7 @@ class JinjaChat {
 // own (from `model_dir`, else beside the tokenizer file) as apply_chat_template(add_generation_prompt=True) tokenizes
 // it, else a built-in one (auto without a model template: plain).
 std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std::filesystem::path& model_dir,
-                                     const Tokenizer& tokenizer, const std::string& system,
+                                     const tok::Tokenizer& tokenizer, const std::string& system,
                                      const std::vector<ChatMessage>& turns);
 
 }  // namespace ft::data

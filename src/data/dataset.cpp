@@ -8,10 +8,10 @@
 #include "data/chat_template.h"
 #include "data/dataset_cache.h"
 #include "data/sampler.h"
-#include "data/tokenizer.h"
-#include "data/util.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/hash.h"
 
 namespace ft::data {
 
@@ -31,7 +31,7 @@ struct TokenizedDataset::Part {
 namespace {
 
 std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
-                                                          const DatasetOptions& o, const Tokenizer& tok,
+                                                          const DatasetOptions& o, const tok::Tokenizer& tok,
                                                           SourceStats& st) {
   auto part = std::make_unique<TokenizedDataset::Part>();
   part->raw_width = o.pretokenized_dtype == TokenDType::kUint16 ? 2 : 4;
@@ -109,7 +109,7 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
   return o;
 }
 
-std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOptions& o, const Tokenizer& tok) {
+std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOptions& o, const tok::Tokenizer& tok) {
   if (o.sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
   if (o.seq_len < 2) throw ConfigError(fmt::format("data.seq_len must be at least 2, got {}", o.seq_len));
   check_template_name(o.template_name);

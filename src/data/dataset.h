@@ -28,9 +28,11 @@ namespace ft::io {
 class MappedFile;
 }
 
+namespace ft::tok {
+class Tokenizer;
+}
 namespace ft::data {
 
-class Tokenizer;
 class JinjaChat;
 
 struct DatasetOptions {
@@ -91,7 +93,7 @@ class TokenizedDataset final : public BatchSource {
  public:
   // Builds (or loads from the cache) every source. Throws ft::Error on bad input (file:line and field) unless
   // on_error is skip, and when no sample is left.
-  static std::shared_ptr<const TokenizedDataset> build(const DatasetOptions& options, const Tokenizer& tokenizer);
+  static std::shared_ptr<const TokenizedDataset> build(const DatasetOptions& options, const tok::Tokenizer& tokenizer);
   ~TokenizedDataset() override;
   TokenizedDataset(const TokenizedDataset&) = delete;
   TokenizedDataset& operator=(const TokenizedDataset&) = delete;
@@ -132,6 +134,6 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
                                                       int64_t max_samples);
 
 // The prompt ids exactly as a prompt_completion sample starts in training: [BOS] + encode(prompt).
-std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, bool add_bos);
+std::vector<int64_t> encode_prompt(const tok::Tokenizer& tokenizer, std::string_view prompt, bool add_bos);
 
 }  // namespace ft::data

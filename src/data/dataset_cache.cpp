@@ -15,7 +15,7 @@
 #include "data/json_records.h"
 #include "data/records.h"
 #include "data/templates.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -53,7 +53,7 @@ struct Writer {
 
 // Tokenizes `path` into `dir` (tokens.bin, loss.bin, offsets.bin, meta.json).
 SourceStats tokenize_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
-                            const Tokenizer& tokenizer, const std::filesystem::path& dir) {
+                            const tok::Tokenizer& tokenizer, const std::filesystem::path& dir) {
   const RecordOptions ro = o.record_options(source);
   BadRecords bad(path, o.on_error);
   const bool drop = o.overlong == Overlong::kDrop;
@@ -198,7 +198,7 @@ CachedSource open_entry(const std::filesystem::path& dir, int64_t vocab_size) {
 }  // namespace
 
 std::string source_cache_key(const std::filesystem::path& path, const std::string& format, const DatasetOptions& o,
-                             const Tokenizer& tokenizer) {
+                             const tok::Tokenizer& tokenizer) {
   nlohmann::json k;
   k["version"] = kCacheFormatVersion;
   k["path"] = std::filesystem::absolute(path).lexically_normal().string();
@@ -229,7 +229,7 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
 }
 
 CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
-                                  const Tokenizer& tokenizer) {
+                                  const tok::Tokenizer& tokenizer) {
   if (o.cache_dir.empty()) throw ConfigError("no data cache directory", "set data.cache_dir");
   std::filesystem::create_directories(o.cache_dir);
   const std::string key = source_cache_key(path, name_of(source.format), o, tokenizer);

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "data/dataset.h"
-#include "data/util.h"
 #include "io/mapped_file.h"
+#include "util/hash.h"
 
 namespace ft::data {
 
@@ -22,10 +22,10 @@ struct CachedSource {
 
 // The cache key of a source (hex), from everything that changes its tokens.
 std::string source_cache_key(const std::filesystem::path& path, const std::string& format,
-                             const DatasetOptions& options, const Tokenizer& tokenizer);
+                             const DatasetOptions& options, const tok::Tokenizer& tokenizer);
 
 // Loads the cache entry of `path`, tokenizing it first when absent (one process at a time, see dataset.h).
 CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source,
-                                  const DatasetOptions& options, const Tokenizer& tokenizer);
+                                  const DatasetOptions& options, const tok::Tokenizer& tokenizer);
 
 }  // namespace ft::data

@@ -1,7 +1,7 @@
 // Prompt/completion pairs for exact-match evaluation, read with the dataset's record rules.
 #include "data/dataset.h"
 #include "data/json_records.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -38,7 +38,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
   return out;
 }
 
-std::vector<int64_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, bool add_bos) {
+std::vector<int64_t> encode_prompt(const tok::Tokenizer& tokenizer, std::string_view prompt, bool add_bos) {
   std::vector<int64_t> ids;
   if (add_bos && tokenizer.bos_id() >= 0) ids.push_back(tokenizer.bos_id());
   const auto body = tokenizer.encode(prompt);

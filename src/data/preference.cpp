@@ -9,7 +9,7 @@
 #include "data/chat_template.h"
 #include "data/json_records.h"
 #include "data/records_internal.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -188,7 +188,7 @@ Text render_continued(const PreferenceOptions& o, jinja::Value messages) {
   return prefix(t, end);
 }
 
-Ids ids_of(const Text& t, bool chat, const PreferenceOptions& o, const Tokenizer& tok) {
+Ids ids_of(const Text& t, bool chat, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   if (chat) {
     const RenderedChat r{t.text, {}, t.content};
     return chat_of(o).tokenize(r, o.split_special_in_content).tokens;
@@ -215,7 +215,7 @@ void check_distinct(const Sequences& s, const PreferenceOptions& o) {
 // _prepare_dataset's tokenize_fn. Strings: tokenizer(text) with its BOS, after add_eos appended the EOS text to each
 // completion not ending with it. Conversations: apply_chat_template(tokenize=True), the prompt alone with the
 // generation prompt whatever its last role.
-Sequences dpo_sequences(const PreferenceRecord& rec, const PreferenceOptions& o, const Tokenizer& tok) {
+Sequences dpo_sequences(const PreferenceRecord& rec, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   if (rec.conversational) {
     auto ids = [&](const jinja::Value& m, bool gen, const std::string& field) {
       return ids_of(render(o, m, gen, field), true, o, tok);
@@ -266,7 +266,7 @@ TokenizedSample dpo_sequence(const Ids& ids, size_t start, const PreferenceOptio
 // The completion starts where the prompt's ids stop agreeing with either sequence's (common_prefix_length), so a
 // prompt token that merges with the completion, or a generation prompt the full conversation renders otherwise,
 // belongs to the completion.
-PreferencePair dpo_pair(const PreferenceRecord& rec, const PreferenceOptions& o, const Tokenizer& tok) {
+PreferencePair dpo_pair(const PreferenceRecord& rec, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   const Sequences s = dpo_sequences(rec, o, tok);
   check_distinct(s, o);
   const size_t start = std::min(common_id_prefix(s.prompt, s.chosen), common_id_prefix(s.prompt, s.rejected));
@@ -336,7 +336,7 @@ void check_prompts(const Answer& c, const Answer& r, const PreferenceOptions& o)
 }
 
 // add_bos_token_if_needed, add_eos_token_if_needed, then the completion cut so that the pair fits max_length.
-TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const Tokenizer& tok) {
+TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   const auto bos = static_cast<int32_t>(tok.bos_id());
   if (o.add_bos && bos >= 0 && (a.prompt.empty() || a.prompt.front() != bos)) a.prompt.insert(a.prompt.begin(), bos);
   const auto eos = static_cast<int32_t>(tok.eos_id());
@@ -358,7 +358,7 @@ TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const Tokeniz
   return s;
 }
 
-PreferencePair cpo_pair(const PreferenceRecord& rec, const PreferenceOptions& o, const Tokenizer& tok) {
+PreferencePair cpo_pair(const PreferenceRecord& rec, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   const CpoTexts t = cpo_texts(rec, o);
   const Sequences s{ids_of(t.prompt, rec.conversational, o, tok), ids_of(t.chosen_full, rec.conversational, o, tok),
                     ids_of(t.rejected_full, rec.conversational, o, tok)};
@@ -407,19 +407,19 @@ PreferenceRecord parse_preference(std::string_view line, const PreferenceOptions
 }
 
 PreferencePair tokenize_preference(const PreferenceRecord& record, const PreferenceOptions& o,
-                                   const Tokenizer& tokenizer) {
+                                   const tok::Tokenizer& tokenizer) {
   if (o.max_length < 0) {
     throw ConfigError(fmt::format("max_length must be >= 0 (0: no limit), got {}", o.max_length));
   }
   return o.style == PreferenceStyle::kDpo ? dpo_pair(record, o, tokenizer) : cpo_pair(record, o, tokenizer);
 }
 
-PreferencePair tokenize_preference(std::string_view line, const PreferenceOptions& o, const Tokenizer& tokenizer) {
+PreferencePair tokenize_preference(std::string_view line, const PreferenceOptions& o, const tok::Tokenizer& tokenizer) {
   return tokenize_preference(parse_preference(line, o), o, tokenizer);
 }
 
 PreferenceData read_preference_file(const std::filesystem::path& path, const PreferenceOptions& o,
-                                    const Tokenizer& tokenizer, OnError on_error) {
+                                    const tok::Tokenizer& tokenizer, OnError on_error) {
   RecordReader reader(path);
   BadRecords bad(path, on_error);
   PreferenceData out;

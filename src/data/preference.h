@@ -28,10 +28,12 @@
 #include "data/templates.h"
 #include "jinja/template.h"
 
+namespace ft::tok {
+class Tokenizer;
+}
 namespace ft::data {
 
 class JinjaChat;
-class Tokenizer;
 
 enum class PreferenceStyle {
   // trl.DPOTrainer._prepare_dataset: prompt, prompt + chosen and prompt + rejected tokenized each on its own
@@ -107,8 +109,9 @@ PreferenceRecord parse_preference(std::string_view line, const PreferenceOptions
 // (a prompt ending in a system message, prompts that tokenize apart by more than the merged last token).
 // ConfigError for a conversational record without options.chat, or max_length < 0.
 PreferencePair tokenize_preference(const PreferenceRecord& record, const PreferenceOptions& options,
-                                   const Tokenizer& tokenizer);
-PreferencePair tokenize_preference(std::string_view line, const PreferenceOptions& options, const Tokenizer& tokenizer);
+                                   const tok::Tokenizer& tokenizer);
+PreferencePair tokenize_preference(std::string_view line, const PreferenceOptions& options,
+                                   const tok::Tokenizer& tokenizer);
 
 // The pairs of a file, in order, with the line each record starts on.
 struct PreferenceData {
@@ -121,7 +124,7 @@ struct PreferenceData {
 // "<file>:<line>: <what> (field '<f>')" under OnError::kFail, or is skipped and counted under kSkip; a file without
 // records is an error (kFail) or a warning.
 PreferenceData read_preference_file(const std::filesystem::path& path, const PreferenceOptions& options,
-                                    const Tokenizer& tokenizer, OnError on_error);
+                                    const tok::Tokenizer& tokenizer, OnError on_error);
 
 // P pairs as one forward: 2P sequences in TRL's order (Batch::pairs), so chosen and rejected share the forward and
 // the reference forward. Without packing: one sequence per row, right-padded to the longest ([2P, T],

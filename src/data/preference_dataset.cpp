@@ -6,13 +6,13 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "data/templates.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
 namespace ft::data {
 
-std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const Tokenizer& tokenizer) {
+std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer) {
   const std::string name = name_of(cfg.data.template_name);
   if (name == "auto") {
     const auto source = find_model_chat_template(cfg.model.path, tokenizer);
@@ -44,7 +44,7 @@ PreferenceOptions preference_options(const Config& cfg, const JinjaChat* chat) {
 
 std::shared_ptr<const PreferenceDataset> PreferenceDataset::build(const std::vector<DataSource>& sources,
                                                                   const PreferenceOptions& options, OnError on_error,
-                                                                  const Tokenizer& tokenizer) {
+                                                                  const tok::Tokenizer& tokenizer) {
   if (sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
   std::shared_ptr<PreferenceDataset> ds(new PreferenceDataset());
   ds->max_length_ = options.max_length;

@@ -13,15 +13,17 @@
 #include "data/batch_source.h"
 #include "data/preference.h"
 
+namespace ft::tok {
+class Tokenizer;
+}
 namespace ft::data {
 
 class JinjaChat;
-class Tokenizer;
 
 // The chat template conversational pairs render with: the model's own (model.path, else beside the tokenizer
 // file), else data.template's built-in; null when data.template is auto and the model has none (a conversational
 // record then fails, naming the fix).
-std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const Tokenizer& tokenizer);
+std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer);
 
 // The run's PreferenceOptions: TRL's tokenization for train.objective (dpo, ipo: DPOTrainer; simpo, orpo:
 // CPOTrainer/ORPOTrainer), data.seq_len as max_length, preference.truncation, data.fields' prompt/chosen/rejected
@@ -34,7 +36,7 @@ class PreferenceDataset final : public BatchSource {
   // (file:line, field) unless data.on_error is skip, and when no pair is left.
   static std::shared_ptr<const PreferenceDataset> build(const std::vector<DataSource>& sources,
                                                         const PreferenceOptions& options, OnError on_error,
-                                                        const Tokenizer& tokenizer);
+                                                        const tok::Tokenizer& tokenizer);
 
   int64_t size() const override { return static_cast<int64_t>(index_.size()); }
   int64_t length(int64_t i) const override;  // chosen + rejected tokens

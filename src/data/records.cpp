@@ -5,7 +5,7 @@
 
 #include "data/chat_template.h"
 #include "data/records_internal.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -230,7 +230,7 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
   throw RecordError("", "preference pairs are read by data/preference.h, not as SFT samples");
 }
 
-TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const Tokenizer& tokenizer) {
+TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const tok::Tokenizer& tokenizer) {
   if (o.format != Format::kChat || o.chat == nullptr) return tokenize_segments(tokenizer, parse_record(line, o));
   const json j = parse_object(line);
   const auto messages = parse_messages(j, o, /*model_template=*/true);

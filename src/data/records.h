@@ -12,6 +12,9 @@
 #include "config/config.h"
 #include "data/templates.h"
 
+namespace ft::tok {
+class Tokenizer;
+}
 namespace ft::data {
 
 // The source formats of data.train[].format (pretokenized is binary and handled by the dataset).
@@ -56,7 +59,6 @@ class BadRecords {
 void warn_skipped_lines(const std::string& path, int64_t count, const std::vector<int64_t>& lines);
 
 class JinjaChat;
-class Tokenizer;
 
 struct RecordOptions {
   Format format = Format::kPromptCompletion;
@@ -82,6 +84,6 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& op
 
 // Parses and tokenizes one non-blank line: chat records through options.chat when it is set (rendered and
 // tokenized as apply_chat_template does), everything else through parse_record and tokenize_segments.
-TokenizedSample tokenize_record(std::string_view line, const RecordOptions& options, const Tokenizer& tokenizer);
+TokenizedSample tokenize_record(std::string_view line, const RecordOptions& options, const tok::Tokenizer& tokenizer);
 
 }  // namespace ft::data

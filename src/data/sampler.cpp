@@ -4,8 +4,8 @@
 #include <numeric>
 #include <string>
 
-#include "data/util.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 namespace ft::data {
 

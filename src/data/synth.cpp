@@ -4,9 +4,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/util.h"
 #include "util/error.h"
 #include "util/file_writer.h"
+#include "util/hash.h"
 
 namespace ft::data {
 namespace {

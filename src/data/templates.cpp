@@ -4,7 +4,7 @@
 
 #include "config/settings.h"
 #include "data/templates_internal.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -247,7 +247,7 @@ std::vector<std::string> template_markers(const std::string& name) {
   return {};
 }
 
-void check_template_markers(const std::string& template_name, const Tokenizer& tokenizer) {
+void check_template_markers(const std::string& template_name, const tok::Tokenizer& tokenizer) {
   const std::string name = resolve_template(template_name, tokenizer);
   std::string missing;  // "<a> <b>", for the message
   std::string yaml;     // "\"<a>\", \"<b>\"", for the hint

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-namespace ft::data {
-
+namespace ft::tok {
 class Tokenizer;
+}
+namespace ft::data {
 
 struct ChatMessage {
   std::string role;     // system | user | assistant
@@ -45,7 +46,7 @@ void check_template_name(const std::string& name);
 // special tokens of one without (tekken.json, Mistral-Nemo's tokenizer.json), else mistral-v1 ([INST] as text,
 // v0.1's sentencepiece). mistral-common's v7+ formats ([SYSTEM_PROMPT] blocks: a sentencepiece v7 model, a tekken
 // file of version v7 or later) are not built in: ConfigError pointing to data.template auto. Other names unchanged.
-std::string resolve_template(const std::string& name, const Tokenizer& tokenizer);
+std::string resolve_template(const std::string& name, const tok::Tokenizer& tokenizer);
 
 // Renders `messages` with template `name` (a built-in name; mistral must be resolved first: ConfigError); loss only
 // on assistant turns, including their end-of-turn token. `add_generation_prompt` appends the assistant header for
@@ -69,7 +70,7 @@ std::vector<std::string> template_markers(const std::string& name);
 // Throws ft::ConfigError when `tokenizer` lacks one of template `name`'s markers (mistral: of the variant
 // resolve_template picks) as a single token: they would be trained as plain text and the model would never learn to
 // end its turn.
-void check_template_markers(const std::string& name, const Tokenizer& tokenizer);
+void check_template_markers(const std::string& name, const tok::Tokenizer& tokenizer);
 
 // The Jinja `chat_template` of tokenizer_config.json for template `name`: official strings for llama2/llama3/chatml,
 // for the others a template that transformers renders exactly as render_chat (mistral-*: including mistral-common's
@@ -89,6 +90,6 @@ struct TokenizedSample {
 // Encodes segments to ids and a per-token loss mask. Text runs are encoded one by one; a run after the first that
 // starts with a space drops that space when the tokenizer adds a dummy prefix (the prefix stands for it), so
 // "Answer:" + " 567" gives the pieces of "▁567" rather than "▁▁567".
-TokenizedSample tokenize_segments(const Tokenizer& tokenizer, const std::vector<Segment>& segments);
+TokenizedSample tokenize_segments(const tok::Tokenizer& tokenizer, const std::vector<Segment>& segments);
 
 }  // namespace ft::data

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "data/templates_internal.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ft::data {
@@ -142,7 +142,7 @@ int tekken_version(const std::filesystem::path& file) {
 
 }  // namespace
 
-std::string resolve_template(const std::string& name, const Tokenizer& tokenizer) {
+std::string resolve_template(const std::string& name, const tok::Tokenizer& tokenizer) {
   check_template_name(name);
   if (name != "mistral") return name;
   auto control = [&tokenizer](const char* piece) {

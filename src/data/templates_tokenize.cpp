@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "data/templates.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::data {
 namespace {
@@ -25,7 +25,7 @@ std::string segments_to_string(const std::vector<Segment>& segments, const std::
   return s;
 }
 
-TokenizedSample tokenize_segments(const Tokenizer& tokenizer, const std::vector<Segment>& segments) {
+TokenizedSample tokenize_segments(const tok::Tokenizer& tokenizer, const std::vector<Segment>& segments) {
   TokenizedSample out;
   auto push = [&out](int64_t id, bool loss) {
     out.tokens.push_back(static_cast<int32_t>(id));

@@ -15,7 +15,7 @@ namespace {
 // added_tokens_decoder entries (how a sentencepiece tokenizer keeps them) and the list of extra special tokens
 // (transformers 5's extra_special_tokens where the config has that list, else additional_special_tokens, which
 // every version reads); the same list in special_tokens_map.json when the directory has one.
-void record_added_tokens(const Tokenizer& tokenizer, nlohmann::json& tokenizer_config,
+void record_added_tokens(const tok::Tokenizer& tokenizer, nlohmann::json& tokenizer_config,
                          const std::filesystem::path& dir) {
   const auto& added = tokenizer.added_tokens();
   if (added.empty()) return;
@@ -78,7 +78,7 @@ std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from,
   return present;
 }
 
-void write_tokenizer_files(const std::string& base_model_dir, const Tokenizer& tokenizer,
+void write_tokenizer_files(const std::string& base_model_dir, const tok::Tokenizer& tokenizer,
                            const std::string& template_name, bool add_bos, const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   nlohmann::json tokenizer_config = nlohmann::json::object();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::data {
 
@@ -21,7 +21,7 @@ std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from,
 // tokenizer.add_bos did in training), so the exported model is prompted and chats the way it learned to. The
 // tokenizer itself is the one the run used: with tokenizer.add_tokens, tokenizer.json holds the added tokens (a
 // sentencepiece model keeps them in tokenizer_config.json).
-void write_tokenizer_files(const std::string& base_model_dir, const Tokenizer& tokenizer,
+void write_tokenizer_files(const std::string& base_model_dir, const tok::Tokenizer& tokenizer,
                            const std::string& template_name, bool add_bos, const std::filesystem::path& dir);
 
 }  // namespace ft::data

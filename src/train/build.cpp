@@ -15,7 +15,7 @@
 #include "data/preference_dataset.h"
 #include "data/records.h"
 #include "data/synth.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer_train.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/zero.h"
@@ -29,6 +29,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -158,10 +159,10 @@ void prepare_inputs(Config& cfg, const RunContext& ctx) {
   }
 }
 
-std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg) {
+std::unique_ptr<tok::Tokenizer> build_tokenizer(const Config& cfg) {
   // An empty tokenizer.path means model.path: Tokenizer::load picks the file in the model directory.
   const std::filesystem::path file = cfg.tokenizer.path.empty() ? cfg.model.path : cfg.tokenizer.path;
-  auto tokenizer = data::Tokenizer::load(file, std::filesystem::path(cfg.model.path));
+  auto tokenizer = tok::Tokenizer::load(file, std::filesystem::path(cfg.model.path));
   if (!cfg.tokenizer.add_tokens.empty()) {
     const auto& tokens = cfg.tokenizer.add_tokens;
     const auto ids = tokenizer->add_tokens(tokens);
@@ -183,7 +184,7 @@ std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg) {
 namespace {
 
 // The ids tokenizer.add_tokens created (not those the vocabulary already had).
-std::vector<int64_t> created_token_ids(const data::Tokenizer& tokenizer) {
+std::vector<int64_t> created_token_ids(const tok::Tokenizer& tokenizer) {
   std::vector<int64_t> created;
   for (const auto& t : tokenizer.added_tokens()) {
     if (t.created) created.push_back(t.id);
@@ -217,7 +218,7 @@ void check_fp8_base(const Config& cfg, const PrecisionPolicy& precision, c10::De
 
 }  // namespace
 
-std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const data::Tokenizer& tokenizer,
+std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
                                                      const PrecisionPolicy& precision, const RunContext& ctx) {
   check_fp8_base(cfg, precision, ctx.device);
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
@@ -267,7 +268,7 @@ void seed_rank_generators(const Config& cfg, const RunContext& ctx) {
   at::manual_seed(static_cast<uint64_t>(cfg.run.seed) + 7919ull * static_cast<uint64_t>(ctx.rank + 1));
 }
 
-ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
+ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx) {
   ModelParts parts;
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
@@ -316,7 +317,7 @@ ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, cons
   return parts;
 }
 
-DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx) {
+DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx) {
   DataParts parts;
   if (cfg.train.objective != TrainObjective::kSft) {
     const auto chat = data::preference_chat(cfg, tokenizer);
@@ -355,7 +356,7 @@ DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const 
   return parts;
 }
 
-data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
+data::LoaderOptions loader_options(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx,
                                    bool shuffle) {
   auto options = data::LoaderOptions::from_config(cfg, tokenizer.pad_id(), ctx.rank, ctx.world_size,
                                                   ctx.device.is_cuda(), shuffle);

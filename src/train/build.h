@@ -18,8 +18,10 @@ namespace ft::dist {
 class Communicator;
 class DistributedDataParallel;
 }  // namespace ft::dist
-namespace ft::data {
+namespace ft::tok {
 class Tokenizer;
+}
+namespace ft::data {
 class DataLoader;
 class BatchSource;
 struct LoaderOptions;
@@ -63,12 +65,12 @@ void prepare_run(Config& cfg, const RunContext& ctx);
 void prepare_inputs(Config& cfg, const RunContext& ctx);
 
 // The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
-std::unique_ptr<data::Tokenizer> build_tokenizer(const Config& cfg);
+std::unique_ptr<tok::Tokenizer> build_tokenizer(const Config& cfg);
 
 // The model as the run starts from, before adapters: model.path's weights (in precision.param, NF4 projections with
 // model.quantize) or a fresh init from run.seed, with rows for tokenizer.add_tokens. Seeds the generators with
 // run.seed: call seed_rank_generators after it.
-std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const data::Tokenizer& tokenizer,
+std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
                                                      const PrecisionPolicy& precision, const RunContext& ctx);
 // Seeds the generators for this rank's dropout and sampling (weights are initialised identically on every rank).
 void seed_rank_generators(const Config& cfg, const RunContext& ctx);
@@ -82,7 +84,7 @@ struct ModelParts {
 // The model: model.path's weights or a fresh init from run.seed, embedding rows for tokenizer.add_tokens, LoRA
 // adapters, activation checkpointing and fused kernels as configured. Leaves the generator seeded per rank (dropout
 // differs between ranks, the weights do not).
-ModelParts build_model(const Config& cfg, const data::Tokenizer& tokenizer, const PrecisionPolicy& precision,
+ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx);
 
 struct DataParts {
@@ -91,11 +93,11 @@ struct DataParts {
   std::unique_ptr<data::DataLoader> train_loader;           // this rank's shard of train_set
   int64_t total_steps = 0;                                  // optimizer steps of the whole run
 };
-DataParts build_data(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx);
+DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx);
 
 // The run's batch layout for a loader of this rank (train or eval): preference pairs pack into rows of twice
 // data.seq_len (a pair's two sequences).
-data::LoaderOptions loader_options(const Config& cfg, const data::Tokenizer& tokenizer, const RunContext& ctx,
+data::LoaderOptions loader_options(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx,
                                    bool shuffle);
 
 struct OptimizerParts {

@@ -62,7 +62,7 @@ at::Tensor NextTokenObjective::compute(model::Transformer& model, const data::Ba
 }
 
 std::unique_ptr<Objective> build_objective(const Config& cfg, const PrecisionPolicy& precision,
-                                           const model::KernelPolicy& kernels, const data::Tokenizer& tokenizer,
+                                           const model::KernelPolicy& kernels, const tok::Tokenizer& tokenizer,
                                            const RunContext& ctx) {
   if (cfg.train.objective == TrainObjective::kSft) return std::make_unique<NextTokenObjective>(precision, kernels);
   return build_preference_objective(cfg, precision, kernels, tokenizer, ctx);

@@ -17,9 +17,11 @@
 #include "model/kernel_policy.h"
 #include "train/precision.h"
 
+namespace ft::tok {
+class Tokenizer;
+}
 namespace ft::data {
 struct Batch;
-class Tokenizer;
 }  // namespace ft::data
 namespace ft::model {
 class Transformer;
@@ -84,7 +86,7 @@ class NextTokenObjective final : public Objective {
 // (train/preference_objective.h). DPO and IPO of a full fine-tune need a frozen reference model: built here like
 // the run's model (build_model), frozen, in eval mode.
 std::unique_ptr<Objective> build_objective(const Config& cfg, const PrecisionPolicy& precision,
-                                           const model::KernelPolicy& kernels, const data::Tokenizer& tokenizer,
+                                           const model::KernelPolicy& kernels, const tok::Tokenizer& tokenizer,
                                            const RunContext& ctx);
 
 }  // namespace ft::train

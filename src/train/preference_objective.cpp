@@ -173,7 +173,7 @@ PreferenceLossOptions preference_loss_options(const Config& cfg) {
 
 std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const PrecisionPolicy& precision,
                                                       const model::KernelPolicy& kernels,
-                                                      const data::Tokenizer& tokenizer, const RunContext& ctx) {
+                                                      const tok::Tokenizer& tokenizer, const RunContext& ctx) {
   const PreferenceLossOptions loss = preference_loss_options(cfg);
   std::shared_ptr<model::Transformer> reference;
   if (!is_reference_free(loss.kind) && !cfg.lora.enabled) {

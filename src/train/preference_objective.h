@@ -51,6 +51,6 @@ PreferenceLossOptions preference_loss_options(const Config& cfg);
 // The PreferenceObjective of a run, with its reference model when it needs one.
 std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const PrecisionPolicy& precision,
                                                       const model::KernelPolicy& kernels,
-                                                      const data::Tokenizer& tokenizer, const RunContext& ctx);
+                                                      const tok::Tokenizer& tokenizer, const RunContext& ctx);
 
 }  // namespace ft::train

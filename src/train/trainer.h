@@ -97,7 +97,7 @@ class Trainer {
   const RunContext ctx_;             // rank, world size, communicator, device
   const PrecisionPolicy precision_;  // resolved once from the config (train/precision.h)
 
-  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<tok::Tokenizer> tokenizer_;
   ModelParts model_;                 // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
   DataParts data_;                   // train and eval sets, this rank's train loader, the run's total steps
   OptimizerParts optim_;             // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule

@@ -8,9 +8,9 @@
 
 #include "data/chat_template.h"
 #include "data/records.h"
-#include "data/tokenizer.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::test {
 namespace {
@@ -46,7 +46,7 @@ std::string trained_text(const data::RenderedChat& r) {
 TEST_F(ChatTemplate, RealTemplatesRenderAndTokenizeAsApplyChatTemplate) {
   for (const auto& [name, model] : ref_.items()) {
     const std::filesystem::path dir = model["dir"].get<std::string>();
-    const auto tok = data::Tokenizer::load(dir);
+    const auto tok = tok::Tokenizer::load(dir);
     const auto source = data::find_chat_template(dir);
     ASSERT_TRUE(source.has_value()) << name;
     const data::JinjaChat chat(*source, *tok);
@@ -74,7 +74,7 @@ TEST_F(ChatTemplate, RealTemplatesRenderAndTokenizeAsApplyChatTemplate) {
 TEST_F(ChatTemplate, LossCoversAssistantTurnsWithTheirEndMarkerAndNoUserText) {
   for (const auto& [name, model] : ref_.items()) {
     const std::filesystem::path dir = model["dir"].get<std::string>();
-    const auto tok = data::Tokenizer::load(dir);
+    const auto tok = tok::Tokenizer::load(dir);
     const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
     for (const auto& c : model["cases"]) {
       if (c.contains("error")) continue;
@@ -147,7 +147,7 @@ TEST_F(ChatTemplate, ValidateNamesTheTemplateAndRefusesMarkersTheTokenizerLacks)
 TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
   const auto& model = ref_["llama31"];
   const std::filesystem::path dir = model["dir"].get<std::string>();
-  const auto tok = data::Tokenizer::load(dir);
+  const auto tok = tok::Tokenizer::load(dir);
   const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
   const auto& c = model["cases"][4];  // content spelling <|eot_id|>
   const auto rendered = chat.render(jinja::Value::parse(c["messages"].dump()), false, false);
@@ -268,16 +268,16 @@ TEST(TokenizerKinds, RealTekkenTiktokenAndSentencepieceFilesGiveTheirSpecialIds)
   } catch (const std::exception& e) {
     GTEST_SKIP() << "reference packages missing: " << e.what();
   }
-  const auto tekken = data::Tokenizer::load(files["tekken"].get<std::string>());
+  const auto tekken = tok::Tokenizer::load(files["tekken"].get<std::string>());
   EXPECT_EQ(tekken->kind(), "tekken");
   EXPECT_EQ(tekken->bos_id(), 1);
   EXPECT_EQ(tekken->eos_id(), 2);
-  const auto llama3 = data::Tokenizer::load(files["tiktoken"].get<std::string>());
+  const auto llama3 = tok::Tokenizer::load(files["tiktoken"].get<std::string>());
   EXPECT_EQ(llama3->kind(), "tiktoken");
   EXPECT_EQ(llama3->bos_id(), 128000);
   EXPECT_EQ(llama3->eos_id(), 128001);
   EXPECT_TRUE(llama3->is_special(128009));
-  const auto v3 = data::Tokenizer::load(files["v3"].get<std::string>());
+  const auto v3 = tok::Tokenizer::load(files["v3"].get<std::string>());
   EXPECT_EQ(v3->kind(), "sentencepiece");
   const auto enc = v3->encode_with_offsets("[INST] hi [/INST]");
   std::vector<int64_t> expected{3};

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "data/tokenizer_train.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -34,7 +35,9 @@ const std::filesystem::path& test_tokenizer_model() {
   return model;
 }
 
-std::unique_ptr<data::Tokenizer> load_test_tokenizer() { return data::Tokenizer::load(test_tokenizer_model()); }
+std::unique_ptr<tok::Tokenizer> load_test_tokenizer() {
+  return tok::Tokenizer::load(test_tokenizer_model());
+}
 
 nlohmann::json run_python(const std::string& script, const nlohmann::json& input) {
   TempDir dir("ft-data-py");

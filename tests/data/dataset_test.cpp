@@ -23,7 +23,7 @@ using data::TokenizedDataset;
 
 struct Fixture {
   TempDir dir{"ft-ds"};
-  std::unique_ptr<data::Tokenizer> tok = load_test_tokenizer();
+  std::unique_ptr<tok::Tokenizer> tok = load_test_tokenizer();
   DatasetOptions options(const std::string& file, const std::string& format, const std::string& text) {
     write_file(dir / file, text);
     DatasetOptions o;

@@ -16,7 +16,7 @@ using data::TokenizedDataset;
 // A pretokenized-free dataset of known samples: "text" records whose tokens we read back.
 struct Samples {
   TempDir dir{"ft-ld"};
-  std::unique_ptr<data::Tokenizer> tok = load_test_tokenizer();
+  std::unique_ptr<tok::Tokenizer> tok = load_test_tokenizer();
   std::shared_ptr<const TokenizedDataset> ds;
   explicit Samples(int n, int64_t seq_len = 32) {
     std::string lines;

@@ -14,8 +14,8 @@
 #include "data/chat_template.h"
 #include "data/preference.h"
 #include "data/records.h"
-#include "data/tokenizer.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::test {
 namespace {
@@ -151,7 +151,7 @@ class PreferenceRef : public ::testing::Test {
     ref_ = ref;
     for (const auto& [name, path] : ref_["models"].items()) {
       auto& m = models_[name];
-      m.tokenizer = data::Tokenizer::load(path.get<std::string>());
+      m.tokenizer = tok::Tokenizer::load(path.get<std::string>());
       m.chat = std::make_unique<data::JinjaChat>(*data::find_chat_template(path.get<std::string>()), *m.tokenizer);
     }
   }
@@ -173,13 +173,13 @@ class PreferenceRef : public ::testing::Test {
     o.split_special_in_content = false;  // TRL's ids exactly: text spelling a special token is that token
     return o;
   }
-  static const data::Tokenizer& tokenizer(const Config& c) { return *models_.at(c.model).tokenizer; }
+  static const tok::Tokenizer& tokenizer(const Config& c) { return *models_.at(c.model).tokenizer; }
 
   // Every record under configs `which` against TRL's result for it.
   static void expect_configs_match(const std::function<bool(const Config&)>& which);
 
   struct Model {
-    std::unique_ptr<data::Tokenizer> tokenizer;
+    std::unique_ptr<tok::Tokenizer> tokenizer;
     std::unique_ptr<data::JinjaChat> chat;
   };
   static inline std::unique_ptr<TempDir> dir_;  // when no shared directory is given

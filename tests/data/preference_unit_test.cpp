@@ -7,16 +7,16 @@
 #include "data/chat_template.h"
 #include "data/preference.h"
 #include "data/records.h"
-#include "data/tokenizer.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::test {
 namespace {
 
 using data::PreferenceOptions;
 
-const data::Tokenizer& tok() {
+const tok::Tokenizer& tok() {
   static const auto t = load_test_tokenizer();
   return *t;
 }

@@ -9,9 +9,9 @@
 
 #include "data/chat_template.h"
 #include "data/templates.h"
-#include "data/tokenizer.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::test {
 namespace {
@@ -65,7 +65,7 @@ std::string reference_message(const nlohmann::json& c) {
 TEST_F(TemplatesRef, MistralIdsAndLossMatchMistralCommon) {
   const auto& m = ref_["mistral"];
   for (const auto& [name, t] : m["tokenizers"].items()) {
-    const auto tok = data::Tokenizer::load(t["path"].get<std::string>());
+    const auto tok = tok::Tokenizer::load(t["path"].get<std::string>());
     const std::string variant = data::resolve_template("mistral", *tok);
     EXPECT_EQ(variant, t["variant"].get<std::string>()) << name;
     for (const char* part : {"cases", "prompts"}) {
@@ -103,7 +103,7 @@ TEST_F(TemplatesRef, MistralIdsAndLossMatchMistralCommon) {
 
 TEST_F(TemplatesRef, MistralJinjaRendersAsTheCppTemplateInTransformersAndOurEngine) {
   const auto& m = ref_["mistral"];
-  const auto tok = data::Tokenizer::load(m["tokenizers"]["v3_json"]["path"].get<std::string>());
+  const auto tok = tok::Tokenizer::load(m["tokenizers"]["v3_json"]["path"].get<std::string>());
   for (const auto& [variant, j] : m["jinja"].items()) {
     const data::JinjaChat ours({data::chat_template_jinja(variant), variant}, *tok);
     for (const char* part : {"cases", "prompts"}) {
@@ -128,7 +128,7 @@ TEST_F(TemplatesRef, MistralJinjaRendersAsTheCppTemplateInTransformersAndOurEngi
 
 TEST_F(TemplatesRef, MistralV7FormatsAreRefusedWithAHint) {
   for (const auto& path : ref_["mistral"]["v7"]) {
-    const auto tok = data::Tokenizer::load(path.get<std::string>());
+    const auto tok = tok::Tokenizer::load(path.get<std::string>());
     try {
       data::resolve_template("mistral", *tok);
       ADD_FAILURE() << "a v7 tokenizer must be refused: " << path;
@@ -141,7 +141,7 @@ TEST_F(TemplatesRef, MistralV7FormatsAreRefusedWithAHint) {
 
 TEST_F(TemplatesRef, GemmaMatchesTheOfficialTemplateTextIdsAndLoss) {
   const auto& g = ref_["gemma"];
-  const auto tok = data::Tokenizer::load(g["dir"].get<std::string>());
+  const auto tok = tok::Tokenizer::load(g["dir"].get<std::string>());
   EXPECT_NO_THROW(data::check_template_markers("gemma", *tok));
   const data::JinjaChat ours({data::chat_template_jinja("gemma"), "gemma"}, *tok);
   const int64_t eot = tok->piece_to_id("<end_of_turn>");

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "data/tokenizer_files.h"
+#include "data/tokenizer_train.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
 
@@ -49,7 +50,7 @@ TEST(Tokenizer, ModelDirectoryConfigsOverrideSpecialIds) {
   TempDir dir("ft-tokcfg");
   write_file(dir / "config.json", R"({"bos_token_id": 1, "eos_token_id": [5, 2], "pad_token_id": null})");
   write_file(dir / "tokenizer_config.json", R"({"eos_token": {"content": "<|eot_id|>"}, "pad_token": "<unk>"})");
-  const auto tok = data::Tokenizer::load(test_tokenizer_model(), dir.path());
+  const auto tok = tok::Tokenizer::load(test_tokenizer_model(), dir.path());
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), tok->piece_to_id("<|eot_id|>"));  // tokenizer_config.json wins over config.json
   EXPECT_EQ(tok->pad_id(), 0);
@@ -57,7 +58,7 @@ TEST(Tokenizer, ModelDirectoryConfigsOverrideSpecialIds) {
 
 TEST(Tokenizer, MissingModelIsAClearError) {
   try {
-    data::Tokenizer::load("/nonexistent/tokenizer.model");
+    tok::Tokenizer::load("/nonexistent/tokenizer.model");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/tokenizer.model"), std::string::npos);
@@ -76,7 +77,7 @@ TEST(Tokenizer, TrainingIsDeterministicAndReadsJsonLines) {
   data::train_tokenizer({dir / "d.jsonl"}, 300, "bpe", dir / "b");
   // The .model embeds its output path, so compare the learned pieces and scores.
   EXPECT_EQ(read_file(dir / "a" / "tokenizer.vocab"), read_file(dir / "b" / "tokenizer.vocab"));
-  const auto tok = data::Tokenizer::load(dir / "a" / "tokenizer.model");
+  const auto tok = tok::Tokenizer::load(dir / "a" / "tokenizer.model");
   EXPECT_GE(tok->piece_to_id("Answer"), 0);  // learned from the JSON strings, not the JSON syntax
   EXPECT_EQ(tok->piece_to_id("\"prompt\""), -1);
 }

@@ -4,8 +4,9 @@
 
 #include <filesystem>
 
-#include "data/tokenizer.h"
+#include "data/tokenizer_train.h"
 #include "fuzz_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ft::fuzz {
 

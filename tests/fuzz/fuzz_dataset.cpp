@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 const char* const kEntryFiles[] = {"meta.json", "tokens.bin", "loss.bin", "offsets.bin"};
 
-std::unique_ptr<data::Tokenizer> tokenizer;
+std::unique_ptr<tok::Tokenizer> tokenizer;
 data::DatasetOptions options;
 fs::path entry;
 std::map<std::string, std::string> originals;
@@ -40,7 +40,7 @@ std::unique_ptr<data::DataLoader> make_loader(const std::shared_ptr<const data::
 
 void target_setup() {
   at::set_num_threads(1);
-  tokenizer = data::Tokenizer::load(small_tokenizer_model());
+  tokenizer = tok::Tokenizer::load(small_tokenizer_model());
   const auto dir = scratch() / "data";
   fs::create_directories(dir);
   std::string lines;

@@ -14,7 +14,7 @@
 namespace ft::fuzz {
 namespace {
 
-std::unique_ptr<data::Tokenizer> tokenizer;
+std::unique_ptr<tok::Tokenizer> tokenizer;
 std::unique_ptr<data::JinjaChat> jinja_chat;
 
 void parse_one(std::string_view line, const data::RecordOptions& options) {
@@ -33,7 +33,7 @@ void parse_one(std::string_view line, const data::RecordOptions& options) {
 }  // namespace
 
 void target_setup() {
-  tokenizer = data::Tokenizer::load(small_tokenizer_model());
+  tokenizer = tok::Tokenizer::load(small_tokenizer_model());
   const data::ChatTemplateSource source{
       "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",

@@ -15,7 +15,7 @@ namespace {
 const char* const kSideFiles[] = {"tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
                                   "config.json"};
 
-void exercise(const data::Tokenizer& tok, std::string_view extra_text) {
+void exercise(const tok::Tokenizer& tok, std::string_view extra_text) {
   const std::string texts[] = {"Hello world", "Café 日本語 🙂 <|im_start|>user\nhi<|im_end|>", " two  spaces\n\t",
                                std::string(extra_text.substr(0, 256))};
   for (const auto& text : texts) {
@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::write_bytes(dir / fuzz::kSideFiles[mode - 2], input.payload);
   }
   fuzz::accepted([&] {
-    const auto tok = data::Tokenizer::load(file);
+    const auto tok = tok::Tokenizer::load(file);
     fuzz::exercise(*tok, input.payload);
     if (mode == 2) {
       if (const auto source = data::find_chat_template(dir)) {

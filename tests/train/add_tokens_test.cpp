@@ -11,7 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer.h"
+#include "data/tokenizer_train.h"
+#include "tokenizer/tokenizer.h"
 #include "train/train_support.h"
 #include "util/error.h"
 
@@ -283,7 +284,7 @@ TEST_F(AddTokens, SentencepieceKeepsAddedTokensInTokenizerConfig) {
 // The tokenizer facade: new tokens get the ids after the vocabulary and are matched whole (not with split_special),
 // tokens it has keep their ids, the text between is encoded as before, decode gives the tokens back as text on
 // request, and the tokenizer saved (tokenizer.json) or its configs (sentencepiece) bring them back on load.
-void check_facade(data::Tokenizer& tok, const std::filesystem::path& saved_dir) {
+void check_facade(tok::Tokenizer& tok, const std::filesystem::path& saved_dir) {
   const int64_t n = tok.vocab_size();
   const auto before = tok.fingerprint();
   const std::string text = "<|im_start|>user\nReverse: red cat<|im_end|>\n";
@@ -317,7 +318,7 @@ void check_facade(data::Tokenizer& tok, const std::filesystem::path& saved_dir) 
             tok.kind() == "sentencepiece" ? "user\nReverse: red cat \n" : "user\nReverse: red cat\n");
 
   tok.save(saved_dir);
-  const auto reloaded = data::Tokenizer::load(saved_dir);
+  const auto reloaded = tok::Tokenizer::load(saved_dir);
   if (tok.kind() == "tokenizer.json") {
     EXPECT_EQ(reloaded->vocab_size(), n + 2);
     EXPECT_EQ(reloaded->encode(text), encoded);
@@ -329,13 +330,13 @@ TEST_F(AddTokens, TokenizerFacadeAddsMatchesAndDecodesTokens) {
   const auto d = dir_.path();
   {
     SCOPED_TRACE("tokenizer.json");
-    const auto tok = data::Tokenizer::load(d / "model");
+    const auto tok = tok::Tokenizer::load(d / "model");
     check_facade(*tok, d / "saved-json");
   }
   {
     SCOPED_TRACE("sentencepiece");
     data::train_tokenizer({d / "chat.jsonl"}, 300, "bpe", d / "sp");
-    const auto tok = data::Tokenizer::load(d / "sp" / "tokenizer.model");
+    const auto tok = tok::Tokenizer::load(d / "sp" / "tokenizer.model");
     check_facade(*tok, d / "saved-sp");
     // A control piece it has keeps its id.
     const auto existing = tok->add_tokens({"</s>"});
@@ -348,14 +349,14 @@ TEST_F(AddTokens, TokenizerFacadeAddsMatchesAndDecodesTokens) {
                                {{std::to_string(n), {{"content", "<|im_start|>"}, {"special", true}}},
                                 {std::to_string(n + 1), {{"content", "<|im_end|>"}, {"special", true}}}}}}
                    .dump());
-    const auto reloaded = data::Tokenizer::load(d / "saved-sp");
+    const auto reloaded = tok::Tokenizer::load(d / "saved-sp");
     EXPECT_EQ(reloaded->vocab_size(), n + 2);
     EXPECT_EQ(reloaded->encode(kChatPrompt), tok->encode(kChatPrompt));
     EXPECT_TRUE(reloaded->is_special(n));
     // Ids that leave a gap after the pieces are refused.
     write_file(d / "saved-sp" / "tokenizer_config.json",
                nlohmann::json{{"added_tokens_decoder", {{std::to_string(n + 5), {{"content", "<x>"}}}}}}.dump());
-    EXPECT_THROW(data::Tokenizer::load(d / "saved-sp"), ConfigError);
+    EXPECT_THROW(tok::Tokenizer::load(d / "saved-sp"), ConfigError);
   }
   {
     SCOPED_TRACE("tiktoken");
@@ -366,7 +367,7 @@ TEST_F(AddTokens, TokenizerFacadeAddsMatchesAndDecodesTokens) {
       lines += std::string{kB64[b >> 2], kB64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
     }
     write_file(d / "tiktoken" / "tokenizer.model", lines);
-    const auto tok = data::Tokenizer::load(d / "tiktoken" / "tokenizer.model");
+    const auto tok = tok::Tokenizer::load(d / "tiktoken" / "tokenizer.model");
     EXPECT_FALSE(tok->add_tokens({"<|eot_id|>"})[0].created);  // one of its specials
     try {
       tok->add_tokens({"<|im_start|>"});

@@ -1,4 +1,4 @@
-// Hashing and a portable seeded RNG: the small system pieces of the data pipeline.
+// Hashing and a portable seeded RNG: stable across platforms and runs (cache keys, fingerprints, data order).
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace ft::data {
+namespace ft {
 
 // 64-bit FNV-1a, chainable through `seed`; stable across platforms and runs (used in cache keys).
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
@@ -35,4 +35,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-}  // namespace ft::data
+}  // namespace ft

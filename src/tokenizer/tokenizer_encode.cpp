@@ -1,13 +1,13 @@
 // Tokenizer: encoding and decoding, and the vocabulary's ids and pieces.
 #include <sentencepiece_processor.h>
 
-#include "data/tokenizer.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/text_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
-namespace ft::data {
+namespace ft::tok {
 
 std::vector<int64_t> Tokenizer::sp_encode(std::string_view text) const {
   std::vector<int> ids;
@@ -149,4 +149,4 @@ std::string Tokenizer::kind() const {
   return text_ ? text_->kind() : "sentencepiece";
 }
 
-}  // namespace ft::data
+}  // namespace ft::tok

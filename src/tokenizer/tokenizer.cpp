@@ -1,4 +1,4 @@
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 
@@ -6,14 +6,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/util.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/text_tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/hash.h"
 
-namespace ft::data {
+namespace ft::tok {
 namespace {
 
 std::optional<nlohmann::json> read_json_if_present(const std::filesystem::path& path) {
@@ -297,4 +297,4 @@ void Tokenizer::save(const std::filesystem::path& dir) const {
     throw Error(out.string() + ": cannot write the tokenizer: " + ec.message(), "check disk space and permissions");
 }
 
-}  // namespace ft::data
+}  // namespace ft::tok

@@ -1,6 +1,6 @@
 // The tokenizer of a model: sentencepiece (.model), Hugging Face tokenizer.json, tiktoken (Llama 3's
 // original/tokenizer.model) or Mistral's tekken.json, chosen by the file, with the special ids the model directory
-// declares; and the sentencepiece trainer.
+// declares. The front end every other part uses (tokenizer/sentencepiece_train.h trains a sentencepiece model).
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,9 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 namespace ft::tok {
+
 class TextTokenizer;
 class AddedVocabulary;
-}
-
-namespace ft::data {
-
-struct DatasetOptions;
 
 class Tokenizer {
  public:
@@ -111,7 +107,7 @@ class Tokenizer {
   void update_fingerprint();
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // sentencepiece, or
-  std::unique_ptr<tok::TextTokenizer> text_;                    // the other three kinds
+  std::unique_ptr<tok::TextTokenizer> text_;                   // the other three kinds
   // sentencepiece: the added tokens (add_tokens, tokenizer_config.json's added_tokens_decoder), matched by encode();
   // and those plus the control pieces, matched by encode_with_offsets() (as transformers' LlamaTokenizer does).
   std::unique_ptr<tok::AddedVocabulary> sp_added_, sp_matched_;
@@ -125,26 +121,4 @@ class Tokenizer {
   bool dummy_prefix_ = false;
 };
 
-struct TokenizerTrainOptions {
-  DataFields fields;                  // JSON field names whose strings are collected from JSON Lines inputs
-  std::vector<std::string> user_defined_symbols;  // pieces kept whole (e.g. chat template markers)
-  double character_coverage = 1.0;    // 1.0 keeps every character seen (byte fallback covers the rest)
-  // A run's data (tokenizer.train_vocab_size): the inputs are its sources, and their records are read as the
-  // dataset reads them (format, data.fields, roles, data.on_error), so a bad line, a missing field or an empty file
-  // fails or is skipped with the dataset's own messages. Null (`finetune tokenizer train`): every string under
-  // `fields` of a JSON input is a sentence.
-  const DatasetOptions* dataset = nullptr;
-  bool write_vocab = true;  // also out_dir/tokenizer.vocab (pieces and scores as text)
-};
-
-// Trains a sentencepiece model of `vocab_size` pieces ("bpe" or "unigram") on `inputs` and writes
-// out_dir/tokenizer.model (and out_dir/tokenizer.vocab with options.write_vocab). With options.dataset the inputs
-// are read as that dataset reads them; otherwise files ending in .jsonl/.json are read as JSON Lines and every string
-// under the configured text/prompt/input/completion/content fields is a sentence, and any other file is plain text,
-// one sentence per line. Single-threaded and unshuffled, so the result is deterministic.
-// Ids: unk 0, bos 1, eos 2, pad 3 (Llama layout plus a real pad); digits are split; byte fallback on.
-void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t vocab_size,
-                     const std::string& model_type, const std::filesystem::path& out_dir,
-                     const TokenizerTrainOptions& options = {});
-
-}  // namespace ft::data
+}  // namespace ft::tok

@@ -1,4 +1,4 @@
-#include "data/util.h"
+#include "util/hash.h"
 
 #include <cerrno>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace ft::data {
+namespace ft {
 
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -45,4 +45,4 @@ uint64_t SplitMix64::below(uint64_t bound) {
   return x % bound;
 }
 
-}  // namespace ft::data
+}  // namespace ft
