@@ -9,11 +9,11 @@
 #include <set>
 #include <sstream>
 
+#include "chat/chat_template.h"
+#include "chat/templates.h"
 #include "cli/commands.h"
 #include "cli/device.h"
 #include "config/loader.h"
-#include "data/chat_template.h"
-#include "data/templates.h"
 #include "dist/env.h"
 #include "tokenizer/tokenizer.h"
 #include "train/build.h"
@@ -45,19 +45,19 @@ void check_chat_template(const Config& cfg, const tok::Tokenizer& tokenizer) {
   }
   if (cfg.data.template_name != ChatTemplateName::kAuto) {
     const std::string configured = name_of(cfg.data.template_name);
-    const std::string name = data::resolve_template(configured, tokenizer);  // mistral: its variant
-    data::check_template_markers(name, tokenizer);
+    const std::string name = chat::resolve_template(configured, tokenizer);  // mistral: its variant
+    chat::check_template_markers(name, tokenizer);
     std::cout << "chat template: built-in " << name
               << (name == configured ? "" : " (data.template " + configured + ")") << "\n";
     return;
   }
-  auto source = data::find_chat_template(cfg.model.path);
-  if (!source) source = data::find_chat_template(tokenizer.model_file().parent_path());
+  auto source = chat::find_chat_template(cfg.model.path);
+  if (!source) source = chat::find_chat_template(tokenizer.model_file().parent_path());
   if (!source) {
     std::cout << "chat template: plain (the model directory has none)\n";
     return;
   }
-  const data::JinjaChat chat(*source, tokenizer);  // parses: an unsupported construct fails here, with its line
+  const chat::JinjaChat chat(*source, tokenizer);  // parses: an unsupported construct fails here, with its line
   std::cout << "chat template: the model's own, from " << source->origin.string() << "\n";
 }
 

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/device.h"
-#include "data/chat_template.h"
 #include "model/adapter_check.h"
 #include "model/generate.h"
 #include "model/lora.h"
@@ -44,14 +44,14 @@ void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const
 // generation prompt, tokenized as apply_chat_template(..., add_generation_prompt=True) does.
 std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const tok::Tokenizer& tokenizer,
                                  const std::string& system, const std::string& user) {
-  const auto source = data::find_chat_template(model_dir);
+  const auto source = chat::find_chat_template(model_dir);
   if (!source) {
     throw ConfigError("--chat: " + model_dir.string() +
                           " has no chat template (chat_template.jinja or "
                           "tokenizer_config.json's chat_template)",
                       "drop --chat and write the prompt in the model's format, or add the template to the directory");
   }
-  return data::chat_prompt_ids("auto", model_dir, tokenizer, system, {{"user", user}});
+  return chat::chat_prompt_ids("auto", model_dir, tokenizer, system, {{"user", user}});
 }
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tekken.json"};

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/dataset_cache.h"
 #include "data/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -112,12 +112,12 @@ DatasetOptions DatasetOptions::from_config(const Config& config, bool eval, cons
 std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOptions& o, const tok::Tokenizer& tok) {
   if (o.sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
   if (o.seq_len < 2) throw ConfigError(fmt::format("data.seq_len must be at least 2, got {}", o.seq_len));
-  check_template_name(o.template_name);
+  chat::check_template_name(o.template_name);
   if (o.template_name == "auto" && !o.chat) {
     // The model's own template, or the plain built-in.
-    if (auto source = find_model_chat_template(o.model_dir, tok)) {
+    if (auto source = chat::find_model_chat_template(o.model_dir, tok)) {
       DatasetOptions with_chat = o;
-      with_chat.chat = std::make_shared<JinjaChat>(*source, tok);
+      with_chat.chat = std::make_shared<chat::JinjaChat>(*source, tok);
       return build(with_chat, tok);
     }
   }
@@ -125,13 +125,13 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
                                     [](const DataSource& src) { return src.format == Format::kChat; });
   if (has_chat && !o.chat) {
     // A family name (mistral) becomes the variant the tokenizer needs (mistral-v1, mistral-v3, mistral-tekken).
-    if (std::string variant = resolve_template(o.template_name, tok); variant != o.template_name) {
+    if (std::string variant = chat::resolve_template(o.template_name, tok); variant != o.template_name) {
       DatasetOptions resolved = o;
       resolved.template_name = std::move(variant);
       FT_LOG_INFO("chat template: built-in {} (data.template {})", resolved.template_name, o.template_name);
       return build(resolved, tok);
     }
-    check_template_markers(o.template_name, tok);
+    chat::check_template_markers(o.template_name, tok);
     if (o.template_name == "auto") {
       FT_LOG_WARN("chat template: plain (data.template is auto, and neither model.path nor the tokenizer's folder has "
                   "a chat template); set data.template to a built-in (e.g. chatml, llama3) to train in another format");

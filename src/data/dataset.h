@@ -31,9 +31,10 @@ class MappedFile;
 namespace ft::tok {
 class Tokenizer;
 }
-namespace ft::data {
-
+namespace ft::chat {
 class JinjaChat;
+}
+namespace ft::data {
 
 struct DatasetOptions {
   std::vector<DataSource> sources;            // files with format and weight
@@ -41,7 +42,7 @@ struct DatasetOptions {
   std::string template_name = "plain";        // chat template: a built-in name, or auto (the model's own)
   std::filesystem::path model_dir;            // auto: where the model's chat template is looked for
   bool last_turn_only = false;                // chat with the model's template: loss on the last assistant turn
-  std::shared_ptr<const JinjaChat> chat;      // set by build() when auto finds the model's template
+  std::shared_ptr<const chat::JinjaChat> chat;  // set by build() when auto finds the model's template
   std::map<std::string, std::string> roles;   // chat: dataset role name -> system|user|assistant|tool (data.roles)
   std::string system_prompt;                  // chat: system message for conversations without one
   int64_t seq_len = 512;                      // the longest sample kept (tokens); pretokenized row length

@@ -11,10 +11,10 @@
 #include <sstream>
 #include <thread>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
+#include "chat/templates.h"
 #include "data/json_records.h"
 #include "data/records.h"
-#include "data/templates.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/file_writer.h"
@@ -35,7 +35,7 @@ struct Writer {
     write_offset();
   }
   void write_offset() { offsets.write(reinterpret_cast<const char*>(&total), sizeof(total)); }
-  void add(const TokenizedSample& s) {
+  void add(const chat::TokenizedSample& s) {
     tokens.write(reinterpret_cast<const char*>(s.tokens.data()),
                  static_cast<std::streamsize>(s.tokens.size() * sizeof(int32_t)));
     loss.write(reinterpret_cast<const char*>(s.loss.data()), static_cast<std::streamsize>(s.loss.size()));
@@ -68,7 +68,7 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   // statistics do not depend on the thread count).
   struct Item {
     int64_t line_no = 0;
-    TokenizedSample sample;
+    chat::TokenizedSample sample;
     std::optional<RecordError> error;
   };
   const size_t threads = std::max(1u, std::thread::hardware_concurrency());

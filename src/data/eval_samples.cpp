@@ -22,7 +22,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
     std::string line;
     int64_t line_no = 0;
     while (static_cast<int64_t>(out.size()) < max_samples && reader.next(line, line_no)) {
-      std::vector<Segment> segs;
+      std::vector<chat::Segment> segs;
       try {
         segs = parse_record(line, ro);
       } catch (const RecordError& e) {

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/json_records.h"
 #include "data/records_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -143,11 +143,11 @@ jinja::Value joined(const jinja::Value& a, const jinja::Value& b) {
   return out;
 }
 
-const JinjaChat& chat_of(const PreferenceOptions& o) {
+const chat::JinjaChat& chat_of(const PreferenceOptions& o) {
   if (o.chat == nullptr) {
     throw ConfigError("conversational preference records need a chat template",
                       "use a model (or tokenizer folder) with a chat template, or a built-in template's Jinja "
-                      "(chat_template_jinja)");
+                      "(chat::chat_template_jinja)");
   }
   return *o.chat;
 }
@@ -190,7 +190,7 @@ Text render_continued(const PreferenceOptions& o, jinja::Value messages) {
 
 Ids ids_of(const Text& t, bool chat, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   if (chat) {
-    const RenderedChat r{t.text, {}, t.content};
+    const chat::RenderedChat r{t.text, {}, t.content};
     return chat_of(o).tokenize(r, o.split_special_in_content).tokens;
   }
   const auto ids = tok.encode_with_offsets(t.text).ids;  // tokenizer(text): spelled special tokens are tokens
@@ -237,11 +237,11 @@ Sequences dpo_sequences(const PreferenceRecord& rec, const PreferenceOptions& o,
 }
 
 // One sequence of DataCollatorForPreference: completion from `start`, cut to max_length by truncation_mode.
-TokenizedSample dpo_sequence(const Ids& ids, size_t start, const PreferenceOptions& o, const std::string& field) {
+chat::TokenizedSample dpo_sequence(const Ids& ids, size_t start, const PreferenceOptions& o, const std::string& field) {
   if (ids.size() <= start) {
     throw RecordError(field, "the " + field + " completion adds no token to the prompt");
   }
-  TokenizedSample s;
+  chat::TokenizedSample s;
   s.tokens = ids;
   s.loss.assign(ids.size(), 0);
   std::fill(s.loss.begin() + static_cast<std::ptrdiff_t>(start), s.loss.end(), 1);
@@ -336,7 +336,7 @@ void check_prompts(const Answer& c, const Answer& r, const PreferenceOptions& o)
 }
 
 // add_bos_token_if_needed, add_eos_token_if_needed, then the completion cut so that the pair fits max_length.
-TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const tok::Tokenizer& tok) {
+chat::TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const tok::Tokenizer& tok) {
   const auto bos = static_cast<int32_t>(tok.bos_id());
   if (o.add_bos && bos >= 0 && (a.prompt.empty() || a.prompt.front() != bos)) a.prompt.insert(a.prompt.begin(), bos);
   const auto eos = static_cast<int32_t>(tok.eos_id());
@@ -350,7 +350,7 @@ TokenizedSample cpo_sequence(Answer a, const PreferenceOptions& o, const tok::To
                                                   "(raise max_length, or skip such pairs with data.on_error: skip)",
                                                   a.prompt.size(), max));
   }
-  TokenizedSample s;
+  chat::TokenizedSample s;
   s.tokens = a.prompt;
   s.tokens.insert(s.tokens.end(), a.answer.begin(), a.answer.end());
   s.loss.assign(a.prompt.size(), 0);

@@ -23,17 +23,18 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/templates.h"
 #include "config/config.h"
 #include "data/batch.h"
-#include "data/templates.h"
 #include "jinja/template.h"
 
 namespace ft::tok {
 class Tokenizer;
 }
-namespace ft::data {
-
+namespace ft::chat {
 class JinjaChat;
+}
+namespace ft::data {
 
 enum class PreferenceStyle {
   // trl.DPOTrainer._prepare_dataset: prompt, prompt + chosen and prompt + rejected tokenized each on its own
@@ -71,7 +72,7 @@ struct PreferenceOptions {
   std::map<std::string, std::string> roles;
   // Conversational records: the model's chat template (chat_template_jinja gives the built-in ones). A
   // conversational record without one is a ConfigError.
-  const JinjaChat* chat = nullptr;
+  const chat::JinjaChat* chat = nullptr;
   // The tokenizer's BOS where TRL puts it: kDpo, standard records: first, as tokenizer(text) adds it (set false for a
   // tokenizer whose post-processor adds none although it has a BOS token; conversations: the template decides);
   // kCpoOrpo: first in every pair unless the prompt starts with it (TRL's add_bos_token_if_needed).
@@ -93,8 +94,8 @@ struct PreferenceRecord {
 // The two sequences of a pair as the model sees them. loss: 1 on the completion tokens TRL scores (DPO's
 // completion_mask, CPO/ORPO's labels != -100), 0 on the prompt. Truncation is applied.
 struct PreferencePair {
-  TokenizedSample chosen;    // prompt + chosen completion
-  TokenizedSample rejected;  // prompt + rejected completion
+  chat::TokenizedSample chosen;    // prompt + chosen completion
+  chat::TokenizedSample rejected;  // prompt + rejected completion
 };
 
 // Reads one record (a JSON Lines line or one element of a JSON array) and splits off an implicit prompt. Throws

@@ -13,8 +13,8 @@ at::Tensor maybe_pinned(const at::Tensor& t, bool pin) {
 }
 
 // TRL's order: every pair's chosen sequence, then every pair's rejected one.
-std::vector<const TokenizedSample*> sequences_of(const std::vector<const PreferencePair*>& pairs) {
-  std::vector<const TokenizedSample*> out;
+std::vector<const chat::TokenizedSample*> sequences_of(const std::vector<const PreferencePair*>& pairs) {
+  std::vector<const chat::TokenizedSample*> out;
   for (const auto* p : pairs) out.push_back(&p->chosen);
   for (const auto* p : pairs) out.push_back(&p->rejected);
   return out;

@@ -2,29 +2,29 @@
 
 #include <filesystem>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
+#include "chat/templates.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "data/templates.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
 namespace ft::data {
 
-std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer) {
+std::shared_ptr<const chat::JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer) {
   const std::string name = name_of(cfg.data.template_name);
   if (name == "auto") {
-    const auto source = find_model_chat_template(cfg.model.path, tokenizer);
-    return source ? std::make_shared<JinjaChat>(*source, tokenizer) : nullptr;
+    const auto source = chat::find_model_chat_template(cfg.model.path, tokenizer);
+    return source ? std::make_shared<chat::JinjaChat>(*source, tokenizer) : nullptr;
   }
-  const std::string resolved = resolve_template(name, tokenizer);
+  const std::string resolved = chat::resolve_template(name, tokenizer);
   FT_LOG_INFO("chat template: built-in {}", resolved);
-  return std::make_shared<JinjaChat>(ChatTemplateSource{chat_template_jinja(resolved), "built-in " + resolved},
-                                     tokenizer);
+  return std::make_shared<chat::JinjaChat>(
+      chat::ChatTemplateSource{chat::chat_template_jinja(resolved), "built-in " + resolved}, tokenizer);
 }
 
-PreferenceOptions preference_options(const Config& cfg, const JinjaChat* chat) {
+PreferenceOptions preference_options(const Config& cfg, const chat::JinjaChat* chat) {
   PreferenceOptions o;
   const auto objective = cfg.train.objective;
   o.style = objective == TrainObjective::kSimpo || objective == TrainObjective::kOrpo ? PreferenceStyle::kCpoOrpo

@@ -16,19 +16,20 @@
 namespace ft::tok {
 class Tokenizer;
 }
-namespace ft::data {
-
+namespace ft::chat {
 class JinjaChat;
+}
+namespace ft::data {
 
 // The chat template conversational pairs render with: the model's own (model.path, else beside the tokenizer
 // file), else data.template's built-in; null when data.template is auto and the model has none (a conversational
 // record then fails, naming the fix).
-std::shared_ptr<const JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer);
+std::shared_ptr<const chat::JinjaChat> preference_chat(const Config& cfg, const tok::Tokenizer& tokenizer);
 
 // The run's PreferenceOptions: TRL's tokenization for train.objective (dpo, ipo: DPOTrainer; simpo, orpo:
 // CPOTrainer/ORPOTrainer), data.seq_len as max_length, preference.truncation, data.fields' prompt/chosen/rejected
 // and message keys, data.roles, tokenizer.add_bos, and `chat` (which must outlive the options).
-PreferenceOptions preference_options(const Config& cfg, const JinjaChat* chat);
+PreferenceOptions preference_options(const Config& cfg, const chat::JinjaChat* chat);
 
 class PreferenceDataset final : public BatchSource {
  public:

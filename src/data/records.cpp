@@ -3,7 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/records_internal.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -13,7 +13,7 @@
 namespace ft::data {
 namespace {
 
-using Kind = Segment::Kind;
+using Kind = chat::Segment::Kind;
 using nlohmann::json;
 
 std::string type_name(const json& v) { return v.type_name(); }
@@ -179,10 +179,10 @@ json parse_record_object(std::string_view line) {
   return parse_object(line);
 }
 
-std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o) {
+std::vector<chat::Segment> parse_record(std::string_view line, const RecordOptions& o) {
   const json j = parse_object(line);
   const auto& f = o.fields;
-  std::vector<Segment> out;
+  std::vector<chat::Segment> out;
   auto bos = [&] { if (o.add_bos) out.push_back({Kind::kBos, {}, false}); };
   switch (o.format) {
     case Format::kText: {
@@ -212,10 +212,10 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
     }
     case Format::kChat: {
       const auto messages = parse_messages(j, o, /*model_template=*/false);
-      std::vector<ChatMessage> plain;
+      std::vector<chat::ChatMessage> plain;
       for (const auto& m : messages) plain.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
       try {
-        return render_chat(o.template_name, plain);
+        return chat::render_chat(o.template_name, plain);
       } catch (const ConfigError&) {
         throw;
       } catch (const Error& e) {
@@ -230,8 +230,8 @@ std::vector<Segment> parse_record(std::string_view line, const RecordOptions& o)
   throw RecordError("", "preference pairs are read by data/preference.h, not as SFT samples");
 }
 
-TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const tok::Tokenizer& tokenizer) {
-  if (o.format != Format::kChat || o.chat == nullptr) return tokenize_segments(tokenizer, parse_record(line, o));
+chat::TokenizedSample tokenize_record(std::string_view line, const RecordOptions& o, const tok::Tokenizer& tokenizer) {
+  if (o.format != Format::kChat || o.chat == nullptr) return chat::tokenize_segments(tokenizer, parse_record(line, o));
   const json j = parse_object(line);
   const auto messages = parse_messages(j, o, /*model_template=*/true);
   try {

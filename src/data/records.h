@@ -9,11 +9,14 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/templates.h"
 #include "config/config.h"
-#include "data/templates.h"
 
 namespace ft::tok {
 class Tokenizer;
+}
+namespace ft::chat {
+class JinjaChat;
 }
 namespace ft::data {
 
@@ -58,13 +61,12 @@ class BadRecords {
 // "<path>: skipped N bad line(s), first at line(s) a, b" as a warning (nothing when `count` is 0).
 void warn_skipped_lines(const std::string& path, int64_t count, const std::vector<int64_t>& lines);
 
-class JinjaChat;
-
 struct RecordOptions {
   Format format = Format::kPromptCompletion;
   DataFields fields;
   std::string template_name = "plain";
-  const JinjaChat* chat = nullptr;  // chat records: the model's own template (data.template auto) instead of a built-in
+  const chat::JinjaChat* chat =
+      nullptr;                      // chat records: the model's own template (data.template auto) instead of a built-in
   bool last_turn_only = false;      // chat through `chat`: loss on the last assistant turn only (data.train_on: last)
   std::map<std::string, std::string> roles;  // chat: dataset role or speaker name -> system|user|assistant|tool
   std::string system_prompt;  // chat: system message for conversations without one (empty: none)
@@ -80,10 +82,11 @@ struct RecordOptions {
 // conversation starts with one. Alpaca prompts read
 // "### Instruction:\n{instruction}\n\n[### Input:\n{input}\n\n]### Response:\n".
 // Throws RecordError (invalid UTF-8 or JSON, a missing field, a wrong type, an unknown role).
-std::vector<Segment> parse_record(std::string_view line, const RecordOptions& options);
+std::vector<chat::Segment> parse_record(std::string_view line, const RecordOptions& options);
 
 // Parses and tokenizes one non-blank line: chat records through options.chat when it is set (rendered and
 // tokenized as apply_chat_template does), everything else through parse_record and tokenize_segments.
-TokenizedSample tokenize_record(std::string_view line, const RecordOptions& options, const tok::Tokenizer& tokenizer);
+chat::TokenizedSample tokenize_record(std::string_view line, const RecordOptions& options,
+                                      const tok::Tokenizer& tokenizer);
 
 }  // namespace ft::data

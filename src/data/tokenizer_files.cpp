@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "data/templates.h"
+#include "chat/templates.h"
 #include "io/safe_path.h"
 #include "util/file_writer.h"
 #include "util/fs.h"
@@ -100,7 +100,7 @@ void write_tokenizer_files(const std::string& base_model_dir, const tok::Tokeniz
   if (!tokenizer_config.contains("add_bos_token")) tokenizer_config["add_bos_token"] = add_bos;
   if (!tokenizer_config.contains("add_eos_token")) tokenizer_config["add_eos_token"] = false;
   // `mistral` resolves to the variant of this tokenizer (v1, v3 or tekken), as training did.
-  const std::string chat_template = chat_template_jinja(resolve_template(template_name, tokenizer));
+  const std::string chat_template = chat::chat_template_jinja(chat::resolve_template(template_name, tokenizer));
   if (!chat_template.empty()) tokenizer_config["chat_template"] = chat_template;
   record_added_tokens(tokenizer, tokenizer_config, dir);
   ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));

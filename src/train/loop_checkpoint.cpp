@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "chat/templates.h"
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
 #include "ckpt/checkpoint_writer.h"
 #include "config/loader.h"
 #include "data/loader.h"
-#include "data/templates.h"
 #include "data/tokenizer_files.h"
 #include "dist/comm.h"
 #include "io/safetensors.h"

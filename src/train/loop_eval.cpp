@@ -5,8 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_template.h"
 #include "data/batch.h"
-#include "data/chat_template.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synth.h"
@@ -124,10 +124,10 @@ std::vector<std::pair<std::string, std::string>> Trainer::sample_generations() {
   for (const auto& prompt : cfg_.eval.prompts) {
     std::vector<int64_t> prompt_ids;
     if (!prompt.messages.empty() || chat) {  // turns are always prompted in the chat template
-      std::vector<data::ChatMessage> turns;
+      std::vector<chat::ChatMessage> turns;
       for (const auto& t : prompt.messages) turns.push_back({t.role, t.content});
       if (turns.empty()) turns.push_back({"user", prompt.text});
-      prompt_ids = data::chat_prompt_ids(name_of(cfg_.data.template_name), cfg_.model.path, *tokenizer_,
+      prompt_ids = chat::chat_prompt_ids(name_of(cfg_.data.template_name), cfg_.model.path, *tokenizer_,
                                          cfg_.data.system_prompt, turns);
     } else {
       prompt_ids = data::encode_prompt(*tokenizer_, prompt.text, cfg_.tokenizer.add_bos);

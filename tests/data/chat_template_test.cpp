@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/records.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
@@ -37,7 +37,7 @@ class ChatTemplate : public ::testing::Test {
   static inline std::string skip_reason_;
 };
 
-std::string trained_text(const data::RenderedChat& r) {
+std::string trained_text(const chat::RenderedChat& r) {
   std::string s;
   for (const auto& [b, e] : r.trained) s += r.text.substr(b, e - b);
   return s;
@@ -47,9 +47,9 @@ TEST_F(ChatTemplate, RealTemplatesRenderAndTokenizeAsApplyChatTemplate) {
   for (const auto& [name, model] : ref_.items()) {
     const std::filesystem::path dir = model["dir"].get<std::string>();
     const auto tok = tok::Tokenizer::load(dir);
-    const auto source = data::find_chat_template(dir);
+    const auto source = chat::find_chat_template(dir);
     ASSERT_TRUE(source.has_value()) << name;
-    const data::JinjaChat chat(*source, *tok);
+    const chat::JinjaChat chat(*source, *tok);
     for (const auto& c : model["cases"]) {
       const jinja::Value messages = jinja::Value::parse(c["messages"].dump());
       if (c.contains("error")) {  // the template's raise_exception, with its message
@@ -75,7 +75,7 @@ TEST_F(ChatTemplate, LossCoversAssistantTurnsWithTheirEndMarkerAndNoUserText) {
   for (const auto& [name, model] : ref_.items()) {
     const std::filesystem::path dir = model["dir"].get<std::string>();
     const auto tok = tok::Tokenizer::load(dir);
-    const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
+    const chat::JinjaChat chat(*chat::find_chat_template(dir), *tok);
     for (const auto& c : model["cases"]) {
       if (c.contains("error")) continue;
       const jinja::Value messages = jinja::Value::parse(c["messages"].dump());
@@ -148,13 +148,13 @@ TEST_F(ChatTemplate, MarkerTextInUserContentStaysTextByDefault) {
   const auto& model = ref_["llama31"];
   const std::filesystem::path dir = model["dir"].get<std::string>();
   const auto tok = tok::Tokenizer::load(dir);
-  const data::JinjaChat chat(*data::find_chat_template(dir), *tok);
+  const chat::JinjaChat chat(*chat::find_chat_template(dir), *tok);
   const auto& c = model["cases"][4];  // content spelling <|eot_id|>
   const auto rendered = chat.render(jinja::Value::parse(c["messages"].dump()), false, false);
   const auto safe = chat.tokenize(rendered);
   const auto exact = chat.tokenize(rendered, false);
   const int64_t eot = tok->piece_to_id("<|eot_id|>");
-  auto count = [&](const data::TokenizedSample& s) { return std::count(s.tokens.begin(), s.tokens.end(), eot); };
+  auto count = [&](const chat::TokenizedSample& s) { return std::count(s.tokens.begin(), s.tokens.end(), eot); };
   EXPECT_EQ(count(exact), count(safe) + 2);  // the user's and the assistant's spelled <|eot_id|>
   EXPECT_EQ(count(safe), 3);                 // the template's own: system, user and assistant turns
 }

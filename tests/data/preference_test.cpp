@@ -11,7 +11,7 @@
 #include <functional>
 #include <map>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/preference.h"
 #include "data/records.h"
 #include "support/test_support.h"
@@ -152,7 +152,7 @@ class PreferenceRef : public ::testing::Test {
     for (const auto& [name, path] : ref_["models"].items()) {
       auto& m = models_[name];
       m.tokenizer = tok::Tokenizer::load(path.get<std::string>());
-      m.chat = std::make_unique<data::JinjaChat>(*data::find_chat_template(path.get<std::string>()), *m.tokenizer);
+      m.chat = std::make_unique<chat::JinjaChat>(*chat::find_chat_template(path.get<std::string>()), *m.tokenizer);
     }
   }
   void SetUp() override {
@@ -180,7 +180,7 @@ class PreferenceRef : public ::testing::Test {
 
   struct Model {
     std::unique_ptr<tok::Tokenizer> tokenizer;
-    std::unique_ptr<data::JinjaChat> chat;
+    std::unique_ptr<chat::JinjaChat> chat;
   };
   static inline std::unique_ptr<TempDir> dir_;  // when no shared directory is given
   static inline nlohmann::json ref_;
@@ -188,10 +188,10 @@ class PreferenceRef : public ::testing::Test {
   static inline std::map<std::string, Model> models_;
 };
 
-std::vector<int64_t> ids(const data::TokenizedSample& s) {
+std::vector<int64_t> ids(const chat::TokenizedSample& s) {
   return {s.tokens.begin(), s.tokens.end()};
 }
-std::vector<int64_t> mask(const data::TokenizedSample& s) {
+std::vector<int64_t> mask(const chat::TokenizedSample& s) {
   return {s.loss.begin(), s.loss.end()};
 }
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/preference.h"
 #include "data/records.h"
 #include "data_test_util.h"
@@ -22,8 +22,8 @@ const tok::Tokenizer& tok() {
 }
 
 // The built-in chatml template as a model template (its markers are pieces of the test tokenizer).
-const data::JinjaChat& chatml() {
-  static const data::JinjaChat chat({data::chat_template_jinja("chatml"), "chatml"}, tok());
+const chat::JinjaChat& chatml() {
+  static const chat::JinjaChat chat({chat::chat_template_jinja("chatml"), "chatml"}, tok());
   return chat;
 }
 
@@ -178,7 +178,7 @@ TEST(PreferenceBatch, PackedAndPaddedAgree) {
   const std::vector<const data::PreferencePair*> pairs{&a, &b};
   const auto padded = data::collate_preference(pairs, false, /*pad_id=*/-7);
   const auto packed = data::collate_preference(pairs, true, -7);
-  const std::vector<const data::TokenizedSample*> seqs{&a.chosen, &b.chosen, &a.rejected, &b.rejected};
+  const std::vector<const chat::TokenizedSample*> seqs{&a.chosen, &b.chosen, &a.rejected, &b.rejected};
   ASSERT_EQ(padded.input_ids.size(0), 4);
   ASSERT_EQ(packed.input_ids.size(0), 1);
   EXPECT_EQ(padded.pairs->num_pairs, 2);

@@ -7,8 +7,8 @@
 
 #include <fstream>
 
-#include "data/chat_template.h"
-#include "data/templates.h"
+#include "chat/chat_template.h"
+#include "chat/templates.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -16,7 +16,7 @@
 namespace ft::test {
 namespace {
 
-using data::ChatMessage;
+using chat::ChatMessage;
 
 class TemplatesRef : public ::testing::Test {
  protected:
@@ -24,7 +24,7 @@ class TemplatesRef : public ::testing::Test {
     dir_ = std::make_unique<TempDir>("ft-templates-ref");
     nlohmann::json in;
     for (const char* name : {"mistral-v1", "mistral-v3", "mistral-tekken", "gemma"}) {
-      in["jinja"][name] = data::chat_template_jinja(name);
+      in["jinja"][name] = chat::chat_template_jinja(name);
     }
     write_file(dir_->path() / "in.json", in.dump());
     const auto r = run(python() + " " + shell_quote((source_dir() / "tests/data/ref/templates_ref.py").string()) + " " +
@@ -45,13 +45,15 @@ class TemplatesRef : public ::testing::Test {
   static inline std::string skip_reason_;
 };
 
-std::vector<ChatMessage> messages_of(const nlohmann::json& j) {
-  std::vector<ChatMessage> out;
+std::vector<chat::ChatMessage> messages_of(const nlohmann::json& j) {
+  std::vector<chat::ChatMessage> out;
   for (const auto& m : j) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   return out;
 }
 
-std::vector<int64_t> ids_of(const data::TokenizedSample& s) { return {s.tokens.begin(), s.tokens.end()}; }
+std::vector<int64_t> ids_of(const chat::TokenizedSample& s) {
+  return {s.tokens.begin(), s.tokens.end()};
+}
 
 // mistral-common's message after its exception class name ("InvalidMessageStructureException: ...").
 std::string reference_message(const nlohmann::json& c) {
@@ -66,7 +68,7 @@ TEST_F(TemplatesRef, MistralIdsAndLossMatchMistralCommon) {
   const auto& m = ref_["mistral"];
   for (const auto& [name, t] : m["tokenizers"].items()) {
     const auto tok = tok::Tokenizer::load(t["path"].get<std::string>());
-    const std::string variant = data::resolve_template("mistral", *tok);
+    const std::string variant = chat::resolve_template("mistral", *tok);
     EXPECT_EQ(variant, t["variant"].get<std::string>()) << name;
     for (const char* part : {"cases", "prompts"}) {
       const bool prompt = std::string(part) == "prompts";
@@ -76,7 +78,7 @@ TEST_F(TemplatesRef, MistralIdsAndLossMatchMistralCommon) {
         const auto& c = t[part][i];
         if (c.contains("error")) {  // refused by mistral-common: refused here, as a bad record (not a config error)
           try {
-            data::render_chat(variant, msgs, prompt);
+            chat::render_chat(variant, msgs, prompt);
             ADD_FAILURE() << name << ": expected an error like '" << c["error"] << "' for " << convs[i].dump();
           } catch (const ConfigError& e) {
             ADD_FAILURE() << name << ": a conversation error must not be a ConfigError: " << e.what();
@@ -92,7 +94,7 @@ TEST_F(TemplatesRef, MistralIdsAndLossMatchMistralCommon) {
         // A tokenizer.json converted from the sentencepiece model encodes runs of spaces its own way: there the ids
         // are the conversion's, not mistral-common's.
         if (c.contains("same_as_sentencepiece") && !c["same_as_sentencepiece"].get<bool>()) continue;
-        const auto sample = data::tokenize_segments(*tok, data::render_chat(variant, msgs, prompt));
+        const auto sample = chat::tokenize_segments(*tok, chat::render_chat(variant, msgs, prompt));
         EXPECT_EQ(ids_of(sample), c["ids"].get<std::vector<int64_t>>()) << name << " " << convs[i].dump();
         EXPECT_EQ(std::vector<int>(sample.loss.begin(), sample.loss.end()), c["loss"].get<std::vector<int>>())
             << name << " " << convs[i].dump();
@@ -105,7 +107,7 @@ TEST_F(TemplatesRef, MistralJinjaRendersAsTheCppTemplateInTransformersAndOurEngi
   const auto& m = ref_["mistral"];
   const auto tok = tok::Tokenizer::load(m["tokenizers"]["v3_json"]["path"].get<std::string>());
   for (const auto& [variant, j] : m["jinja"].items()) {
-    const data::JinjaChat ours({data::chat_template_jinja(variant), variant}, *tok);
+    const chat::JinjaChat ours({chat::chat_template_jinja(variant), variant}, *tok);
     for (const char* part : {"cases", "prompts"}) {
       const bool prompt = std::string(part) == "prompts";
       const auto& convs = m[prompt ? "prompts" : "conversations"];
@@ -114,11 +116,11 @@ TEST_F(TemplatesRef, MistralJinjaRendersAsTheCppTemplateInTransformersAndOurEngi
         const auto msgs = messages_of(convs[i]);
         const auto messages = jinja::Value::parse(convs[i].dump());
         if (expected.is_object()) {  // the Jinja raised: so does the C++ template, and our engine
-          EXPECT_THROW(data::render_chat(variant, msgs, prompt), Error) << variant << " " << convs[i].dump();
+          EXPECT_THROW(chat::render_chat(variant, msgs, prompt), Error) << variant << " " << convs[i].dump();
           EXPECT_THROW(ours.render(messages, prompt, false), Error) << variant << " " << convs[i].dump();
           continue;
         }
-        const auto text = data::segments_to_string(data::render_chat(variant, msgs, prompt));
+        const auto text = chat::segments_to_string(chat::render_chat(variant, msgs, prompt));
         EXPECT_EQ(text, expected.get<std::string>()) << variant << " " << convs[i].dump();
         EXPECT_EQ(ours.render(messages, prompt, false).text, text) << variant << " " << convs[i].dump();
       }
@@ -130,7 +132,7 @@ TEST_F(TemplatesRef, MistralV7FormatsAreRefusedWithAHint) {
   for (const auto& path : ref_["mistral"]["v7"]) {
     const auto tok = tok::Tokenizer::load(path.get<std::string>());
     try {
-      data::resolve_template("mistral", *tok);
+      chat::resolve_template("mistral", *tok);
       ADD_FAILURE() << "a v7 tokenizer must be refused: " << path;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("v7"), std::string::npos) << e.what();
@@ -142,25 +144,25 @@ TEST_F(TemplatesRef, MistralV7FormatsAreRefusedWithAHint) {
 TEST_F(TemplatesRef, GemmaMatchesTheOfficialTemplateTextIdsAndLoss) {
   const auto& g = ref_["gemma"];
   const auto tok = tok::Tokenizer::load(g["dir"].get<std::string>());
-  EXPECT_NO_THROW(data::check_template_markers("gemma", *tok));
-  const data::JinjaChat ours({data::chat_template_jinja("gemma"), "gemma"}, *tok);
+  EXPECT_NO_THROW(chat::check_template_markers("gemma", *tok));
+  const chat::JinjaChat ours({chat::chat_template_jinja("gemma"), "gemma"}, *tok);
   const int64_t eot = tok->piece_to_id("<end_of_turn>");
   for (const auto& c : g["cases"]) {
     const auto msgs = messages_of(c["messages"]);
     const bool gen = c["gen"].get<bool>();
     const auto messages = jinja::Value::parse(c["messages"].dump());
     if (c.contains("error")) {  // the official template raises; so do ours (C++ and Jinja)
-      EXPECT_THROW(data::render_chat("gemma", msgs, gen), Error) << c["messages"].dump();
+      EXPECT_THROW(chat::render_chat("gemma", msgs, gen), Error) << c["messages"].dump();
       EXPECT_TRUE(c["ours"].is_object()) << c["ours"].dump();
       EXPECT_THROW(ours.render(messages, gen, false), Error) << c["messages"].dump();
       continue;
     }
-    const auto segments = data::render_chat("gemma", msgs, gen);
-    const auto text = data::segments_to_string(segments, "<bos>", "<eos>");
+    const auto segments = chat::render_chat("gemma", msgs, gen);
+    const auto text = chat::segments_to_string(segments, "<bos>", "<eos>");
     EXPECT_EQ(text, c["text"].get<std::string>()) << c["messages"].dump();
     EXPECT_EQ(c["ours"], c["text"]) << "our Jinja in transformers";
     EXPECT_EQ(ours.render(messages, gen, false).text, text) << "our Jinja in our engine";
-    const auto sample = data::tokenize_segments(*tok, segments);
+    const auto sample = chat::tokenize_segments(*tok, segments);
     // Contents spelling <end_of_turn> stay text; otherwise exactly apply_chat_template's ids.
     EXPECT_EQ(ids_of(sample), c["ids"].get<std::vector<int64_t>>()) << c["messages"].dump();
     EXPECT_EQ(std::vector<int>(sample.loss.begin(), sample.loss.end()), c["loss"].get<std::vector<int>>())
@@ -226,7 +228,7 @@ TEST_F(TemplatesRef, TrainingWithMistralExportsTheResolvedVariantsTemplate) {
   std::ifstream file(d / "run" / "model" / "tokenizer_config.json");
   const auto tokenizer_config = nlohmann::json::parse(file);
   ASSERT_TRUE(tokenizer_config.contains("chat_template")) << tokenizer_config.dump(2);
-  EXPECT_EQ(tokenizer_config.at("chat_template").get<std::string>(), data::chat_template_jinja("mistral-v3"));
+  EXPECT_EQ(tokenizer_config.at("chat_template").get<std::string>(), chat::chat_template_jinja("mistral-v3"));
 }
 
 }  // namespace

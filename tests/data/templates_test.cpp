@@ -2,20 +2,23 @@
 // jinja2 as transformers does) and the loss mask of tokenized conversations.
 #include <gtest/gtest.h>
 
-#include "data/templates.h"
+#include "chat/templates.h"
 #include "data_test_util.h"
 
 namespace ft::test {
 namespace {
 
-using data::ChatMessage;
+using chat::ChatMessage;
 
-const std::vector<ChatMessage> kChat = {
-    {"system", "You are terse."}, {"user", " Hi there "}, {"assistant", "Hello! "}, {"user", "2+2?"}, {"assistant", "4"}};
+const std::vector<chat::ChatMessage> kChat = {{"system", "You are terse."},
+                                              {"user", " Hi there "},
+                                              {"assistant", "Hello! "},
+                                              {"user", "2+2?"},
+                                              {"assistant", "4"}};
 
-std::string render(const std::string& name, bool gen = false, const std::vector<ChatMessage>& m = kChat) {
+std::string render(const std::string& name, bool gen = false, const std::vector<chat::ChatMessage>& m = kChat) {
   const bool llama3 = name == "llama3";
-  return data::segments_to_string(data::render_chat(name, m, gen), llama3 ? "<|begin_of_text|>" : "<s>",
+  return chat::segments_to_string(chat::render_chat(name, m, gen), llama3 ? "<|begin_of_text|>" : "<s>",
                                   llama3 ? "<|eot_id|>" : "</s>");
 }
 
@@ -50,11 +53,11 @@ TEST(Templates, JinjaSourcesRenderLikeTheCppTemplates) {
   nlohmann::json input;
   nlohmann::json msgs = nlohmann::json::array();
   for (const auto& m : kChat) msgs.push_back({{"role", m.role}, {"content", m.content}});
-  const std::vector<ChatMessage> prompt(kChat.begin(), kChat.end() - 1);
+  const std::vector<chat::ChatMessage> prompt(kChat.begin(), kChat.end() - 1);
   nlohmann::json prompt_msgs(msgs.begin(), msgs.end() - 1);
   input["messages"] = msgs;
   input["prompt"] = prompt_msgs;
-  for (const auto& name : data::template_names()) input["templates"][name] = data::chat_template_jinja(name);
+  for (const auto& name : chat::template_names()) input["templates"][name] = chat::chat_template_jinja(name);
   // As transformers' apply_chat_template: trim_blocks, lstrip_blocks, raise_exception.
   const auto ref = run_python(R"(
 import json, sys, jinja2
@@ -71,34 +74,35 @@ for name, src in a["templates"].items():
 print(json.dumps(out))
 )",
                               input);
-  for (const auto& name : data::template_names()) {
+  for (const auto& name : chat::template_names()) {
     EXPECT_EQ(render(name), ref[name][0].get<std::string>()) << name;
     EXPECT_EQ(render(name, true, prompt), ref[name][1].get<std::string>()) << name;
   }
 }
 
 TEST(Templates, BadConversationsAreErrors) {
-  EXPECT_THROW(data::render_chat("llama2", {{"user", "a"}, {"user", "b"}}), Error);
-  EXPECT_THROW(data::render_chat("chatml", {{"user", "a"}, {"system", "late"}}), Error);
-  EXPECT_THROW(data::render_chat("chatml", {{"robot", "a"}}), Error);
-  EXPECT_THROW(data::render_chat("nope", {{"user", "a"}}), ConfigError);
-  EXPECT_THROW(data::render_chat("mistral", {{"user", "a"}, {"assistant", "b"}}), ConfigError);  // not resolved
-  EXPECT_THROW(data::render_chat("gemma", {{"user", "a"}, {"user", "b"}}), Error);
-  EXPECT_THROW(data::render_chat("gemma", {{"assistant", "a"}}), Error);
+  EXPECT_THROW(chat::render_chat("llama2", {{"user", "a"}, {"user", "b"}}), Error);
+  EXPECT_THROW(chat::render_chat("chatml", {{"user", "a"}, {"system", "late"}}), Error);
+  EXPECT_THROW(chat::render_chat("chatml", {{"robot", "a"}}), Error);
+  EXPECT_THROW(chat::render_chat("nope", {{"user", "a"}}), ConfigError);
+  EXPECT_THROW(chat::render_chat("mistral", {{"user", "a"}, {"assistant", "b"}}), ConfigError);  // not resolved
+  EXPECT_THROW(chat::render_chat("gemma", {{"user", "a"}, {"user", "b"}}), Error);
+  EXPECT_THROW(chat::render_chat("gemma", {{"assistant", "a"}}), Error);
   // mistral-common's refusals: a system message after an assistant one, a training conversation that does not end
   // with the assistant, an empty assistant message.
-  EXPECT_THROW(data::render_chat("mistral-v3", {{"user", "a"}, {"assistant", "b"}, {"system", "c"}, {"user", "d"},
-                                                {"assistant", "e"}}),
-               Error);
-  EXPECT_THROW(data::render_chat("mistral-v1", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}), Error);
-  EXPECT_THROW(data::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", ""}}), Error);
-  EXPECT_NO_THROW(data::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, true));
+  EXPECT_THROW(
+      chat::render_chat("mistral-v3",
+                        {{"user", "a"}, {"assistant", "b"}, {"system", "c"}, {"user", "d"}, {"assistant", "e"}}),
+      Error);
+  EXPECT_THROW(chat::render_chat("mistral-v1", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}), Error);
+  EXPECT_THROW(chat::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", ""}}), Error);
+  EXPECT_NO_THROW(chat::render_chat("mistral-tekken", {{"user", "a"}, {"assistant", "b"}, {"user", "c"}}, true));
 }
 
 TEST(Templates, Llama3LossCoversAssistantContentAndEotOnly) {
   const auto tok = load_test_tokenizer();
-  const std::vector<ChatMessage> chat = {{"user", "hello there"}, {"assistant", "hi, how can I help?"}};
-  const auto s = data::tokenize_segments(*tok, data::render_chat("llama3", chat));
+  const std::vector<chat::ChatMessage> chat = {{"user", "hello there"}, {"assistant", "hi, how can I help?"}};
+  const auto s = chat::tokenize_segments(*tok, chat::render_chat("llama3", chat));
   const int64_t sh = tok->piece_to_id("<|start_header_id|>"), eh = tok->piece_to_id("<|end_header_id|>"),
                 eot = tok->piece_to_id("<|eot_id|>");
   // Expected ids built piece by piece: specials are single ids, text runs are encoded on their own.

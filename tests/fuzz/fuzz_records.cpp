@@ -6,7 +6,7 @@
 // loss flag per token and every id inside the vocabulary.
 #include <nlohmann/json.hpp>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "data/json_records.h"
 #include "data/records.h"
 #include "fuzz_data.h"
@@ -15,7 +15,7 @@ namespace ft::fuzz {
 namespace {
 
 std::unique_ptr<tok::Tokenizer> tokenizer;
-std::unique_ptr<data::JinjaChat> jinja_chat;
+std::unique_ptr<chat::JinjaChat> jinja_chat;
 
 void parse_one(std::string_view line, const data::RecordOptions& options) {
   try {
@@ -34,11 +34,11 @@ void parse_one(std::string_view line, const data::RecordOptions& options) {
 
 void target_setup() {
   tokenizer = tok::Tokenizer::load(small_tokenizer_model());
-  const data::ChatTemplateSource source{
+  const chat::ChatTemplateSource source{
       "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
       scratch() / "chat_template.jinja"};
-  jinja_chat = std::make_unique<data::JinjaChat>(source, *tokenizer);
+  jinja_chat = std::make_unique<chat::JinjaChat>(source, *tokenizer);
 }
 
 std::vector<std::string> seeds() {
@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.roles = {{"human", "user"}, {"bot", "assistant"}, {"narrator", "system"}};
     options.system_prompt = "You are a test.";
   }
-  const auto& names = data::template_names();
+  const auto& names = chat::template_names();
   options.template_name = names[(input.mode >> 6) % names.size()];
   if (input.mode & 4) {
     const auto file = fuzz::scratch() / "records.jsonl";

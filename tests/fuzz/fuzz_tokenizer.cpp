@@ -6,7 +6,7 @@
 // found is rendered and tokenized.
 #include <nlohmann/json.hpp>
 
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 #include "fuzz_data.h"
 
 namespace ft::fuzz {
@@ -99,8 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto tok = tok::Tokenizer::load(file);
     fuzz::exercise(*tok, input.payload);
     if (mode == 2) {
-      if (const auto source = data::find_chat_template(dir)) {
-        const data::JinjaChat chat(*source, *tok);
+      if (const auto source = chat::find_chat_template(dir)) {
+        const chat::JinjaChat chat(*source, *tok);
         const jinja::Value messages =
             jinja::Value::array({{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hello"}}});
         chat.tokenize(chat.render(messages, /*add_generation_prompt=*/false, /*last_only=*/false));

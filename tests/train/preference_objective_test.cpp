@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "config/loader.h"
 #include "data/batch.h"
-#include "data/chat_template.h"
 #include "data/preference_dataset.h"
 #include "model/lora.h"
 #include "model/pretrained.h"

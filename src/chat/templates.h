@@ -11,10 +11,10 @@
 namespace ft::tok {
 class Tokenizer;
 }
-namespace ft::data {
+namespace ft::chat {
 
 struct ChatMessage {
-  std::string role;     // system | user | assistant
+  std::string role;  // system | user | assistant
   std::string content;
 };
 
@@ -92,4 +92,4 @@ struct TokenizedSample {
 // "Answer:" + " 567" gives the pieces of "▁567" rather than "▁▁567".
 TokenizedSample tokenize_segments(const tok::Tokenizer& tokenizer, const std::vector<Segment>& segments);
 
-}  // namespace ft::data
+}  // namespace ft::chat

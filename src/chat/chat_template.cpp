@@ -1,4 +1,4 @@
-#include "data/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 
-namespace ft::data {
+namespace ft::chat {
 namespace {
 
 // obj[key] when it is a string, else "" (json::value() trips GCC 12's -Wnull-dereference).
@@ -203,4 +203,4 @@ std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std
   return {sample.tokens.begin(), sample.tokens.end()};
 }
 
-}  // namespace ft::data
+}  // namespace ft::chat

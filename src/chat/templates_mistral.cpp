@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <fstream>
 
-#include "data/templates_internal.h"
+#include "chat/templates_internal.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace ft::data {
+namespace ft::chat {
 namespace {
 
 using Kind = Segment::Kind;
@@ -259,4 +259,4 @@ std::string mistral_jinja(MistralVariant variant) {
 }
 
 }  // namespace detail
-}  // namespace ft::data
+}  // namespace ft::chat

@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <string_view>
 
-#include "data/templates.h"
+#include "chat/templates.h"
 #include "tokenizer/tokenizer.h"
 
-namespace ft::data {
+namespace ft::chat {
 namespace {
 
 using Kind = Segment::Kind;
@@ -119,4 +119,4 @@ TokenizedSample tokenize_segments(const tok::Tokenizer& tokenizer, const std::ve
   return out;
 }
 
-}  // namespace ft::data
+}  // namespace ft::chat

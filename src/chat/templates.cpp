@@ -1,13 +1,13 @@
-#include "data/templates.h"
+#include "chat/templates.h"
 
 #include <string_view>
 
+#include "chat/templates_internal.h"
 #include "config/settings.h"
-#include "data/templates_internal.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace ft::data {
+namespace ft::chat {
 namespace {
 
 using Kind = Segment::Kind;
@@ -321,4 +321,4 @@ std::string chat_template_jinja(const std::string& name) {
 ' }}{% endif %}{% endfor %})";
 }
 
-}  // namespace ft::data
+}  // namespace ft::chat

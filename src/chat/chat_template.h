@@ -10,13 +10,13 @@
 #include <utility>
 #include <vector>
 
-#include "data/templates.h"
+#include "chat/templates.h"
 #include "jinja/template.h"
 
 namespace ft::tok {
 class Tokenizer;
 }
-namespace ft::data {
+namespace ft::chat {
 
 // The template transformers would use for `dir`: chat_template.jinja, else tokenizer_config.json's "chat_template"
 // (a string, or the entry named "default" of a list of {name, template}). nullopt when the model has none.
@@ -77,4 +77,4 @@ std::vector<int64_t> chat_prompt_ids(const std::string& template_name, const std
                                      const tok::Tokenizer& tokenizer, const std::string& system,
                                      const std::vector<ChatMessage>& turns);
 
-}  // namespace ft::data
+}  // namespace ft::chat

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "data/templates.h"
+#include "chat/templates.h"
 
-namespace ft::data::detail {
+namespace ft::chat::detail {
 
 // mistral-common's encodings: v1, v2/v3 (sentencepiece) and v3 tekken.
 enum class MistralVariant { kV1, kV3, kTekken };
@@ -18,4 +18,4 @@ std::vector<Segment> render_mistral(MistralVariant variant, const std::vector<Ch
 // The Jinja chat template that renders as render_mistral(variant, ...) (templates_mistral.cpp).
 std::string mistral_jinja(MistralVariant variant);
 
-}  // namespace ft::data::detail
+}  // namespace ft::chat::detail
