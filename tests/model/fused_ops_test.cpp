@@ -408,7 +408,9 @@ TEST(FusedKernels, GpuSwigluAndGegluMatchTheCompositeOnPairsAndJointOutputs) {
           return std::make_pair(y.detach(), gu.grad());
         };
         const auto [y0, g0] = run(0);
-        const double tol = dtype == at::kFloat ? 1e-5 : 1.6e-2;
+        // F32 GeGLU: the kernels build with --use_fast_math, so tanhf is the hardware approximation; its gradient
+        // differed by up to 1.4e-5 of the largest (40 random draws on an H200), more than SwiGLU's 1e-5.
+        const double tol = dtype == at::kFloat ? (gelu ? 5e-5 : 1e-5) : 1.6e-2;
         for (const int variant : {1, 2}) {
           const auto [y, g] = run(variant);
           EXPECT_LT(rel(y, y0), tol) << "variant " << variant << " cols " << cols << " gelu " << gelu;
