@@ -7,6 +7,7 @@
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/device.h"
+#include "config/settings.h"
 #include "model/adapter_check.h"
 #include "model/generate.h"
 #include "model/lora.h"
@@ -19,7 +20,7 @@ namespace ft::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, adapter, prompt, prompt_ids, system, device = "auto", dtype = "fp32";
+  std::string model, adapter, prompt, prompt_ids, system, device = "auto", dtype = "fp32", quantize = "none";
   int64_t max_new_tokens = 64, top_k = 0;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
@@ -64,7 +65,14 @@ void run_generate(const GenerateArgs& a) {
   }
   const at::Device device = resolve_device(*setting, 0, "--device");
   if (!a.adapter.empty()) model::check_adapter_base(a.adapter, model_dir, a.force);
-  auto model = model::load_pretrained(model_dir, device, model::dtype_from_name(a.dtype));
+  // --quantize: the projections as a quantized base run them in training (model.quantize), e.g. to try an adapter
+  // trained on that base; quantized while read, as in training.
+  const auto quantize = parse_setting<BaseQuantization>(a.quantize);
+  if (!quantize) {
+    throw ConfigError("--quantize: invalid value '" + a.quantize + "'",
+                      "expected " + setting_names<BaseQuantization>());
+  }
+  auto model = model::load_pretrained(model_dir, device, model::dtype_from_name(a.dtype), *quantize);
   if (!a.adapter.empty()) {
     model::load_adapter(*model, a.adapter);
     model->to(device);
@@ -141,6 +149,9 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--seed", a->seed, "Sampling seed")->default_val(0);
   sub->add_option("--device", a->device, "auto | cpu | cuda | cuda:N")->default_val("auto");
   sub->add_option("--dtype", a->dtype, "Parameter dtype: fp32 | bf16")->default_val("fp32");
+  sub->add_option("--quantize", a->quantize,
+                  "The decoder layers' projections as a quantized base (model.quantize): none | nf4 | fp8")
+      ->default_val("none");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
   sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");

@@ -42,6 +42,38 @@ TEST(CliModel, GenerateJsonMatchesTransformersGreedy) {
   EXPECT_EQ(out["text"], "");  // no tokenizer.model in this directory
 }
 
+// --quantize nf4 / fp8: greedy generation on the quantized base equals transformers' generate() on the same base
+// (the projections' bitsandbytes NF4 round trip, or torchao's per-row float8 round trip of weights and inputs).
+TEST(CliModel, GenerateOnAQuantizedBaseMatchesTransformersOnThatBase) {
+  const auto dir = reference_dir() / "llama";
+  const std::vector<int64_t> prompt = {1, 17, 42, 5, 88, 23};
+  std::string ids;
+  for (const int64_t id : prompt) ids += std::to_string(id) + " ";
+  TempDir tmp("ft-generate-quantized");
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const char* format : {"nf4", "fp8"}) {
+    jobs.push_back({{"model", (dir / "model").string()},
+                    {format, true},
+                    {"prompt", prompt},
+                    {"max_new_tokens", 24},
+                    {"out", (tmp / (std::string(format) + ".json")).string()}});
+  }
+  const auto py = run(ref_python() + " " + shell_quote(ref_script()) + " generate --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  for (const char* format : {"nf4", "fp8"}) {
+    SCOPED_TRACE(format);
+    const auto r = run_finetune("generate --model " + q(dir / "model") + " --quantize " + format + " --prompt-ids " +
+                                shell_quote(ids) + " --max-new-tokens 24 --device cpu --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto ours = nlohmann::json::parse(r.output.substr(r.output.find('{')))["generated_ids"];
+    const auto theirs = nlohmann::json::parse(read_file(tmp / (std::string(format) + ".json")))["generated"];
+    EXPECT_EQ(ours.get<std::vector<int64_t>>(), theirs.get<std::vector<int64_t>>());
+  }
+  const auto bad = run_finetune("generate --model " + q(dir / "model") + " --quantize int4 --prompt-ids 1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--quantize: invalid value 'int4'"), std::string::npos) << bad.output;
+}
+
 TEST(CliModel, PromptTextWithoutTokenizerIsAUsageError) {
   const auto r = run_finetune("generate --model " + q(reference_dir() / "llama" / "model") + " --prompt hi --device cpu");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -6,6 +6,8 @@ logits --jobs JSON : for each job {"model", "adapter" (optional), "nf4" or "fp8"
                   logits of transformers (with the PEFT adapter when given, on a bitsandbytes NF4 base with "nf4": true,
                   on torchao's per-row float8 base with "fp8": true) for the input_ids tensor stored in the safetensors
                   file "ids"
+generate --jobs JSON : for each job {"model", "nf4" or "fp8" (optional), "prompt" (ids), "max_new_tokens", "out"},
+                  transformers' greedy generate() on that base, written to "out" as {"generated": [ids]}
 One process serves several jobs because importing transformers takes seconds.
 """
 import argparse
@@ -179,7 +181,7 @@ def fp8_projections(model):
             module.register_forward_pre_hook(lambda m, args: (round_trip(args[0]),) + tuple(args[1:]))
 
 
-def logits(model_dir, adapter, ids_file, out, nf4=False, fp8=False):
+def load_model(model_dir, adapter, nf4=False, fp8=False):
     from transformers import AutoModelForCausalLM
     with open(os.path.join(model_dir, "config.json")) as f:
         model_type = json.load(f)["model_type"]
@@ -193,16 +195,31 @@ def logits(model_dir, adapter, ids_file, out, nf4=False, fp8=False):
     if adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, adapter)
-    model.eval()
+    return model.eval()
+
+
+def logits(model_dir, adapter, ids_file, out, nf4=False, fp8=False):
+    model = load_model(model_dir, adapter, nf4, fp8)
     ids = load_file(ids_file)["input_ids"]
     with torch.no_grad():
         result = model(input_ids=ids).logits
     save_file({"logits": result.contiguous()}, out)
 
 
+def generate(model_dir, prompt, max_new_tokens, out, nf4=False, fp8=False):
+    """Greedy generate() from `prompt` (token ids), stopping at the model's EOS as its generation config says."""
+    model = load_model(model_dir, None, nf4, fp8)
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        result = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                max_new_tokens=max_new_tokens, pad_token_id=0)
+    with open(out, "w") as f:
+        json.dump({"generated": result[0, len(prompt):].tolist()}, f)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("cmd", choices=["make", "logits"])
+    p.add_argument("cmd", choices=["make", "logits", "generate"])
     p.add_argument("--out")
     p.add_argument("--jobs")
     a = p.parse_args()
@@ -211,10 +228,14 @@ def main():
         for family in FAMILIES:
             os.makedirs(os.path.join(a.out, family), exist_ok=True)
             make(family, os.path.join(a.out, family))
-    else:
+    elif a.cmd == "logits":
         for job in json.loads(a.jobs):
             logits(job["model"], job.get("adapter"), job["ids"], job["out"], job.get("nf4", False),
                    job.get("fp8", False))
+    else:
+        for job in json.loads(a.jobs):
+            generate(job["model"], job["prompt"], job["max_new_tokens"], job["out"], job.get("nf4", False),
+                     job.get("fp8", False))
 
 
 if __name__ == "__main__":
