@@ -14,6 +14,15 @@
 #include "util/fs.h"
 
 namespace ft::ckpt {
+
+CheckpointWriterOptions CheckpointWriterOptions::from_config(const Config& cfg, c10::Device device, bool sharded) {
+  CheckpointWriterOptions opts;
+  opts.background =
+      cfg.checkpoint.async == AsyncSave::kOn || (cfg.checkpoint.async == AsyncSave::kAuto && device.is_cuda());
+  opts.every_rank_writes = sharded;
+  opts.timeout_s = static_cast<double>(cfg.distributed.timeout_s);
+  return opts;
+}
 namespace fs = std::filesystem;
 namespace {
 

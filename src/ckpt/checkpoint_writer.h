@@ -20,6 +20,7 @@
 
 #include "ckpt/async_save.h"
 #include "ckpt/checkpoint_store.h"
+#include "config/config.h"
 
 namespace ft::dist {
 class Communicator;
@@ -46,6 +47,9 @@ struct CheckpointWriterOptions {
   bool background = false;     // write while training goes on (falls back to synchronous when host memory is short)
   bool every_rank_writes = false;  // ranks other than 0 write files too (ZeRO-1 optimizer shards)
   double timeout_s = 600;      // how long rank 0 waits for the other ranks' files
+
+  // checkpoint.async (auto: in the background on a GPU) and distributed.timeout_s; `sharded`: ZeRO-1.
+  static CheckpointWriterOptions from_config(const Config& cfg, c10::Device device, bool sharded);
 };
 
 class CheckpointWriter {

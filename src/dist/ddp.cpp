@@ -10,6 +10,15 @@
 #include "util/fmt.h"
 
 namespace ft::dist {
+
+DdpOptions DdpOptions::from_config(const DistributedConfig& cfg, at::ScalarType reduce_dtype) {
+  DdpOptions opts;
+  opts.bucket_cap_mb = cfg.bucket_cap_mb;
+  opts.reduction = GradReduction::kSum;
+  opts.reduce_dtype = reduce_dtype;
+  return opts;
+}
+
 namespace {
 
 // All-reduce (sum) of a bucket without the Reducer's 1/world_size: see GradReduction::kSum in ddp.h.

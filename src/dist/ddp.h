@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "config/config.h"
 #include "dist/comm.h"
 
 namespace c10d {
@@ -34,6 +35,10 @@ struct DdpOptions {
   // bytes on the wire, at the cost of one bf16 rounding per sum. kFloat: buckets travel in their own dtype.
   at::ScalarType reduce_dtype = at::kFloat;
   bool broadcast_from_rank0 = true;          // copy rank 0's parameter values to every rank at construction
+
+  // distributed.bucket_cap_mb, summed gradients (the loss is normalised over the step's global units), and the
+  // reduction dtype the precision policy chose (distributed.reduce_dtype).
+  static DdpOptions from_config(const DistributedConfig& cfg, at::ScalarType reduce_dtype);
 };
 
 class DistributedDataParallel {

@@ -407,11 +407,7 @@ std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t
 }
 
 std::unique_ptr<ckpt::CheckpointWriter> build_checkpoints(const Config& cfg, const RunContext& ctx, bool sharded) {
-  ckpt::CheckpointWriterOptions opts;
-  opts.background = cfg.checkpoint.async == AsyncSave::kOn ||
-                    (cfg.checkpoint.async == AsyncSave::kAuto && ctx.device.is_cuda());
-  opts.every_rank_writes = sharded;
-  opts.timeout_s = static_cast<double>(cfg.distributed.timeout_s);
+  const auto opts = ckpt::CheckpointWriterOptions::from_config(cfg, ctx.device, sharded);
   auto store = std::make_unique<ckpt::CheckpointStore>(
       cfg.run.output_dir, ckpt::CheckpointStoreOptions{cfg.checkpoint.keep_last, cfg.checkpoint.keep_best});
   return std::make_unique<ckpt::CheckpointWriter>(std::move(store), ctx.comm, ctx.rank, ctx.world_size, opts);
@@ -430,11 +426,8 @@ std::unique_ptr<dist::DistributedDataParallel> build_ddp(
   std::vector<at::Tensor> params;
   params.reserve(trainable.size());
   for (const auto& [name, param] : trainable) params.push_back(param);
-  dist::DdpOptions ddp;
-  ddp.bucket_cap_mb = cfg.distributed.bucket_cap_mb;
-  ddp.reduction = dist::GradReduction::kSum;
-  ddp.reduce_dtype = precision.reduce;
-  return std::make_unique<dist::DistributedDataParallel>(*ctx.comm, std::move(params), ddp);
+  return std::make_unique<dist::DistributedDataParallel>(
+      *ctx.comm, std::move(params), dist::DdpOptions::from_config(cfg.distributed, precision.reduce));
 }
 
 }  // namespace ft::train
