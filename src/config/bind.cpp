@@ -25,18 +25,13 @@ class KeyCollector {
   void operator()(const char* key, T& field, OnResume = OnResume::kMayChange) {
     const std::string path = prefix_ + key;
     out_.push_back(path);
-    if constexpr (std::is_class_v<T> && !is_open_setting_v<T> && !std::is_same_v<T, std::string> &&
-                  !std::is_same_v<T, std::vector<std::string>> && !std::is_same_v<T, std::vector<double>> &&
-                  !std::is_same_v<T, std::vector<EvalPrompt>>) {
-      if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
-        DataSource element;
-        KeyCollector sub(out_, path + "[].");
-        element.visit(sub);
-        (void)field;
-      } else {
-        KeyCollector sub(out_, path + ".");
-        field.visit(sub);
-      }
+    if constexpr (std::is_same_v<T, std::vector<DataSource>>) {
+      DataSource element;
+      KeyCollector sub(out_, path + "[].");
+      element.visit(sub);
+    } else if constexpr (detail::is_section_v<T>) {
+      KeyCollector sub(out_, path + ".");
+      field.visit(sub);
     }
   }
 

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -11,6 +13,18 @@
 #include "config/tree.h"
 
 namespace ft::config::detail {
+
+// A section of the schema: a struct whose visit() names its keys (Config's sections, a data source, a prompt turn).
+struct AnyVisitor {
+  template <class... A>
+  void operator()(A&&...) {}
+};
+template <class T, class = void>
+struct is_section : std::false_type {};
+template <class T>
+struct is_section<T, std::void_t<decltype(std::declval<T&>().visit(std::declval<AnyVisitor&>()))>> : std::true_type {};
+template <class T>
+inline constexpr bool is_section_v = is_section<T>::value;
 
 // Collects errors as "WHERE: KEY: message" lines.
 class Errors {

@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "config/detail.h"
+
 namespace ft::config {
 namespace {
 
@@ -40,6 +42,7 @@ nlohmann::json to_json_value(T& field) {
   } else if constexpr (std::is_same_v<T, EvalPrompt>) {  // written as a string or as its turns
     return field.messages.empty() ? nlohmann::json(field.text) : to_json_value(field.messages);
   } else {
+    static_assert(detail::is_section_v<T>, "a key of a type the schema does not have");
     nlohmann::json object = nlohmann::json::object();
     ObjectWriter writer(object);
     field.visit(writer);
@@ -57,9 +60,7 @@ class MarkFinder {
     const std::string path = prefix_ + key;
     if (on_resume == OnResume::kMustMatch) {
       found_(path, field);
-    } else if constexpr (std::is_class_v<T> && !is_open_setting_v<T> && !std::is_same_v<T, std::string> &&
-                         !std::is_same_v<T, std::vector<std::string>> && !std::is_same_v<T, std::vector<double>> &&
-                         !std::is_same_v<T, std::vector<DataSource>> && !std::is_same_v<T, std::vector<EvalPrompt>>) {
+    } else if constexpr (detail::is_section_v<T>) {
       MarkFinder sub(found_, path + ".");
       field.visit(sub);
     }

@@ -1,6 +1,7 @@
 // The sentences a tokenizer is trained on, from text and JSON Lines files or a run's data sources.
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "data/dataset.h"
 #include "data/json_records.h"
@@ -48,8 +49,9 @@ std::string collect_dataset_records(const std::filesystem::path& path, const Rec
 void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t vocab_size,
                      const std::string& model_type, const std::filesystem::path& out_dir,
                      const TokenizerTrainOptions& options) {
-  if (model_type != "bpe" && model_type != "unigram") {
-    throw ConfigError("unknown tokenizer model type '" + model_type + "'", "use bpe or unigram");
+  const std::optional<TokenizerModel> model = parse_setting<TokenizerModel>(model_type);
+  if (!model) {
+    throw ConfigError("unknown tokenizer model type '" + model_type + "'", "use " + setting_names<TokenizerModel>());
   }
   if (vocab_size < 8) throw ConfigError(fmt::format("tokenizer vocab size {} is too small", vocab_size), "use >= 8");
   if (inputs.empty()) throw ConfigError("no input files to train the tokenizer on", "pass --input FILE");
@@ -111,8 +113,7 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
   train.user_defined_symbols = options.user_defined_symbols;
   train.character_coverage = options.character_coverage;
   train.write_vocab = options.write_vocab;
-  tok::train_sentencepiece(sentences, vocab_size, model_type == "bpe" ? TokenizerModel::kBpe : TokenizerModel::kUnigram,
-                           out_dir, train);
+  tok::train_sentencepiece(sentences, vocab_size, *model, out_dir, train);
 }
 
 }  // namespace ft::data
