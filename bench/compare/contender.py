@@ -6,10 +6,15 @@ timing steps: the time transformers' Trainer stops training for one checkpoint a
 (save_pretrained of the model and torch.save of the optimizer state into DIR, as Trainer._save_checkpoint does)."""
 import argparse
 import json
+import os
 import time
 
-import torch
-import transformers
+# The time to the first step counts from the launch (bench/compare/run.sh exports FT_LAUNCH_TIME) or, when run by
+# hand, from here: interpreter start, imports, model build and the first optimizer step.
+LAUNCH = float(os.environ.get("FT_LAUNCH_TIME", time.time()))
+
+import torch  # noqa: E402  (after LAUNCH: the import is part of the time to the first step)
+import transformers  # noqa: E402
 
 WORKLOADS = {
     # (a) GPT-2-small shape as a Llama
@@ -52,7 +57,7 @@ p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--steps", type=int, default=15)
 p.add_argument("--save", help="time one checkpoint into this directory instead of the steps")
-p.add_argument("--model-dir", help="the q workload's Hugging Face model directory")
+p.add_argument("--model-dir", help="a Hugging Face model directory to load (q, f8, q70; optional for c)")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
 
@@ -72,6 +77,11 @@ elif w.get("fp8"):
                                                               attn_implementation="sdpa")
     quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
               filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and ".layers." in fqn)
+    cfg = model.config
+elif a.model_dir:  # loaded as users load a model (c: the bench's random Llama-3-8B directory)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        a.model_dir, dtype=torch.bfloat16 if w["lora"] else torch.float32, device_map={"": 0},
+        attn_implementation="sdpa")
     cfg = model.config
 else:
     with torch.device("cuda"):
@@ -99,11 +109,13 @@ def step():
     opt.zero_grad(set_to_none=True)
 
 
-for _ in range(a.warmup):
+step()
+torch.cuda.synchronize()
+first_step_s = time.time() - LAUNCH
+for _ in range(a.warmup - 1):
     step()
 torch.cuda.synchronize()
 if a.save:
-    import os
     t0 = time.perf_counter()
     model.save_pretrained(a.save)
     torch.save(opt.state_dict(), os.path.join(a.save, "optimizer.pt"))
@@ -121,4 +133,5 @@ print(json.dumps(dict(workload=a.workload,
                       runner=("peft-" if w["lora"] else "hf-") + ("torchao-fp8-" if w.get("fp8") else "") + a.mode,
                       tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
                       peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
-                      peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30)), flush=True)
+                      peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30, first_step_s=first_step_s)),
+      flush=True)

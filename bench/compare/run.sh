@@ -3,7 +3,8 @@
 # eager, transformers + torch.compile, PEFT for LoRA) on one GPU, same shapes, batch and precision; prints one table
 # (tokens/s, MFU, peak allocated/reserved GiB, our ratio to the best contender) and writes it to OUT/compare.md.
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
-# d = a and b on packed short samples, f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
+# d = a and b on packed short samples (c also times the contenders' load of its model directory and the files'
+# read, into OUT/read-c.txt), f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
 # contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
 # 80 layers (against the same contender with gradient checkpointing), f70 = q70 with an FP8 base beside the NF4 one
@@ -15,7 +16,7 @@
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
 # ckpt = the training stall of one checkpoint of b (checkpoint.async on and off) beside transformers' Trainer save
-# and the disk's sequential write bandwidth (dd, O_DIRECT); rows in OUT/ckpt.md.
+# and the disk's sequential write bandwidth (dd, O_DIRECT); rows in OUT/ckpt.md; ckpt-c = the same stall for c.
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
@@ -79,6 +80,8 @@ ft() {
   # The traced steps come after the measured ones (tracing slows them).
   [[ ${PROFILE:-0} == 1 ]] && prof=(train.profile_start_step=$((last + 1)) train.profile_steps=2)
   rm -rf "$work/$name"
+  local launch
+  launch=$(date +%s.%N)
   "$bin" train "$@" "${common[@]}" train.max_steps=$((last + 100)) \
     run.output_dir="$work/$name" "${prof[@]}" >"$out/$name.log" 2>&1 &
   local pid=$!
@@ -90,15 +93,18 @@ ft() {
     sleep 1
   done
   wait $pid 2>/dev/null
-  python3 - "$work/$name/metrics.jsonl" "$name" "$workload" "$steps" >>"$results" <<'PY' || tail -5 "$out/$name.log"
+  python3 - "$work/$name/metrics.jsonl" "$name" "$workload" "$steps" "$launch" >>"$results" <<'PY' || tail -5 "$out/$name.log"
 import json, sys
-path, name, workload, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-ev = [json.loads(l) for l in open(path) if '"event":"train"' in l]
+path, name, workload, steps, launch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+lines = [json.loads(l) for l in open(path)]
+ev = [e for e in lines if e.get("event") == "train"]
+start = [e for e in lines if e.get("event") == "start"]
 last = [e for e in ev if 5 < e["step"] <= 5 + steps]   # the log intervals after the 5 warm-up steps
 tps = sum(e["tokens_per_s"] for e in last) / len(last)
 print(json.dumps(dict(workload=workload, runner="finetune", name=name, tokens_per_s=tps,
                       step_s=sum(e["step_time_s"] for e in last) / len(last), mfu=last[-1].get("mfu"),
-                      peak_alloc_gib=last[-1]["peak_memory_gib"], peak_reserved_gib=last[-1].get("peak_reserved_gib"))))
+                      peak_alloc_gib=last[-1]["peak_memory_gib"], peak_reserved_gib=last[-1].get("peak_reserved_gib"),
+                      first_step_s=start[0]["time"] - launch if start else None)))
 PY
   if [[ ${PROFILE:-0} == 1 ]]; then
     for f in "$work/$name"/profile/*.json; do [[ -f $f ]] && gzip -c "$f" >"$out/$name.trace.json.gz"; done
@@ -134,9 +140,10 @@ PY
   rm -rf "$work/$name"
 }
 
-contender() {  # WORKLOAD MODE
+contender() {  # WORKLOAD MODE [ARGS...]
   [[ ${CONTENDERS:-1} == 0 ]] && return
-  python3 bench/compare/contender.py "$1" --mode "$2" --steps "$steps" >>"$results" 2>"$out/py-$1-$2.log" ||
+  FT_LAUNCH_TIME=$(date +%s.%N) python3 bench/compare/contender.py "$1" --mode "$2" --steps "$steps" "${@:3}" \
+    >>"$results" 2>"$out/py-$1-$2.log" ||
     tail -3 "$out/py-$1-$2.log"
 }
 
@@ -159,7 +166,11 @@ for w in "${workloads[@]}"; do
   c) random_model llama3-8b
      ft c c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 "${pretok[@]}" \
        data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
-     contender c eager; contender c compile ;;
+     contender c eager --model-dir "$work/model-llama3-8b"; contender c compile --model-dir "$work/model-llama3-8b"
+     # What reading the model's files takes, from the page cache (as both runs read them) and from the disk.
+     { /usr/bin/time -f "read from the page cache: %e s" cat "$work"/model-llama3-8b/*.safetensors >/dev/null
+       for f in "$work"/model-llama3-8b/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct 2>&1 | tail -1; done
+     } >"$out/read-c.txt" 2>&1 ;;
   q) random_model llama3-8b
      ft q q --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=nf4 lora.dropout=0 \
        "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
@@ -220,6 +231,10 @@ for w in "${workloads[@]}"; do
        rm -rf "$work/hf-save"
      fi
      cat "$out/dd.txt" "$out/ckpt.jsonl" ;;
+  ckpt-c) random_model llama3-8b  # the same stall for c (8B LoRA: adapters and their AdamW state), async on
+     ckpt_stall ckpt-c-on 0 --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 \
+       "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1 checkpoint.async=on
+     tail -1 "$out/ckpt.jsonl" ;;
   g2|g3)
      shape=$([[ $w == g2 ]] && echo gemma2-2b || echo gemma3-1b)
      random_model "$shape"

@@ -32,3 +32,14 @@ for w in sorted({r["workload"] for r in rows}):
         print(f"| {w} | {r.get('name', r['runner']) if r['runner'] == 'finetune' else r['runner']} | "
               f"{r['tokens_per_s']:,.0f} | {f'{mfu:.1%}' if mfu else ''} | {r['peak_alloc_gib']:.1f} | "
               f"{'' if reserved is None else f'{reserved:.1f}'} | {ratio} |")
+
+# The time from the launch to the end of the first optimizer step (process start, imports, model build or load,
+# data, first step), where the runs logged it.
+timed = [r for r in rows if r.get("first_step_s") is not None]
+if timed:
+    print()
+    print("| workload | runner | time to the first step, s |")
+    print("|---|---|---|")
+    for r in timed:
+        who = r.get("name", r["runner"]) if r["runner"] == "finetune" else r["runner"]
+        print(f"| {r['workload']} | {who} | {r['first_step_s']:.1f} |")

@@ -72,6 +72,7 @@ void save_mask(AutogradContext* ctx, const AttentionMask& mask) {
     ctx->saved_data["max_seqlen"] = mask.max_seqlen;
     ctx->saved_data["window"] = mask.window;
   }
+  if (mask.piece_start.defined()) ctx->saved_data["piece_start"] = mask.piece_start;
 }
 
 AttentionMask saved_mask(AutogradContext* ctx) {
@@ -84,6 +85,7 @@ AttentionMask saved_mask(AutogradContext* ctx) {
     mask.max_seqlen = ctx->saved_data["max_seqlen"].toInt();
     mask.window = ctx->saved_data["window"].toInt();
   }
+  if (ctx->saved_data.count("piece_start")) mask.piece_start = ctx->saved_data["piece_start"].toTensor();
   return mask;
 }
 

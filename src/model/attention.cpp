@@ -4,6 +4,8 @@
 #include <limits>
 #include <tuple>
 
+#include "kernels/short_attention.h"
+#include "model/short_attention.h"
 #include "model/softcap_attention.h"
 #include "util/error.h"
 
@@ -51,8 +53,9 @@ struct AttentionChoice {
 
 // The facts of a batch the rule reads; `windowed`: the layer kind's window is shorter than its keys.
 struct RuleInputs {
-  bool segments = false, offsets = false, cached = false, windowed = false;
+  bool segments = false, offsets = false, cached = false, windowed = false, padded = false;
   int64_t past = 0, length = 0;
+  int64_t max_piece = 0;  // the longest packed piece (offsets)
   at::Device device = at::kCPU;
   at::ScalarType compute_dtype = at::kFloat;
 };
@@ -64,16 +67,24 @@ bool varlen_ok(const ModelArgs& a, const KernelPolicy& policy, at::Device device
          a.head_dim <= 256 && !a.attn_logit_softcapping;
 }
 
+// Our kernel for packed short pieces: within varlen's limits, pieces of <= kShortPieceMax tokens, head_dim 64 or
+// 128, no window short enough to matter.
+bool short_pieces_ok(const ModelArgs& a, const KernelPolicy& policy, const RuleInputs& in) {
+  return policy.kernels_for(in.device) && in.max_piece <= kernels::kShortPieceMax && !in.windowed &&
+         (a.head_dim == 64 || a.head_dim == 128);
+}
+
 // The one rule of which kernel and mask a layer kind takes.
 AttentionChoice choose(const ModelArgs& a, const KernelPolicy& policy, const RuleInputs& in) {
   const bool varlen = varlen_ok(a, policy, in.device, in.compute_dtype);
   if (in.segments && in.offsets && in.past == 0 && varlen) {
-    return {AttentionKernel::kFlashVarlen, MaskKind::kPackedPieces};
+    const bool short_pieces = short_pieces_ok(a, policy, in);
+    return {short_pieces ? AttentionKernel::kShortPieces : AttentionKernel::kFlashVarlen, MaskKind::kPackedPieces};
   }
   // Unpacked rows under a window: flash attention has the window and SDPA only a dense mask.
   if (!in.segments && in.windowed && !in.cached && varlen) return {AttentionKernel::kFlashVarlen, MaskKind::kRowPieces};
   const AttentionKernel kernel = a.attn_logit_softcapping ? AttentionKernel::kSoftcap : AttentionKernel::kSdpa;
-  if (!in.segments && !in.windowed) {
+  if (!in.segments && !in.windowed && !in.padded) {
     if (in.past == 0) return {kernel, MaskKind::kCausal};  // plain causal: SDPA's is_causal
     if (in.length == 1) return {kernel, MaskKind::kNone};
   }
@@ -81,7 +92,7 @@ AttentionChoice choose(const ModelArgs& a, const KernelPolicy& policy, const Rul
 }
 
 // The bool mask [B or 1, 1, T, S] (true = attend) of T new positions after `past` cached ones, within `window`
-// positions when windowed, and within each segment when packed.
+// positions when windowed, within each segment when packed, and from each row's first real key when left-padded.
 at::Tensor dense_mask(const AttentionBatch& batch, std::optional<int64_t> window) {
   const int64_t s = batch.past + batch.length;
   const auto opts = at::TensorOptions().dtype(at::kLong).device(batch.device);
@@ -94,7 +105,24 @@ at::Tensor dense_mask(const AttentionBatch& batch, std::optional<int64_t> window
     const at::Tensor seg = batch.segment_ids.to(batch.device);  // [B, T]
     m = m.logical_and(seg.unsqueeze(2) == seg.unsqueeze(1));    // [B, T, T]
   }
+  if (batch.first_real.defined()) {
+    const at::Tensor first = batch.first_real.to(batch.device).view({-1, 1, 1});  // [B, 1, 1]
+    const at::Tensor real_key = k_pos.unsqueeze(0) >= first;                      // [B, 1, S]
+    // A padding query sees itself, so that its row of scores has a finite softmax and its (unused) keys and values
+    // stay finite: a masked key weighs exactly 0, but 0 * NaN would still poison the real rows.
+    const at::Tensor itself = (k_pos == q_pos).unsqueeze(0);  // [1, T, S]
+    m = m.logical_and(real_key.logical_or(itself));           // [B, T, S]
+  }
   return m.unsqueeze(1);  // [B or 1, 1, T, S]
+}
+
+// The first token of each token's piece, I32 [B * T], from the pieces' offsets (their last one is B * T): on the
+// device, without a host sync.
+at::Tensor piece_starts(const at::Tensor& cu_seqlens, const AttentionBatch& batch) {
+  const int64_t pieces = cu_seqlens.size(0) - 1;
+  const at::Tensor starts = cu_seqlens.narrow(0, 0, pieces);            // I32 [S]
+  const at::Tensor lengths = cu_seqlens.narrow(0, 1, pieces) - starts;  // I32 [S]
+  return at::repeat_interleave(starts, lengths, /*dim=*/0, /*output_size=*/batch.rows * batch.length);
 }
 
 // The mask of the layers whose keys reach back `window` positions at most (nullopt: unlimited).
@@ -104,7 +132,9 @@ AttentionMask build_mask(const ModelArgs& a, const KernelPolicy& policy, const A
   RuleInputs in;
   in.segments = batch.segment_ids.defined();
   in.offsets = batch.packed != nullptr && batch.packed->cu_seqlens.defined();
+  if (in.offsets) in.max_piece = batch.packed->max_seqlen;
   in.cached = batch.cached;
+  in.padded = batch.first_real.defined();
   in.windowed = windowed;
   in.past = batch.past;
   in.length = batch.length;
@@ -125,6 +155,7 @@ AttentionMask build_mask(const ModelArgs& a, const KernelPolicy& policy, const A
       out.cu_seqlens = batch.packed->cu_seqlens;
       out.max_seqlen = batch.packed->max_seqlen;
       out.window = windowed ? *window : 0;
+      if (out.kernel == AttentionKernel::kShortPieces) out.piece_start = piece_starts(out.cu_seqlens, batch);
       break;
     case MaskKind::kRowPieces:
       out.cu_seqlens = at::arange(0, (batch.rows + 1) * batch.length, batch.length,
@@ -150,6 +181,7 @@ AttentionPlan AttentionPlan::build(const ModelArgs& a, const KernelPolicy& polic
 std::string AttentionPlan::describe(const ModelArgs& a, const KernelPolicy& policy, bool packed) {
   RuleInputs in;  // a training forward: no cache, rows longer than any window
   in.segments = in.offsets = packed;
+  in.max_piece = kernels::kShortPieceMax;  // the kernel a batch of short pieces takes; longer ones take varlen
   in.device = policy.device;
   in.compute_dtype = policy.compute_dtype;
   const AttentionChoice full = choose(a, policy, in);
@@ -162,6 +194,9 @@ std::string AttentionPlan::describe(const ModelArgs& a, const KernelPolicy& poli
     if (full.mask == MaskKind::kDense) path += block_mask;
   } else if (full.kernel == AttentionKernel::kFlashVarlen) {
     path = "varlen flash attention over packed pieces";
+  } else if (full.kernel == AttentionKernel::kShortPieces) {
+    path = "short-piece attention kernel over packed pieces of <= " + std::to_string(kernels::kShortPieceMax) +
+           " tokens, varlen flash attention over longer ones";
   } else {
     path = full.mask == MaskKind::kDense ? std::string("SDPA") + block_mask : "SDPA (causal)";
   }
@@ -243,6 +278,14 @@ namespace ops {
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask,
                      const AttentionScores& scores, const KernelPolicy& policy, KVCache* cache, int64_t layer) {
+  if (mask.kernel == AttentionKernel::kShortPieces) {
+    FT_CHECK(cache == nullptr, "short-piece attention cannot use a KV cache");
+    if (short_attention_available(q, k, v, mask.max_seqlen)) {
+      const double scale = scores.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+      return short_piece_attention(q, k, v, mask.piece_start, scale);
+    }
+    return varlen_attention(q, k, v, mask, scores);  // tensors the kernel does not take (F32 under autocast off)
+  }
   if (mask.kernel == AttentionKernel::kFlashVarlen) {
     FT_CHECK(cache == nullptr, "varlen attention cannot use a KV cache");
     return varlen_attention(q, k, v, mask, scores);

@@ -21,6 +21,9 @@ struct KVCache {
   std::vector<at::Tensor> keys;    // per layer: [B, Hkv, capacity, D] in the dtype of the first keys written
   std::vector<at::Tensor> values;  // per layer: [B, Hkv, capacity, D]
   int64_t length = 0;              // positions filled so far (the same for every layer)
+  // I64 [B] on the model's device: each row's first real position when prompts of different lengths are left-padded
+  // into one batch. Keys before it are padding that no real query sees. Undefined: every position is real.
+  at::Tensor first_real;
 
   // Appends k, v ([B, Hkv, T, D]) for `layer` at position `length`; returns the filled prefix of keys and values.
   std::pair<at::Tensor, at::Tensor> append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
@@ -36,6 +39,8 @@ enum class AttentionKernel {
   kSdpa,         // at::scaled_dot_product_attention
   kFlashVarlen,  // FlashAttention-2 over pieces of the flattened tokens (ATen's private _flash_attention_forward)
   kSoftcap,      // logit soft-capping (Gemma 2), which SDPA and flash attention lack: our kernel or the eager composite
+  kShortPieces,  // packed pieces of <= 64 tokens: our kernel, 64 tokens per tile whatever the pieces
+                 // (short_attention.h)
 };
 
 // One kind of layer's part of the plan: its kernel and how it masks keys. With `cu_seqlens` defined (kFlashVarlen):
@@ -49,6 +54,7 @@ struct AttentionMask {
   at::Tensor cu_seqlens;   // I32 [S + 1] on the device: piece starts in the flattened [B * T] tokens, or undefined
   int64_t max_seqlen = 0;  // the longest piece
   int64_t window = 0;      // varlen: sliding window (a query sees the `window` latest keys, itself included); 0 = off
+  at::Tensor piece_start;  // kShortPieces: I32 [B * T], the first token of each token's piece
   bool varlen() const { return cu_seqlens.defined(); }
 };
 
@@ -59,6 +65,7 @@ struct AttentionBatch {
   int64_t rows = 0, length = 0;          // B and T (the new positions)
   int64_t past = 0;                      // positions already in the KV cache
   bool cached = false;                   // a KV cache is in use
+  at::Tensor first_real;                 // I64 [B]: the cache's left padding (KVCache::first_real), or undefined
   at::Device device = at::kCPU;
   at::ScalarType compute_dtype = at::kFloat;  // this forward's (autocast's, else the parameters')
 };

@@ -13,8 +13,8 @@ struct KernelPolicy {
   // The fused paths: the varlen flash attention, at::_fused_rms_norm, the chunked linear + cross-entropy loss, and
   // our CUDA kernels where `kernels` allows them. resolve(): train.fused_kernels on a CUDA device.
   bool fused = false;
-  // Our CUDA kernels (src/kernels: add + RMSNorm, RoPE, SwiGLU/GeGLU, soft-capped attention, adapter dropout,
-  // cross-entropy rows): `fused` in a build that has them (FT_WITH_KERNELS).
+  // Our CUDA kernels (src/kernels: add + RMSNorm, RoPE, SwiGLU/GeGLU, soft-capped attention, short-piece
+  // attention, adapter dropout, cross-entropy rows): `fused` in a build that has them (FT_WITH_KERNELS).
   bool kernels = false;
   // Projections that read one input (q/k/v, gate/up) as grouped GEMMs (linear_group); resolve(): `fused`. Pure
   // ATen, so a test may set it on CPU.

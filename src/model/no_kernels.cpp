@@ -1,14 +1,15 @@
 // The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
 // it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
 // paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
-// softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp and cross_entropy_rows.cpp instead
-// (model/CMakeLists.txt).
+// short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp and
+// cross_entropy_rows.cpp instead (model/CMakeLists.txt).
 #include "model/fp8_linear.h"
 #include "model/linear_cross_entropy.h"
 #include "model/lora_dropout.h"
 #include "model/nf4_linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
+#include "model/short_attention.h"
 #include "model/softcap_attention.h"
 #include "model/swiglu.h"
 #include "util/error.h"
@@ -66,6 +67,13 @@ at::Tensor fused_swiglu(const at::Tensor&, const at::Tensor&, bool) {
 }
 at::Tensor fused_swiglu_joint(const at::Tensor&, bool) {
   no_kernels("fused swiglu");
+}
+
+bool short_attention_available(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t) {
+  return false;
+}
+at::Tensor short_piece_attention(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
+  no_kernels("short piece attention");
 }
 
 bool fused_softcap_available(const at::Tensor&, const at::Tensor&, const at::Tensor&) {

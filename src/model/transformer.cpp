@@ -208,6 +208,7 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
   batch.length = input_ids.size(1);
   batch.past = cache != nullptr ? cache->length : 0;
   batch.cached = cache != nullptr;
+  if (cache != nullptr) batch.first_real = cache->first_real;
   batch.device = input_ids.device();
   if (segment_ids.defined()) {
     FT_CHECK(batch.past == 0,

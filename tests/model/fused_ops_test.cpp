@@ -559,7 +559,7 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
 // Packed rows through varlen flash attention: each sample's logits and gradients are those of the sample run alone
 // (attention never crosses a sample boundary), and match the dense block-mask path.
 // A 2-layer Llama of hidden 128 for the attention tests; window > 0: a sliding window of that many positions.
-model::ModelArgs attention_test_args(int64_t window) {
+model::ModelArgs attention_test_args(int64_t window, int64_t head_dim = 32) {
   model::ModelArgs a;
   if (window > 0) a.sliding_window = window;
   a.vocab_size = 97;
@@ -568,14 +568,15 @@ model::ModelArgs attention_test_args(int64_t window) {
   a.num_layers = 2;
   a.num_heads = 4;
   a.num_kv_heads = 2;
-  a.head_dim = 32;
+  a.head_dim = head_dim;
   a.max_position_embeddings = 256;
   return a;
 }
 
-// window 0: full causal attention within each sample; otherwise a sliding window shorter than the samples.
-void check_packed_rows(int64_t window) {
-  auto model = std::make_shared<model::Transformer>(attention_test_args(window));
+// window 0: full causal attention within each sample; otherwise a sliding window shorter than the samples. Pieces of
+// <= 64 tokens with heads of 64 take our short-piece kernel (`kernel`), the others varlen flash attention.
+void check_packed_rows(int64_t window, int64_t head_dim, const std::string& kernel) {
+  auto model = std::make_shared<model::Transformer>(attention_test_args(window, head_dim));
   for (auto& p : model->parameters()) {
     at::NoGradGuard g;
     p.normal_(0, 0.05);
@@ -605,6 +606,9 @@ void check_packed_rows(int64_t window) {
   }
   model::PackedPieces packed{at::tensor(cu, at::kInt).to(at::kCUDA), 64};
   const at::Tensor varlen = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA), nullptr, &packed);
+  const std::string other = kernel == "FlashAttention" ? "ShortPieceAttention" : "FlashAttention";
+  EXPECT_GT(count_nodes(varlen, kernel), 0) << kernel;
+  EXPECT_EQ(count_nodes(varlen, other), 0) << other;
   model->set_kernel_policy(cuda_policy(false));
   const at::Tensor dense = model->forward(ids, pos.to(at::kCUDA), seg.to(at::kCUDA));
   EXPECT_LT(rel(varlen.to(at::kFloat), dense.to(at::kFloat)), 3e-2);
@@ -615,12 +619,17 @@ void check_packed_rows(int64_t window) {
 
 TEST(FusedKernels, GpuPackedRowsNeverAttendAcrossSamples) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  check_packed_rows(0);
+  check_packed_rows(0, 32, "FlashAttention");
+}
+
+TEST(FusedKernels, GpuPackedShortPiecesTakeTheShortPieceKernelAndNeverAttendAcrossSamples) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  check_packed_rows(0, 64, "ShortPieceAttention");
 }
 
 TEST(FusedKernels, GpuPackedRowsWithASlidingWindowMatchTheDenseWindowMask) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  check_packed_rows(16);
+  check_packed_rows(16, 64, "FlashAttention");  // a window shorter than the pieces: varlen
 }
 
 // Unpacked rows with a window shorter than them (Mistral, Gemma's sliding layers): on the fused path each row is one
