@@ -1,11 +1,95 @@
 #include "model/generate.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "model/mode_guards.h"
 #include "util/error.h"
 
 namespace ft::model {
+namespace {
+
+// The prefill of one batch computes logits for every prompt position: rows are added to a batch while its logits
+// stay within this many elements (1 GiB in F32), so long prompts over a large vocabulary decode in smaller batches.
+constexpr int64_t kPrefillLogits = int64_t{1} << 28;
+
+// What generate() refuses, in its order: an empty prompt, a negative max_new_tokens, ids outside the vocabulary.
+void check_request(const Transformer& model, const std::vector<int64_t>& prompt_ids, const GenerateOptions& o) {
+  if (prompt_ids.empty()) throw Error("generate: the prompt is empty", "give at least one token (e.g. BOS)");
+  if (o.max_new_tokens < 0) throw ConfigError("max_new_tokens must be >= 0");
+  for (int64_t id : prompt_ids) {
+    if (id < 0 || id >= model.args().vocab_size) {
+      throw Error("generate: prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(model.args().vocab_size) + ")");
+    }
+  }
+}
+
+bool is_stop(const GenerateOptions& o, int64_t id) {
+  return std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end();
+}
+
+// The batches of generate_batch as indices into `prompts`: shortest first (little padding), each at most `max_rows`
+// rows and kPrefillLogits logits, at least one row.
+std::vector<std::vector<size_t>> row_batches(const std::vector<std::vector<int64_t>>& prompts, int64_t max_rows,
+                                             int64_t vocab) {
+  std::vector<size_t> order(prompts.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return prompts[a].size() < prompts[b].size(); });
+  std::vector<std::vector<size_t>> batches;
+  for (size_t i : order) {
+    const auto rows = batches.empty() ? max_rows : static_cast<int64_t>(batches.back().size());
+    const auto logits = (rows + 1) * static_cast<int64_t>(prompts[i].size()) * vocab;  // longest last
+    if (rows >= max_rows || logits > kPrefillLogits) batches.emplace_back();
+    batches.back().push_back(i);
+  }
+  return batches;
+}
+
+// Greedy decoding of one batch of prompts, left-padded into I64 [B, P]: each row's real positions count from its
+// first real token, and the cache's first_real hides the padding keys from the real queries.
+std::vector<std::vector<int64_t>> greedy_rows(Transformer& model, const std::vector<const std::vector<int64_t>*>& rows,
+                                              const GenerateOptions& o) {
+  const auto b = static_cast<int64_t>(rows.size());
+  int64_t p = 0;
+  for (const auto* prompt : rows) p = std::max(p, static_cast<int64_t>(prompt->size()));
+  std::vector<int64_t> ids(static_cast<size_t>(b * p), 0), first(rows.size());  // padding: id 0
+  for (size_t r = 0; r < rows.size(); ++r) {
+    first[r] = p - static_cast<int64_t>(rows[r]->size());
+    std::copy(rows[r]->begin(), rows[r]->end(), ids.begin() + static_cast<int64_t>(r) * p + first[r]);
+  }
+  const at::Device device = model.parameters().front().device();
+  const at::Tensor first_real = at::tensor(first, at::kLong).to(device);  // I64 [B]
+  at::Tensor input = at::tensor(ids, at::kLong).view({b, p}).to(device);  // I64 [B, P]
+  // Padding takes position 0: only the padding query itself sees it.
+  at::Tensor positions = (at::arange(p, input.options()).unsqueeze(0) - first_real.unsqueeze(1)).clamp_min(0);
+  KVCache cache;
+  // Prompts of one length need no padding mask: they decode as generate() decodes one.
+  if (std::any_of(first.begin(), first.end(), [](int64_t f) { return f > 0; })) cache.first_real = first_real;
+  std::vector<std::vector<int64_t>> out(rows.size());
+  std::vector<bool> done(rows.size(), false);
+  int64_t running = b;
+  for (int64_t step = 0; step < o.max_new_tokens && running > 0; ++step) {
+    const at::Tensor logits = model.forward(input, positions, {}, &cache);  // [B, T, V]
+    const at::Tensor next = logits.select(1, -1).argmax(-1);                // I64 [B]
+    const at::Tensor host = next.cpu();
+    const int64_t* picked = host.data_ptr<int64_t>();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (done[r]) continue;
+      out[r].push_back(picked[r]);
+      if (is_stop(o, picked[r])) {
+        done[r] = true;
+        --running;
+      }
+    }
+    input = next.view({b, 1});
+    positions = (cache.length - first_real).view({b, 1});  // I64 [B, 1]
+  }
+  return out;
+}
+
+}  // namespace
 
 int64_t sample_next(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
   if (o.temperature <= 0.0) return logits.argmax().item<int64_t>();
@@ -33,22 +117,12 @@ std::vector<int64_t> stop_ids_for(const Transformer& model, int64_t tokenizer_eo
 }
 
 std::vector<int64_t> without_stop(std::vector<int64_t> generated, const GenerateOptions& options) {
-  if (!generated.empty() &&
-      std::find(options.stop_ids.begin(), options.stop_ids.end(), generated.back()) != options.stop_ids.end()) {
-    generated.pop_back();
-  }
+  if (!generated.empty() && is_stop(options, generated.back())) generated.pop_back();
   return generated;
 }
 
 std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& prompt_ids, const GenerateOptions& o) {
-  if (prompt_ids.empty()) throw Error("generate: the prompt is empty", "give at least one token (e.g. BOS)");
-  if (o.max_new_tokens < 0) throw ConfigError("max_new_tokens must be >= 0");
-  for (int64_t id : prompt_ids) {
-    if (id < 0 || id >= model.args().vocab_size) {
-      throw Error("generate: prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                  std::to_string(model.args().vocab_size) + ")");
-    }
-  }
+  check_request(model, prompt_ids, o);
   EvalModeGuard eval_mode(model);
   at::NoGradGuard no_grad;
   const at::Device device = model.parameters().front().device();
@@ -71,8 +145,31 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
     const int64_t next = sample_next(logits[0][-1], o, gen);
     out.push_back(next);
     all.push_back(next);
-    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) break;
+    if (is_stop(o, next)) break;
     input = at::full({1, 1}, next, at::TensorOptions().dtype(at::kLong).device(device));
+  }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> generate_batch(Transformer& model, const std::vector<std::vector<int64_t>>& prompts,
+                                                 const GenerateOptions& o, int64_t max_rows) {
+  if (o.temperature > 0.0) {
+    throw ConfigError("generate_batch: sampling (temperature > 0) is not batched", "use generate() per prompt");
+  }
+  if (max_rows < 1) throw ConfigError("generate_batch: max_rows must be >= 1");
+  for (const auto& prompt : prompts) check_request(model, prompt, o);
+  std::vector<std::vector<int64_t>> out(prompts.size());
+  if (model.args().rope_scaling.type == "longrope") {
+    for (size_t i = 0; i < prompts.size(); ++i) out[i] = generate(model, prompts[i], o);
+    return out;
+  }
+  EvalModeGuard eval_mode(model);
+  at::NoGradGuard no_grad;
+  for (const auto& batch : row_batches(prompts, max_rows, model.args().vocab_size)) {
+    std::vector<const std::vector<int64_t>*> rows;
+    for (size_t i : batch) rows.push_back(&prompts[i]);
+    auto generated = greedy_rows(model, rows, o);
+    for (size_t r = 0; r < batch.size(); ++r) out[batch[r]] = std::move(generated[r]);
   }
   return out;
 }

@@ -1,4 +1,5 @@
-// Autoregressive generation with a KV cache: greedy, or temperature / top-k / top-p sampling.
+// Autoregressive generation with a KV cache: greedy, or temperature / top-k / top-p sampling, one prompt at a time;
+// greedy over many prompts at once in left-padded batches.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,10 @@ namespace ft::model {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 32;
-  double temperature = 0.0;  // 0 = greedy (argmax)
-  double top_p = 1.0;        // nucleus sampling: keep the smallest set of tokens with probability >= top_p
-  int64_t top_k = 0;         // keep the k most likely tokens; 0 = all
-  uint64_t seed = 0;         // sampling generator seed (CPU generator, so the same on every device)
+  double temperature = 0.0;       // 0 = greedy (argmax)
+  double top_p = 1.0;             // nucleus sampling: keep the smallest set of tokens with probability >= top_p
+  int64_t top_k = 0;              // keep the k most likely tokens; 0 = all
+  uint64_t seed = 0;              // sampling generator seed (CPU generator, so the same on every device)
   std::vector<int64_t> stop_ids;  // stop after emitting one of these (usually the EOS ids)
 };
 
@@ -22,6 +23,14 @@ struct GenerateOptions {
 // restores the model's training flag afterwards. Sampling order follows transformers: temperature, top-k, top-p.
 std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& prompt_ids,
                               const GenerateOptions& options);
+
+// Greedy generation (options.temperature must be 0: sampling throws ft::ConfigError) of every prompt, returning what
+// generate() returns for each, in the order of `prompts`. The prompts are left-padded into batches of at most
+// `max_rows` rows (shortest first, fewer rows when the prompt's logits would be large) that decode together with one
+// KV cache; a row that has stopped keeps decoding until every row of its batch has, and its extra ids are dropped.
+// longrope models (phi3), whose cache generate() drops at the context switch, generate one prompt at a time.
+std::vector<std::vector<int64_t>> generate_batch(Transformer& model, const std::vector<std::vector<int64_t>>& prompts,
+                                                 const GenerateOptions& options, int64_t max_rows = 64);
 
 // Where generation stops: config.json's EOS ids, plus the tokenizer's EOS id when `tokenizer_eos` >= 0 (a chat
 // model ends its turn with its own end-of-turn id).
