@@ -179,117 +179,158 @@ struct MergeAfter {
   }
 };
 
-}  // namespace
+using MergeQueue = std::priority_queue<Merge, std::vector<Merge>, MergeAfter>;
 
-void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out, std::vector<uint32_t>* lens) const {
+// Appends a symbol to the word's doubly linked list.
+void push_symbol(std::vector<Symbol>& symbols, int32_t id, size_t len) {
+  const auto n = static_cast<int32_t>(symbols.size());
+  if (n > 0) symbols.back().next = n;
+  symbols.push_back({id, n - 1, -1, static_cast<int32_t>(len)});
+}
+
+// tiktoken/tekken: every byte of the word is one symbol.
+std::vector<Symbol> byte_symbols(std::string_view w, const std::array<int32_t, 256>& byte_ids) {
   std::vector<Symbol> symbols;
   symbols.reserve(w.size());
-  auto add = [&](int32_t id, size_t len) {
-    const auto n = static_cast<int32_t>(symbols.size());
-    if (n > 0) symbols.back().next = n;
-    symbols.push_back({id, n - 1, -1, static_cast<int32_t>(len)});
-  };
-
-  if (config_.byte_symbols) {
-    for (char c : w) {
-      const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
-      if (id < 0) {
-        throw ft::Error("tokenizer vocabulary has no token for byte " + std::to_string(static_cast<unsigned char>(c)),
-                        "the tiktoken/tekken file is incomplete: every single byte must be a token");
-      }
-      add(id, 1);
+  for (char c : w) {
+    const int32_t id = byte_ids[static_cast<unsigned char>(c)];
+    if (id < 0) {
+      throw ft::Error("tokenizer vocabulary has no token for byte " + std::to_string(static_cast<unsigned char>(c)),
+                      "the tiktoken/tekken file is incomplete: every single byte must be a token");
     }
-  } else {
-    // Mirrors tokenizers' BPE::merge_word, quirks included: byte-fallback bytes are pushed before a pending unk
-    // and include the continuing_subword_prefix's bytes.
-    // Pending unk (id, byte length); plain variables because GCC misreads std::optional here (-Wmaybe-uninitialized).
-    bool has_unk = false;
-    int32_t unk_tok = -1;
-    size_t unk_len = 0;
-    std::string s;
+    push_symbol(symbols, id, 1);
+  }
+  return symbols;
+}
+
+// tokenizer.json: every UTF-8 character of the word is one symbol (or its bytes, or an unk).
+// Mirrors tokenizers' BPE::merge_word, quirks included: byte-fallback bytes are pushed before a pending unk
+// and include the continuing_subword_prefix's bytes.
+class CharSymbols {
+ public:
+  CharSymbols(const BpeModel& model, const std::array<int32_t, 256>& byte_ids, std::optional<int32_t> unk_id)
+      : model_(model), config_(model.config()), byte_ids_(byte_ids), unk_id_(unk_id) {}
+
+  // Consumes the splitter: it holds the symbols it returns.
+  std::vector<Symbol> split(std::string_view w) && {
+    symbols_.reserve(w.size());
     size_t i = 0;
     while (i < w.size()) {
       const size_t start = i;
       i += unicode::utf8_len(static_cast<unsigned char>(w[i]));
-      const bool is_first = start == 0, is_last = i >= w.size();
       const size_t byte_len = i - start;
-      std::string_view piece = w.substr(start, byte_len);
-      std::optional<int32_t> id;
-      if ((is_first || config_.continuing_subword_prefix.empty()) && (!is_last || config_.end_of_word_suffix.empty())) {
-        id = token_to_id(piece);
-      } else {
-        s.clear();
-        if (!is_first) s += config_.continuing_subword_prefix;
-        s.append(piece);
-        if (is_last) s += config_.end_of_word_suffix;
-        piece = s;
-        id = token_to_id(piece);
-      }
-      if (id) {
-        if (has_unk) {
-          add(unk_tok, unk_len);
-          has_unk = false;
-        }
-        add(*id, byte_len);
-        continue;
-      }
-      if (config_.byte_fallback) {
-        bool all = true;
-        for (char c : piece) all = all && byte_ids_[static_cast<unsigned char>(c)] >= 0;
-        if (all) {
-          for (char c : piece) add(byte_ids_[static_cast<unsigned char>(c)], 1);
-          continue;
-        }
-      }
-      if (config_.unk_token) {
-        if (!unk_id_) {
-          throw ft::Error("the BPE unk_token \"" + *config_.unk_token + "\" is not in the vocabulary",
-                          "fix model.unk_token in tokenizer.json");
-        }
-        if (has_unk && config_.fuse_unk) {
-          unk_len += byte_len;
-        } else {
-          if (has_unk) add(unk_tok, unk_len);
-          has_unk = true;
-          unk_tok = *unk_id_;
-          unk_len = byte_len;
-        }
+      const std::string_view piece = affixed(w.substr(start, byte_len), start == 0, i >= w.size());
+      if (const std::optional<int32_t> id = model_.token_to_id(piece)) {
+        flush_unk();
+        push_symbol(symbols_, *id, byte_len);
+      } else if (!push_fallback_bytes(piece)) {
+        push_unk(byte_len);
       }
     }
-    if (has_unk) add(unk_tok, unk_len);
+    flush_unk();
+    return std::move(symbols_);
   }
 
-  if (symbols.size() > 1) {
-    std::priority_queue<Merge, std::vector<Merge>, MergeAfter> queue;
-    for (size_t k = 0; k + 1 < symbols.size(); ++k) {
-      if (const auto* m = merges_.find(symbols[k].id, symbols[k + 1].id)) {
-        queue.push({m->rank, static_cast<int32_t>(k), m->id});
-      }
+ private:
+  // The character as the vocabulary spells it: with the continuing_subword_prefix unless it starts the word, and
+  // the end_of_word_suffix if it ends it.
+  std::string_view affixed(std::string_view piece, bool is_first, bool is_last) {
+    if ((is_first || config_.continuing_subword_prefix.empty()) && (!is_last || config_.end_of_word_suffix.empty())) {
+      return piece;
     }
-    while (!queue.empty()) {
-      const Merge top = queue.top();
-      queue.pop();
-      Symbol& cur = symbols[static_cast<size_t>(top.pos)];
-      if (cur.len == 0 || cur.next == -1) continue;
-      const auto next_pos = static_cast<size_t>(cur.next);
-      const Symbol right = symbols[next_pos];
-      const auto* m = merges_.find(cur.id, right.id);
-      if (m == nullptr || m->id != top.new_id) continue;  // stale entry
-      cur.id = top.new_id;
-      cur.len += right.len;
-      cur.next = right.next;
-      symbols[next_pos].len = 0;
-      if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = top.pos;
-      if (cur.prev >= 0) {
-        const Symbol& prev = symbols[static_cast<size_t>(cur.prev)];
-        if (const auto* pm = merges_.find(prev.id, cur.id)) queue.push({pm->rank, cur.prev, pm->id});
-      }
-      if (cur.next >= 0) {
-        const Symbol& nx = symbols[static_cast<size_t>(cur.next)];
-        if (const auto* nm = merges_.find(cur.id, nx.id)) queue.push({nm->rank, top.pos, nm->id});
-      }
-    }
+    scratch_.clear();
+    if (!is_first) scratch_ += config_.continuing_subword_prefix;
+    scratch_.append(piece);
+    if (is_last) scratch_ += config_.end_of_word_suffix;
+    return scratch_;
   }
+
+  // byte_fallback: the piece as <0xXX> tokens, if every one of its bytes has one.
+  bool push_fallback_bytes(std::string_view piece) {
+    if (!config_.byte_fallback) return false;
+    bool all = true;
+    for (char c : piece) all = all && byte_ids_[static_cast<unsigned char>(c)] >= 0;
+    if (!all) return false;
+    for (char c : piece) push_symbol(symbols_, byte_ids_[static_cast<unsigned char>(c)], 1);
+    return true;
+  }
+
+  // An unknown character becomes a pending unk (fused with the one before under fuse_unk); without an unk_token
+  // it is dropped.
+  void push_unk(size_t byte_len) {
+    if (!config_.unk_token) return;
+    if (!unk_id_) {
+      throw ft::Error("the BPE unk_token \"" + *config_.unk_token + "\" is not in the vocabulary",
+                      "fix model.unk_token in tokenizer.json");
+    }
+    if (has_unk_ && config_.fuse_unk) {
+      unk_len_ += byte_len;
+      return;
+    }
+    flush_unk();
+    has_unk_ = true;
+    unk_tok_ = *unk_id_;
+    unk_len_ = byte_len;
+  }
+
+  void flush_unk() {
+    if (!has_unk_) return;
+    push_symbol(symbols_, unk_tok_, unk_len_);
+    has_unk_ = false;
+  }
+
+  const BpeModel& model_;
+  const BpeConfig& config_;
+  const std::array<int32_t, 256>& byte_ids_;
+  const std::optional<int32_t> unk_id_;
+  std::vector<Symbol> symbols_;
+  // Pending unk (id, byte length); plain variables because GCC misreads std::optional here (-Wmaybe-uninitialized).
+  bool has_unk_ = false;
+  int32_t unk_tok_ = -1;
+  size_t unk_len_ = 0;
+  std::string scratch_;  // the affixed character
+};
+
+// Queues the merge of the symbols at `left` and `right`, if the merge table has one.
+void queue_merge(const PairMap& merges, const std::vector<Symbol>& symbols, int32_t left, int32_t right,
+                 MergeQueue& queue) {
+  const Symbol& l = symbols[static_cast<size_t>(left)];
+  const Symbol& r = symbols[static_cast<size_t>(right)];
+  if (const auto* m = merges.find(l.id, r.id)) queue.push({m->rank, left, m->id});
+}
+
+// Applies the merges, lowest rank first, until none is left; merged symbols keep len 0.
+void apply_merges(const PairMap& merges, std::vector<Symbol>& symbols) {
+  if (symbols.size() <= 1) return;
+  MergeQueue queue;
+  for (size_t k = 0; k + 1 < symbols.size(); ++k) {
+    queue_merge(merges, symbols, static_cast<int32_t>(k), static_cast<int32_t>(k + 1), queue);
+  }
+  while (!queue.empty()) {
+    const Merge top = queue.top();
+    queue.pop();
+    Symbol& cur = symbols[static_cast<size_t>(top.pos)];
+    if (cur.len == 0 || cur.next == -1) continue;
+    const auto next_pos = static_cast<size_t>(cur.next);
+    const Symbol right = symbols[next_pos];
+    const auto* m = merges.find(cur.id, right.id);
+    if (m == nullptr || m->id != top.new_id) continue;  // stale entry
+    cur.id = top.new_id;
+    cur.len += right.len;
+    cur.next = right.next;
+    symbols[next_pos].len = 0;
+    if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = top.pos;
+    if (cur.prev >= 0) queue_merge(merges, symbols, cur.prev, top.pos, queue);
+    if (cur.next >= 0) queue_merge(merges, symbols, top.pos, cur.next, queue);
+  }
+}
+
+}  // namespace
+
+void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out, std::vector<uint32_t>* lens) const {
+  std::vector<Symbol> symbols =
+      config_.byte_symbols ? byte_symbols(w, byte_ids_) : CharSymbols(*this, byte_ids_, unk_id_).split(w);
+  apply_merges(merges_, symbols);
   for (const Symbol& s : symbols) {
     if (s.len == 0) continue;
     out.push_back(s.id);
