@@ -17,16 +17,15 @@ using Ranges = std::vector<std::pair<size_t, size_t>>;
 
 enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
-// One split of a piece following tokenizers' NormalizedString::split: `matches` are the pattern's hits; the
-// complement fills the gaps; `behavior` decides what happens to the hits. Mirrors the Rust folds exactly,
-// including their treatment of empty matches.
-void split_piece(Piece& piece, const Ranges& matches, Behavior behavior, bool invert, Pieces& out) {
-  const std::string& s = piece.text;
-  struct Part {
-    size_t start, end;
-    bool is_match;
-  };
-  std::vector<Part> parts;
+struct Part {
+  size_t start, end;
+  bool is_match;
+};
+using Parts = std::vector<Part>;
+
+// The pattern's hits and the gaps between them, in order (one empty gap for an empty string).
+Parts match_parts(const std::string& s, const Ranges& matches, bool invert) {
+  Parts parts;
   if (s.empty()) {
     parts.push_back({0, 0, false});
   } else {
@@ -41,54 +40,69 @@ void split_piece(Piece& piece, const Ranges& matches, Behavior behavior, bool in
   if (invert) {
     for (auto& p : parts) p.is_match = !p.is_match;
   }
-  // The resulting pieces; here `is_match` means "drop it" (only Removed drops anything).
-  std::vector<Part> kept;
+  return parts;
+}
+
+// Folds the parts left to right: a part joins the piece before it when `joins(is_match, previous_is_match)`.
+template <class Joins>
+Parts fold_forward(const Parts& parts, Joins joins) {
+  Parts kept;
   kept.reserve(parts.size());
+  bool previous_match = false;
+  for (const auto& p : parts) {
+    if (joins(p.is_match, previous_match) && !kept.empty()) {
+      kept.back().end = p.end;
+    } else {
+      kept.push_back({p.start, p.end, false});
+    }
+    previous_match = p.is_match;
+  }
+  return kept;
+}
+
+// MergedWithNext: a hit joins the piece after it (unless the part after was a hit too), folded from the right.
+Parts merge_with_next(const Parts& parts) {
+  Parts kept;
+  kept.reserve(parts.size());
+  bool previous_match = false;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (it->is_match && !previous_match && !kept.empty()) {
+      kept.back().start = it->start;
+    } else {
+      kept.push_back({it->start, it->end, false});
+    }
+    previous_match = it->is_match;
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+// The resulting pieces; here `is_match` means "drop it" (only Removed drops anything).
+Parts apply_behavior(const Parts& parts, Behavior behavior) {
   switch (behavior) {
     case Behavior::kRemoved:
-      for (const auto& p : parts) kept.push_back({p.start, p.end, p.is_match});
-      break;
-    case Behavior::kIsolated:
-      for (const auto& p : parts) kept.push_back({p.start, p.end, false});
-      break;
-    case Behavior::kMergedWithPrevious: {
-      bool previous_match = false;
-      for (const auto& p : parts) {
-        if (p.is_match && !previous_match && !kept.empty()) {
-          kept.back().end = p.end;
-        } else {
-          kept.push_back({p.start, p.end, false});
-        }
-        previous_match = p.is_match;
-      }
-      break;
+      return parts;
+    case Behavior::kIsolated: {
+      Parts kept = parts;
+      for (auto& p : kept) p.is_match = false;
+      return kept;
     }
-    case Behavior::kMergedWithNext: {
-      bool previous_match = false;
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (it->is_match && !previous_match && !kept.empty()) {
-          kept.back().start = it->start;
-        } else {
-          kept.push_back({it->start, it->end, false});
-        }
-        previous_match = it->is_match;
-      }
-      std::reverse(kept.begin(), kept.end());
-      break;
-    }
-    case Behavior::kContiguous: {
-      bool previous_match = false;
-      for (const auto& p : parts) {
-        if (p.is_match == previous_match && !kept.empty()) {
-          kept.back().end = p.end;
-        } else {
-          kept.push_back({p.start, p.end, false});
-        }
-        previous_match = p.is_match;
-      }
-      break;
-    }
+    case Behavior::kMergedWithPrevious:  // a hit joins the piece before it, unless that part was a hit too
+      return fold_forward(parts, [](bool match, bool previous_match) { return match && !previous_match; });
+    case Behavior::kMergedWithNext:
+      return merge_with_next(parts);
+    case Behavior::kContiguous:  // neighbouring hits join one piece, as do neighbouring gaps
+      return fold_forward(parts, [](bool match, bool previous_match) { return match == previous_match; });
   }
+  return {};
+}
+
+// One split of a piece following tokenizers' NormalizedString::split: `matches` are the pattern's hits; the
+// complement fills the gaps; `behavior` decides what happens to the hits. Mirrors the Rust folds exactly,
+// including their treatment of empty matches.
+void split_piece(Piece& piece, const Ranges& matches, Behavior behavior, bool invert, Pieces& out) {
+  const std::string& s = piece.text;
+  const Parts kept = apply_behavior(match_parts(s, matches, invert), behavior);
   if (kept.size() == 1 && !kept[0].is_match && kept[0].start == 0 && kept[0].end == s.size()) {
     if (!s.empty()) out.push_back(std::move(piece));
     return;
@@ -98,8 +112,10 @@ void split_piece(Piece& piece, const Ranges& matches, Behavior behavior, bool in
     Piece p;
     p.text.assign(s, k.start, k.end - k.start);
     p.at_start = piece.at_start && k.start == 0;
-    if (!piece.align.empty()) p.align.assign(piece.align.begin() + static_cast<std::ptrdiff_t>(k.start),
-                                             piece.align.begin() + static_cast<std::ptrdiff_t>(k.end));
+    if (!piece.align.empty()) {
+      p.align.assign(piece.align.begin() + static_cast<std::ptrdiff_t>(k.start),
+                     piece.align.begin() + static_cast<std::ptrdiff_t>(k.end));
+    }
     out.push_back(std::move(p));
   }
 }

@@ -233,15 +233,33 @@ TiktokenSpec llama3_tiktoken_spec(int32_t num_base_tokens) {
   return spec;
 }
 
-std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, const TiktokenSpec& spec) {
-  const std::string text = read_file_bytes(file);
-  const std::string hint =
-      "a tiktoken BPE file has one \"<base64 token bytes> <rank>\" line per token; the file "
-      "is truncated or not a tiktoken file";
-  RankedBpeSetup setup;
-  setup.kind = "tiktoken";
-  setup.file = file;
-  setup.pattern = spec.pattern;
+namespace {
+
+// One "<base64 token bytes> <rank>" line of a tiktoken file; `where` names the line in errors.
+std::pair<std::string, int64_t> parse_rank_line(std::string_view line, int64_t max_rank, const std::string& where,
+                                                const std::string& hint) {
+  const size_t sp = line.find(' ');
+  if (sp == std::string_view::npos) throw ft::ConfigError(where + ": expected \"<base64> <rank>\"", hint);
+  auto bytes = unicode::base64_decode(line.substr(0, sp));
+  if (!bytes || bytes->empty())
+    throw ft::ConfigError(where + ": invalid base64 token \"" + std::string(line.substr(0, sp)) + "\"", hint);
+  const std::string_view rank_text = line.substr(sp + 1);
+  int64_t rank = 0;
+  if (rank_text.empty() || rank_text.size() > 9)
+    throw ft::ConfigError(where + ": invalid rank \"" + std::string(rank_text) + "\"", hint);
+  for (char c : rank_text) {
+    if (c < '0' || c > '9') throw ft::ConfigError(where + ": invalid rank \"" + std::string(rank_text) + "\"", hint);
+    rank = rank * 10 + (c - '0');
+  }
+  if (rank >= max_rank) {
+    throw ft::ConfigError(where + ": rank " + std::to_string(rank) + " is far beyond the file's token count", hint);
+  }
+  return {std::move(*bytes), rank};
+}
+
+// The ranks of a tiktoken file into setup.ranks and setup.present: each rank and each token at most once.
+void read_ranks(const std::string& text, const std::filesystem::path& file, const std::string& hint,
+                RankedBpeSetup& setup) {
   size_t pos = 0, line_no = 0;
   // Ranks index a table: one far beyond the file's token count (e.g. 999999999) would size it at gigabytes.
   const int64_t max_rank = 2 * static_cast<int64_t>(std::count(text.begin(), text.end(), '\n') + 1) + 65536;
@@ -255,32 +273,17 @@ std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, 
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
     const std::string where = file.string() + ": line " + std::to_string(line_no);
-    const size_t sp = line.find(' ');
-    if (sp == std::string_view::npos) throw ft::ConfigError(where + ": expected \"<base64> <rank>\"", hint);
-    auto bytes = unicode::base64_decode(line.substr(0, sp));
-    if (!bytes || bytes->empty())
-      throw ft::ConfigError(where + ": invalid base64 token \"" + std::string(line.substr(0, sp)) + "\"", hint);
-    const std::string_view rank_text = line.substr(sp + 1);
-    int64_t rank = 0;
-    if (rank_text.empty() || rank_text.size() > 9)
-      throw ft::ConfigError(where + ": invalid rank \"" + std::string(rank_text) + "\"", hint);
-    for (char c : rank_text) {
-      if (c < '0' || c > '9') throw ft::ConfigError(where + ": invalid rank \"" + std::string(rank_text) + "\"", hint);
-      rank = rank * 10 + (c - '0');
-    }
-    if (rank >= max_rank) {
-      throw ft::ConfigError(where + ": rank " + std::to_string(rank) + " is far beyond the file's token count", hint);
-    }
+    auto [bytes, rank] = parse_rank_line(line, max_rank, where, hint);
     const auto r = static_cast<size_t>(rank);
     if (r >= setup.ranks.size()) {
       setup.ranks.resize(r + 1);
       setup.present.resize(r + 1, false);
     }
     if (setup.present[r]) throw ft::ConfigError(where + ": duplicate rank " + std::to_string(rank), hint);
-    if (!seen.insert(*bytes).second)
+    if (!seen.insert(bytes).second)
       throw ft::ConfigError(where + ": duplicate token (rank " + std::to_string(rank) + ")", hint);
     setup.present[r] = true;
-    setup.ranks[r] = std::move(*bytes);
+    setup.ranks[r] = std::move(bytes);
   }
   if (setup.ranks.empty()) throw ft::ConfigError(file.string() + ": empty tiktoken file", hint);
   for (int b = 0; b < 256; ++b) {
@@ -289,6 +292,10 @@ std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, 
           file.string() + ": no token for single byte " + std::to_string(b) + " (byte-level BPE needs all 256)", hint);
     }
   }
+}
+
+// The spec's special tokens into setup.specials; their ids must lie outside the file's ranks.
+void add_specials(const TiktokenSpec& spec, const std::filesystem::path& file, RankedBpeSetup& setup) {
   for (const auto& [content, id] : spec.specials) {
     if (id >= 0 && static_cast<size_t>(id) < setup.ranks.size() && setup.present[static_cast<size_t>(id)]) {
       throw ft::ConfigError(file.string() + ": special token " + content + " has id " + std::to_string(id) +
@@ -302,6 +309,21 @@ std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, 
     t.normalized = false;
     setup.specials.push_back(t);
   }
+}
+
+}  // namespace
+
+std::unique_ptr<TextTokenizer> load_tiktoken(const std::filesystem::path& file, const TiktokenSpec& spec) {
+  const std::string text = read_file_bytes(file);
+  const std::string hint =
+      "a tiktoken BPE file has one \"<base64 token bytes> <rank>\" line per token; the file "
+      "is truncated or not a tiktoken file";
+  RankedBpeSetup setup;
+  setup.kind = "tiktoken";
+  setup.file = file;
+  setup.pattern = spec.pattern;
+  read_ranks(text, file, hint, setup);
+  add_specials(spec, file, setup);
   setup.prefix = spec.prefix;
   setup.suffix = spec.suffix;
   try {

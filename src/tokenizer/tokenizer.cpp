@@ -82,6 +82,53 @@ int64_t guess_eos(const Tokenizer& tok) {
   return -1;
 }
 
+std::unique_ptr<sentencepiece::SentencePieceProcessor> load_sentencepiece(const std::filesystem::path& file) {
+  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto status = sp->Load(file.string());
+  if (!status.ok()) {
+    throw ConfigError("cannot load sentencepiece model " + file.string() + ": " + status.ToString(),
+                      "the file must be a sentencepiece .model, a tokenizer.json, a tiktoken file or tekken.json");
+  }
+  return sp;
+}
+
+// The control pieces of a sentencepiece model, as the added tokens encode_with_offsets() matches in text.
+std::unique_ptr<AddedVocabulary> control_pieces(const sentencepiece::SentencePieceProcessor& sp) {
+  auto controls = std::make_unique<tok::AddedVocabulary>();
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    if (!sp.IsControl(id) || sp.IdToPiece(id).empty()) continue;
+    tok::AddedToken control;
+    control.content = sp.IdToPiece(id);
+    control.id = id;
+    control.special = true;
+    control.normalized = false;
+    controls->add(control);
+  }
+  return controls;
+}
+
+// The special ids `config_dir` declares over those of the tokenizer file. Later files win: config.json and
+// generation_config.json ids, then the token strings of the tokenizer configs.
+void read_special_ids(const std::filesystem::path& config_dir, const Tokenizer& tok, int64_t& bos, int64_t& eos,
+                      int64_t& pad) {
+  for (const char* name : {"config.json", "generation_config.json"}) {
+    if (auto cfg = read_json_if_present(config_dir / name)) {
+      for (auto [key, dst] : {std::pair{"bos_token_id", &bos}, {"eos_token_id", &eos}, {"pad_token_id", &pad}}) {
+        const int64_t id = id_field(*cfg, key);
+        if (id >= 0 && id < tok.vocab_size()) *dst = id;
+      }
+    }
+  }
+  for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
+    if (auto cfg = read_json_if_present(config_dir / name)) {
+      for (auto [key, dst] : {std::pair{"bos_token", &bos}, {"eos_token", &eos}, {"pad_token", &pad}}) {
+        const int64_t id = token_field(*cfg, key, tok);
+        if (id >= 0) *dst = id;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, const std::filesystem::path& model_dir) {
@@ -94,24 +141,10 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, co
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
   tok->model_file_ = file;
   if (is_sentencepiece_file(file)) {
-    tok->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-    const auto status = tok->sp_->Load(file.string());
-    if (!status.ok()) {
-      throw ConfigError("cannot load sentencepiece model " + file.string() + ": " + status.ToString(),
-                        "the file must be a sentencepiece .model, a tokenizer.json, a tiktoken file or tekken.json");
-    }
+    tok->sp_ = load_sentencepiece(file);
     tok->sp_pieces_ = tok->sp_vocab_ = tok->sp_->GetPieceSize();
     tok->sp_added_ = std::make_unique<tok::AddedVocabulary>();
-    tok->sp_matched_ = std::make_unique<tok::AddedVocabulary>();
-    for (int id = 0; id < tok->sp_->GetPieceSize(); ++id) {
-      if (!tok->sp_->IsControl(id) || tok->sp_->IdToPiece(id).empty()) continue;
-      tok::AddedToken control;
-      control.content = tok->sp_->IdToPiece(id);
-      control.id = id;
-      control.special = true;
-      control.normalized = false;
-      tok->sp_matched_->add(control);
-    }
+    tok->sp_matched_ = control_pieces(*tok->sp_);
     tok->bos_ = tok->sp_->bos_id();
     tok->eos_ = tok->sp_->eos_id();
     tok->pad_ = tok->sp_->pad_id();
@@ -136,27 +169,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path, co
     tok->sp_added_->rebuild(nullptr);
     tok->sp_matched_->rebuild(nullptr);
   }
-  if (!config_dir.empty()) {
-    // Later files win: config.json and generation_config.json ids, then the token strings of the tokenizer configs.
-    for (const char* name : {"config.json", "generation_config.json"}) {
-      if (auto cfg = read_json_if_present(config_dir / name)) {
-        for (auto [key, dst] :
-             {std::pair{"bos_token_id", &tok->bos_}, {"eos_token_id", &tok->eos_}, {"pad_token_id", &tok->pad_}}) {
-          const int64_t id = id_field(*cfg, key);
-          if (id >= 0 && id < tok->vocab_size()) *dst = id;
-        }
-      }
-    }
-    for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
-      if (auto cfg = read_json_if_present(config_dir / name)) {
-        for (auto [key, dst] :
-             {std::pair{"bos_token", &tok->bos_}, {"eos_token", &tok->eos_}, {"pad_token", &tok->pad_}}) {
-          const int64_t id = token_field(*cfg, key, *tok);
-          if (id >= 0) *dst = id;
-        }
-      }
-    }
-  }
+  if (!config_dir.empty()) read_special_ids(config_dir, *tok, tok->bos_, tok->eos_, tok->pad_);
   if (tok->eos_ < 0) {
     throw ConfigError("tokenizer " + file.string() + " defines no EOS token",
                       "set eos_token in the model directory's tokenizer_config.json");
