@@ -254,11 +254,7 @@ void parse_gemma(const Reader& r, ModelArgs& a) {
   }
 }
 
-}  // namespace
-
-namespace {
-
-ModelArgs parse_fields(const std::string& json_text, const std::string& source) {
+json parse_json_object(const std::string& json_text, const std::string& source) {
   json j;
   try {
     j = json::parse(json_text);
@@ -266,13 +262,20 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
     throw ConfigError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw ConfigError(source + ": not a JSON object");
-  const Reader r{j, source};
-  ModelArgs a;
-  a.raw_config_json = json_text;
+  return j;
+}
+
+bool is_gemma(const ModelArgs& a) {
+  return a.model_type == "gemma2" || a.model_type == "gemma3_text";
+}
+
+// model_type, architectures and hidden_act: which family the file is, and that finetune implements it.
+void parse_family(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
   if (!j.contains("model_type")) throw r.missing("model_type");
   a.model_type = j["model_type"].get<std::string>();
   if (find_family(a.model_type) == nullptr) {
-    throw ConfigError(source + ": unsupported model_type \"" + a.model_type + "\"", "supported: " + families_text());
+    throw ConfigError(r.source + ": unsupported model_type \"" + a.model_type + "\"", "supported: " + families_text());
   }
   if (j.contains("architectures") && j["architectures"].is_array()) {
     for (const auto& arch : j["architectures"]) {
@@ -281,14 +284,18 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
       if (std::none_of(all.begin(), all.end(), [&](const Family& f) { return s == f.architecture; })) {
         std::string known;
         for (const auto& f : all) known += (known.empty() ? "" : ", ") + std::string(f.architecture);
-        throw ConfigError(source + ": unsupported architecture \"" + s + "\"", "supported: " + known);
+        throw ConfigError(r.source + ": unsupported architecture \"" + s + "\"", "supported: " + known);
       }
     }
   }
-  const bool gemma = a.model_type == "gemma2" || a.model_type == "gemma3_text";
-  if (!gemma && j.contains("hidden_act") && j["hidden_act"] != "silu") {
-    throw ConfigError(source + ": unsupported hidden_act " + j["hidden_act"].dump(), "only silu (SwiGLU) is supported");
+  if (!is_gemma(a) && j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    throw ConfigError(r.source + ": unsupported hidden_act " + j["hidden_act"].dump(),
+                      "only silu (SwiGLU) is supported");
   }
+}
+
+// The sizes: vocabulary, widths, layers, heads, and the context length.
+void parse_shape(const Reader& r, ModelArgs& a) {
   a.vocab_size = r.req_int("vocab_size");
   a.hidden_size = r.req_int("hidden_size");
   a.intermediate_size = r.req_int("intermediate_size");
@@ -296,47 +303,57 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
   // Per-layer settings (Gemma's layer types) are lists of this length: a damaged file must not size one at 10^12.
   constexpr int64_t kMaxLayers = 10000;
   if (a.num_layers <= 0 || a.num_layers > kMaxLayers) {
-    throw ConfigError(source + ": num_hidden_layers " + std::to_string(a.num_layers) + " is outside [1, " +
+    throw ConfigError(r.source + ": num_hidden_layers " + std::to_string(a.num_layers) + " is outside [1, " +
                       std::to_string(kMaxLayers) + "]");
   }
   a.num_heads = r.req_int("num_attention_heads");
   a.num_kv_heads = r.opt_int("num_key_value_heads").value_or(a.num_heads);
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
-    throw ConfigError(source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
+    throw ConfigError(r.source + ": num_attention_heads must be a positive multiple of num_key_value_heads");
   }
-  a.head_dim = r.opt_int("head_dim").value_or(gemma ? 256 : a.hidden_size / a.num_heads);
-  const bool phi3 = a.model_type == "phi3";  // Phi3Config's defaults differ from Llama's
+  a.head_dim = r.opt_int("head_dim").value_or(is_gemma(a) ? 256 : a.hidden_size / a.num_heads);
   a.max_position_embeddings = r.opt_int("max_position_embeddings")
-                                  .value_or(phi3                            ? 4096
+                                  .value_or(a.model_type == "phi3"          ? 4096
                                             : a.model_type == "gemma2"      ? 8192
                                             : a.model_type == "gemma3_text" ? 131072
                                                                             : 2048);
-  a.rms_norm_eps = r.num(j, "rms_norm_eps", phi3 ? 1e-5 : 1e-6);
-  a.tie_word_embeddings = r.flag("tie_word_embeddings", gemma);
-  parse_rope(r, a);
+}
+
+// Qwen 2 / 2.5 / 3: q/k/v biases (qwen2) or the attention_bias flag and q/k norms (qwen3); no sliding window.
+void parse_qwen(const Reader& r, ModelArgs& a) {
+  if (a.model_type == "qwen2") {
+    a.attention_bias = true;  // q/k/v only
+  } else {
+    a.attention_bias = r.flag("attention_bias", false);  // q/k/v and o
+    a.o_proj_bias = a.attention_bias;
+    a.qk_norm = true;
+  }
+  if (r.flag("use_sliding_window", false)) {
+    throw ConfigError(r.source + ": use_sliding_window=true is not supported for " + a.model_type,
+                      "set use_sliding_window to false (the Qwen2/2.5/3 releases ship with it off)");
+  }
+}
+
+// The fields only some families have: biases, q/k norms, sliding windows, partial rotary, Gemma's extras.
+void parse_family_fields(const Reader& r, ModelArgs& a) {
   if (a.model_type == "qwen2" || a.model_type == "qwen3") {
-    if (a.model_type == "qwen2") {
-      a.attention_bias = true;  // q/k/v only
-    } else {
-      a.attention_bias = r.flag("attention_bias", false);  // q/k/v and o
-      a.o_proj_bias = a.attention_bias;
-      a.qk_norm = true;
-    }
-    if (r.flag("use_sliding_window", false)) {
-      throw ConfigError(source + ": use_sliding_window=true is not supported for " + a.model_type,
-                        "set use_sliding_window to false (the Qwen2/2.5/3 releases ship with it off)");
-    }
+    parse_qwen(r, a);
   } else if (a.model_type == "llama") {
     a.attention_bias = r.flag("attention_bias", false);
     a.o_proj_bias = a.attention_bias;
     a.mlp_bias = r.flag("mlp_bias", false);
-  } else if (phi3) {
+  } else if (a.model_type == "phi3") {
     parse_phi3(r, a);
-  } else if (gemma) {
+  } else if (is_gemma(a)) {
     parse_gemma(r, a);
   } else {
     a.sliding_window = r.opt_int("sliding_window");
   }
+}
+
+// bos/eos/pad ids (eos_token_id may be a list: all of them end generation) and the checkpoint's dtype.
+void parse_tokens_and_dtype(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
   a.bos_token_id = r.opt_int("bos_token_id");
   a.eos_token_id = r.opt_int("eos_token_id");
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
@@ -351,6 +368,21 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
       break;
     }
   }
+}
+
+ModelArgs parse_fields(const std::string& json_text, const std::string& source) {
+  const json j = parse_json_object(json_text, source);
+  const Reader r{j, source};
+  ModelArgs a;
+  a.raw_config_json = json_text;
+  parse_family(r, a);
+  parse_shape(r, a);
+  // Phi3Config's default differs from Llama's.
+  a.rms_norm_eps = r.num(j, "rms_norm_eps", a.model_type == "phi3" ? 1e-5 : 1e-6);
+  a.tie_word_embeddings = r.flag("tie_word_embeddings", is_gemma(a));
+  parse_rope(r, a);
+  parse_family_fields(r, a);
+  parse_tokens_and_dtype(r, a);
   return a;
 }
 
