@@ -51,12 +51,72 @@ struct Writer {
   }
 };
 
+// One record of a batch: its line, and its tokens or why it was skipped.
+struct Item {
+  int64_t line_no = 0;
+  chat::TokenizedSample sample;
+  std::optional<RecordError> error;
+};
+
+// Tokenizes a batch of records on every core. A RecordError stays with its record; any other error stops the run.
+std::vector<Item> tokenize_batch(const std::vector<std::string>& lines, const std::vector<int64_t>& line_numbers,
+                                 const RecordOptions& ro, const tok::Tokenizer& tokenizer) {
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Item> items(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) items[i].line_no = line_numbers[i];
+  std::vector<std::thread> pool;
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  for (size_t t = 0; t < std::min(threads, lines.size()); ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (size_t i = t; i < lines.size(); i += threads) {
+          try {
+            items[i].sample = tokenize_record(lines[i], ro, tokenizer);
+          } catch (const RecordError& e) {
+            items[i].error = e;
+          }
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+  return items;
+}
+
+// Fits a sample to seq_len (truncated or dropped, per data.overlong) and counts it in `st`; false when it is dropped.
+bool fit_sample(chat::TokenizedSample& s, const DatasetOptions& o, SourceStats& st) {
+  if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
+  if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
+    if (o.overlong == Overlong::kDrop) {
+      ++st.dropped;
+      return false;
+    }
+    s.tokens.resize(static_cast<size_t>(o.seq_len));
+    s.loss.resize(static_cast<size_t>(o.seq_len));
+    ++st.truncated;
+  }
+  int64_t targets = 0;
+  for (uint8_t l : s.loss) targets += l;
+  if (targets == 0) {  // e.g. a prompt that fills seq_len: nothing to learn from
+    ++st.dropped;
+    return false;
+  }
+  ++st.samples;
+  st.tokens += static_cast<int64_t>(s.tokens.size());
+  st.target_tokens += targets;
+  return true;
+}
+
 // Tokenizes `path` into `dir` (tokens.bin, loss.bin, offsets.bin, meta.json).
 SourceStats tokenize_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
                             const tok::Tokenizer& tokenizer, const std::filesystem::path& dir) {
   const RecordOptions ro = o.record_options(source);
   BadRecords bad(path, o.on_error);
-  const bool drop = o.overlong == Overlong::kDrop;
 
   SourceStats st;
   st.path = path.string();
@@ -66,68 +126,18 @@ SourceStats tokenize_source(const std::filesystem::path& path, const DataSource&
   Writer w(dir);
   // Lines are tokenized in batches on every core, then kept or counted in file order (so the cache and its
   // statistics do not depend on the thread count).
-  struct Item {
-    int64_t line_no = 0;
-    chat::TokenizedSample sample;
-    std::optional<RecordError> error;
-  };
-  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
   constexpr size_t kBatch = 4096;
   std::vector<std::string> lines;
   std::vector<int64_t> line_numbers;
-  std::vector<Item> items;
   int64_t line_no = 0;
   int64_t records = 0;
   auto process = [&] {
-    items.assign(lines.size(), Item{});
-    for (size_t i = 0; i < lines.size(); ++i) items[i].line_no = line_numbers[i];
-    std::vector<std::thread> pool;
-    std::exception_ptr failure;
-    std::mutex failure_mutex;
-    for (size_t t = 0; t < std::min(threads, lines.size()); ++t) {
-      pool.emplace_back([&, t] {
-        try {
-          for (size_t i = t; i < lines.size(); i += threads) {
-            try {
-              items[i].sample = tokenize_record(lines[i], ro, tokenizer);
-            } catch (const RecordError& e) {
-              items[i].error = e;
-            }
-          }
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(failure_mutex);
-          if (!failure) failure = std::current_exception();
-        }
-      });
-    }
-    for (auto& th : pool) th.join();
-    if (failure) std::rethrow_exception(failure);
-    for (auto& item : items) {
+    for (auto& item : tokenize_batch(lines, line_numbers, ro, tokenizer)) {
       if (item.error) {
         bad.add(item.line_no, *item.error);
-        continue;
+      } else if (fit_sample(item.sample, o, st)) {
+        w.add(item.sample);
       }
-      auto& s = item.sample;
-      if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
-      if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
-        if (drop) {
-          ++st.dropped;
-          continue;
-        }
-        s.tokens.resize(static_cast<size_t>(o.seq_len));
-        s.loss.resize(static_cast<size_t>(o.seq_len));
-        ++st.truncated;
-      }
-      int64_t targets = 0;
-      for (uint8_t l : s.loss) targets += l;
-      if (targets == 0) {  // e.g. a prompt that fills seq_len: nothing to learn from
-        ++st.dropped;
-        continue;
-      }
-      ++st.samples;
-      st.tokens += static_cast<int64_t>(s.tokens.size());
-      st.target_tokens += targets;
-      w.add(s);
     }
     lines.clear();
     line_numbers.clear();
