@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "jinja/internal.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
 
@@ -140,6 +140,53 @@ static void json_escape(std::string& out, std::string_view s, bool ensure_ascii)
 
 static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const std::string* indent,
                        const std::string& item_sep, const std::string& key_sep, bool sort_keys, int level,
+                       size_t max_bytes);
+
+// A list (not a generator) or a dict at nesting `level`: its items, one per line when indenting.
+static void dumps_container(std::string& out, const Val& v, bool ensure_ascii, const std::string* indent,
+                            const std::string& item_sep, const std::string& key_sep, bool sort_keys, int level,
+                            size_t max_bytes) {
+  bool is_list = v.kind == Kind::Seq;
+  size_t n = is_list ? v.list->size() : v.dict->size();
+  if (n == 0) {
+    out += is_list ? "[]" : "{}";
+    return;
+  }
+  out += is_list ? '[' : '{';
+  std::string newline_indent;
+  if (indent) {
+    check_result_size(static_cast<uint64_t>(level) + 1, indent->size(), max_bytes);
+    newline_indent = "\n";
+    for (int k = 0; k <= level; ++k) newline_indent += *indent;
+    out += newline_indent;
+  }
+  std::vector<const std::pair<std::string, Val>*> items;
+  if (!is_list) {
+    for (const auto& p : *v.dict) items.push_back(&p);
+    if (sort_keys) std::stable_sort(items.begin(), items.end(), [](auto* x, auto* y) { return x->first < y->first; });
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (k) {
+      out += item_sep;
+      out += newline_indent;
+    }
+    if (is_list) {
+      dumps_impl(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
+    } else {
+      json_escape(out, items[k]->first, ensure_ascii);
+      out += key_sep;
+      dumps_impl(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
+    }
+  }
+  if (indent) {
+    out += '\n';
+    for (int k = 0; k < level; ++k) out += *indent;
+  }
+  out += is_list ? ']' : '}';
+}
+
+static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const std::string* indent,
+                       const std::string& item_sep, const std::string& key_sep, bool sort_keys, int level,
                        size_t max_bytes) {
   check_result_size(out.size(), 1, max_bytes);
   switch (v.kind) {
@@ -164,48 +211,10 @@ static void dumps_impl(std::string& out, const Val& v, bool ensure_ascii, const 
       json_escape(out, v.s, ensure_ascii);
       return;
     case Kind::Seq:
-    case Kind::Map: {
-      bool is_list = v.kind == Kind::Seq;
-      if (is_list && (v.flags & kGen)) break;
-      size_t n = is_list ? v.list->size() : v.dict->size();
-      if (n == 0) {
-        out += is_list ? "[]" : "{}";
-        return;
-      }
-      out += is_list ? '[' : '{';
-      std::string newline_indent;
-      if (indent) {
-        check_result_size(static_cast<uint64_t>(level) + 1, indent->size(), max_bytes);
-        newline_indent = "\n";
-        for (int k = 0; k <= level; ++k) newline_indent += *indent;
-        out += newline_indent;
-      }
-      std::vector<const std::pair<std::string, Val>*> items;
-      if (!is_list) {
-        for (const auto& p : *v.dict) items.push_back(&p);
-        if (sort_keys)
-          std::stable_sort(items.begin(), items.end(), [](auto* x, auto* y) { return x->first < y->first; });
-      }
-      for (size_t k = 0; k < n; ++k) {
-        if (k) {
-          out += item_sep;
-          out += newline_indent;
-        }
-        if (is_list) {
-          dumps_impl(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
-        } else {
-          json_escape(out, items[k]->first, ensure_ascii);
-          out += key_sep;
-          dumps_impl(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1, max_bytes);
-        }
-      }
-      if (indent) {
-        out += '\n';
-        for (int k = 0; k < level; ++k) out += *indent;
-      }
-      out += is_list ? ']' : '}';
+    case Kind::Map:
+      if (v.kind == Kind::Seq && (v.flags & kGen)) break;
+      dumps_container(out, v, ensure_ascii, indent, item_sep, key_sep, sort_keys, level, max_bytes);
       return;
-    }
     default:
       break;
   }

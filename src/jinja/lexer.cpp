@@ -1,7 +1,10 @@
-// Lexer of ft::jinja, following jinja2's lexer.py (trim_blocks and lstrip_blocks on).
+// Lexer of ft::jinja: template source -> tokens, following jinja2's lexer.py (trim_blocks and lstrip_blocks on):
+// data, tags and comments, whitespace control, {% raw %}, numbers and Python string literals.
+#include <algorithm>
 #include <cstring>
 
 #include "jinja/lexer.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
 
@@ -50,46 +53,15 @@ std::vector<Token> Lexer::run() {
     size_t q = k + 2;
     char sign = 0;
     if (q < n && (src_[q] == '-' || src_[q] == '+')) sign = src_[q++];
-    // {% raw %}
-    bool raw = false;
-    size_t raw_end = 0;
-    if (kind == '%') {
-      size_t r = q;
-      while (r < n && ascii_ws(src_[r])) ++r;
-      if (src_.compare(r, 3, "raw") == 0) {
-        r += 3;
-        while (r < n && ascii_ws(src_[r])) ++r;
-        if (src_.compare(r, 3, "-%}") == 0) {
-          raw = true;
-          r += 3;
-          while (r < n && ascii_ws(src_[r])) ++r;
-          raw_end = r;
-        } else if (src_.compare(r, 2, "%}") == 0) {
-          raw = true;
-          raw_end = r + 2;
-        }
-      }
-    }
+    size_t raw_end = kind == '%' ? raw_tag_end(q) : 0;
     apply_strip(text, sign, kind != '{', line_starting);
     if (!text.empty()) emit(TT::Data, text, pos);
-    if (raw) {
+    if (raw_end != 0) {
       pos = lex_raw(raw_end, k, src_[raw_end - 1] == '\n', line_starting);
       continue;
     }
     if (kind == '#') {
-      size_t j = q;
-      for (;; ++j) {
-        if (j + 1 >= n) fail(k, "Missing end of comment tag");
-        if (src_[j] == '#' && src_[j + 1] == '}') break;
-      }
-      char esign = (j > q && (src_[j - 1] == '-' || src_[j - 1] == '+')) ? src_[j - 1] : 0;
-      pos = j + 2;
-      if (esign == '-') {
-        while (pos < n && ascii_ws(src_[pos])) ++pos;
-      } else if (esign != '+' && pos < n && src_[pos] == '\n') {
-        ++pos;
-      }
-      line_starting = src_[pos - 1] == '\n';
+      pos = skip_comment(q, k, line_starting);
       continue;
     }
     bool block = kind == '%';
@@ -98,6 +70,42 @@ std::vector<Token> Lexer::run() {
   }
   emit(TT::Eof, "", src_.size());
   return std::move(tokens_);
+}
+
+// After "{%" and its sign at q: the end of a {% raw %} tag (with its whitespace control), 0 when the tag is not one.
+size_t Lexer::raw_tag_end(size_t q) const {
+  size_t n = src_.size();
+  size_t r = q;
+  while (r < n && ascii_ws(src_[r])) ++r;
+  if (src_.compare(r, 3, "raw") != 0) return 0;
+  r += 3;
+  while (r < n && ascii_ws(src_[r])) ++r;
+  if (src_.compare(r, 3, "-%}") == 0) {
+    r += 3;
+    while (r < n && ascii_ws(src_[r])) ++r;
+    return r;
+  }
+  if (src_.compare(r, 2, "%}") == 0) return r + 2;
+  return 0;
+}
+
+// After "{#" and its sign at q (the tag at `begin`): where the text after the comment starts.
+size_t Lexer::skip_comment(size_t q, size_t begin, bool& line_starting) {
+  size_t n = src_.size();
+  size_t j = q;
+  for (;; ++j) {
+    if (j + 1 >= n) fail(begin, "Missing end of comment tag");
+    if (src_[j] == '#' && src_[j + 1] == '}') break;
+  }
+  char esign = (j > q && (src_[j - 1] == '-' || src_[j - 1] == '+')) ? src_[j - 1] : 0;
+  size_t pos = j + 2;
+  if (esign == '-') {
+    while (pos < n && ascii_ws(src_[pos])) ++pos;
+  } else if (esign != '+' && pos < n && src_[pos] == '\n') {
+    ++pos;
+  }
+  line_starting = src_[pos - 1] == '\n';
+  return pos;
 }
 
 void Lexer::fail(size_t pos, const std::string& what) const {
@@ -171,6 +179,53 @@ size_t Lexer::lex_raw(size_t body, size_t begin, bool line_starting_after_begin,
   fail(begin, "Missing end of raw directive");
 }
 
+// The tag's end at pos ("%}" or "}}" with its whitespace control), emitted: where the text after it starts, 0 when
+// the tag does not end at pos.
+size_t Lexer::lex_tag_end(size_t pos, bool block, bool& line_starting) {
+  size_t n = src_.size();
+  const char* close = block ? "%}" : "}}";
+  if (block && src_.compare(pos, 3, "+%}") == 0) {
+    emit(TT::BlockEnd, "", pos);
+    line_starting = false;
+    return pos + 3;
+  }
+  if (src_.compare(pos, 1, "-") == 0 && src_.compare(pos + 1, 2, close) == 0) {
+    emit(block ? TT::BlockEnd : TT::VarEnd, "", pos);
+    size_t e = pos + 3;
+    while (e < n && ascii_ws(src_[e])) ++e;
+    line_starting = src_[e - 1] == '\n';
+    return e;
+  }
+  if (src_.compare(pos, 2, close) == 0) {
+    emit(block ? TT::BlockEnd : TT::VarEnd, "", pos);
+    size_t e = pos + 2;
+    if (block && e < n && src_[e] == '\n') ++e;  // trim_blocks
+    line_starting = src_[e - 1] == '\n';
+    return e;
+  }
+  return 0;
+}
+
+// The operator at pos, emitted, with the brackets it opens or closes kept balanced: where the next token starts.
+size_t Lexer::lex_operator(size_t pos, std::vector<char>& balance) {
+  char c = src_[pos];
+  static const char* ops2[] = {"//", "**", "==", "!=", ">=", "<="};
+  std::string op;
+  for (const char* o : ops2)
+    if (src_.compare(pos, 2, o) == 0) op = o;
+  if (op.empty() && std::strchr("+-/*%~[](){}><=.:|,;", c) != nullptr) op = std::string(1, c);
+  if (op.empty()) fail(pos, std::string("unexpected char '") + c + "'");
+  if (op == "(" || op == "[" || op == "{") {
+    balance.push_back(op == "(" ? ')' : op == "[" ? ']' : '}');
+  } else if (op == ")" || op == "]" || op == "}") {
+    if (balance.empty()) fail(pos, "unexpected '" + op + "'");
+    if (balance.back() != op[0]) fail(pos, "unexpected '" + op + "', expected '" + balance.back() + "'");
+    balance.pop_back();
+  }
+  emit(TT::Op, op, pos);
+  return pos + op.size();
+}
+
 size_t Lexer::lex_tag(size_t pos, bool block, size_t begin, bool& line_starting) {
   size_t n = src_.size();
   std::vector<char> balance;
@@ -180,62 +235,24 @@ size_t Lexer::lex_tag(size_t pos, bool block, size_t begin, bool& line_starting)
                         : "unexpected end of template: "
                           "missing '}}'");
     if (balance.empty()) {
-      const char* close = block ? "%}" : "}}";
-      if (block && src_.compare(pos, 3, "+%}") == 0) {
-        emit(TT::BlockEnd, "", pos);
-        line_starting = false;
-        return pos + 3;
-      }
-      if (src_.compare(pos, 1, "-") == 0 && src_.compare(pos + 1, 2, close) == 0) {
-        emit(block ? TT::BlockEnd : TT::VarEnd, "", pos);
-        size_t e = pos + 3;
-        while (e < n && ascii_ws(src_[e])) ++e;
-        line_starting = src_[e - 1] == '\n';
-        return e;
-      }
-      if (src_.compare(pos, 2, close) == 0) {
-        emit(block ? TT::BlockEnd : TT::VarEnd, "", pos);
-        size_t e = pos + 2;
-        if (block && e < n && src_[e] == '\n') ++e;  // trim_blocks
-        line_starting = src_[e - 1] == '\n';
-        return e;
-      }
+      size_t end = lex_tag_end(pos, block, line_starting);
+      if (end != 0) return end;
     }
     char c = src_[pos];
     if (ascii_ws(c)) {
       ++pos;
-      continue;
-    }
-    if (std::isdigit(static_cast<unsigned char>(c))) {
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
       pos = lex_number(pos);
-      continue;
-    }
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t e = pos;
       while (e < n && (std::isalnum(static_cast<unsigned char>(src_[e])) || src_[e] == '_')) ++e;
       emit(TT::Name, src_.substr(pos, e - pos), pos);
       pos = e;
-      continue;
-    }
-    if (c == '\'' || c == '"') {
+    } else if (c == '\'' || c == '"') {
       pos = lex_string(pos);
-      continue;
+    } else {
+      pos = lex_operator(pos, balance);
     }
-    static const char* ops2[] = {"//", "**", "==", "!=", ">=", "<="};
-    std::string op;
-    for (const char* o : ops2)
-      if (src_.compare(pos, 2, o) == 0) op = o;
-    if (op.empty() && std::strchr("+-/*%~[](){}><=.:|,;", c) != nullptr) op = std::string(1, c);
-    if (op.empty()) fail(pos, std::string("unexpected char '") + c + "'");
-    if (op == "(" || op == "[" || op == "{") {
-      balance.push_back(op == "(" ? ')' : op == "[" ? ']' : '}');
-    } else if (op == ")" || op == "]" || op == "}") {
-      if (balance.empty()) fail(pos, "unexpected '" + op + "'");
-      if (balance.back() != op[0]) fail(pos, "unexpected '" + op + "', expected '" + balance.back() + "'");
-      balance.pop_back();
-    }
-    emit(TT::Op, op, pos);
-    pos += op.size();
   }
 }
 
@@ -295,6 +312,80 @@ size_t Lexer::lex_number(size_t pos) {
   return e;
 }
 
+// The character a one-letter escape (\n, \t, \', ...) stands for; 0 when `d` does not make one.
+static char simple_escape(char d) {
+  switch (d) {
+    case '\\':
+      return '\\';
+    case '\'':
+      return '\'';
+    case '"':
+      return '"';
+    case 'a':
+      return '\a';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'v':
+      return '\v';
+    default:
+      return 0;
+  }
+}
+
+// The \x, \u or \U escape whose letter is at k, of `count` hex digits, in a string that ends at `end`: appends the
+// code point to out and returns the position of its last digit.
+size_t Lexer::lex_hex_escape(size_t k, size_t end, int count, std::string& out) const {
+  if (k + static_cast<size_t>(count) >= end + 1) fail(k, "truncated \\x/\\u escape in string");
+  std::string h = src_.substr(k + 1, static_cast<size_t>(count));
+  for (char x : h)
+    if (!std::isxdigit(static_cast<unsigned char>(x))) fail(k, "truncated \\x/\\u escape in string");
+  append_utf8(out, static_cast<char32_t>(std::strtoul(h.c_str(), nullptr, 16)));
+  return k + static_cast<size_t>(count);
+}
+
+// Python's unicode-escape decoding of a string literal's body [begin, end).
+std::string Lexer::unescape(size_t begin, size_t end) const {
+  std::string out;
+  for (size_t k = begin; k < end; ++k) {
+    char c = src_[k];
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    char d = src_[++k];
+    if (d == '\n') continue;  // a backslash-newline continues the line
+    if (char e = simple_escape(d)) {
+      out += e;
+    } else if (d == 'x' || d == 'u' || d == 'U') {
+      k = lex_hex_escape(k, end, d == 'x' ? 2 : d == 'u' ? 4 : 8, out);
+    } else if (d == 'N') {
+      fail(k, "\\N{...} escapes are not supported");
+    } else if (d >= '0' && d <= '7') {
+      unsigned v = 0;
+      int cnt = 0;
+      while (cnt < 3 && k < end && src_[k] >= '0' && src_[k] <= '7') {
+        v = v * 8 + static_cast<unsigned>(src_[k] - '0');
+        ++k;
+        ++cnt;
+      }
+      --k;
+      append_utf8(out, static_cast<char32_t>(v));
+    } else {
+      out += '\\';
+      out += d;
+    }
+  }
+  return out;
+}
+
 size_t Lexer::lex_string(size_t pos) {
   size_t n = src_.size();
   char quote = src_[pos];
@@ -304,85 +395,7 @@ size_t Lexer::lex_string(size_t pos) {
     ++e;
   }
   if (e >= n) fail(pos, "unexpected end of string");
-  // Python's unicode-escape decoding of the body.
-  std::string out;
-  for (size_t k = pos + 1; k < e; ++k) {
-    char c = src_[k];
-    if (c != '\\') {
-      out += c;
-      continue;
-    }
-    char d = src_[++k];
-    auto hex = [&](int count) {
-      if (k + static_cast<size_t>(count) >= e + 1) fail(k, "truncated \\x/\\u escape in string");
-      std::string h = src_.substr(k + 1, static_cast<size_t>(count));
-      for (char x : h)
-        if (!std::isxdigit(static_cast<unsigned char>(x))) fail(k, "truncated \\x/\\u escape in string");
-      k += static_cast<size_t>(count);
-      append_utf8(out, static_cast<char32_t>(std::strtoul(h.c_str(), nullptr, 16)));
-    };
-    switch (d) {
-      case '\n':
-        break;
-      case '\\':
-        out += '\\';
-        break;
-      case '\'':
-        out += '\'';
-        break;
-      case '"':
-        out += '"';
-        break;
-      case 'a':
-        out += '\a';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'v':
-        out += '\v';
-        break;
-      case 'x':
-        hex(2);
-        break;
-      case 'u':
-        hex(4);
-        break;
-      case 'U':
-        hex(8);
-        break;
-      case 'N':
-        fail(k, "\\N{...} escapes are not supported");
-      default:
-        if (d >= '0' && d <= '7') {
-          unsigned v = 0;
-          int cnt = 0;
-          while (cnt < 3 && k < e && src_[k] >= '0' && src_[k] <= '7') {
-            v = v * 8 + static_cast<unsigned>(src_[k] - '0');
-            ++k;
-            ++cnt;
-          }
-          --k;
-          append_utf8(out, static_cast<char32_t>(v));
-        } else {
-          out += '\\';
-          out += d;
-        }
-    }
-  }
-  emit(TT::String, out, pos);
+  emit(TT::String, unescape(pos + 1, e), pos);
   return e + 1;
 }
 

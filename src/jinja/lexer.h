@@ -1,7 +1,10 @@
 // Lexer of ft::jinja (internal): template source -> tokens, as jinja2's lexer.py with trim_blocks and lstrip_blocks.
 #pragma once
 
-#include "jinja/internal.h"
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace ft::jinja::detail {
 
@@ -28,10 +31,16 @@ class Lexer {
   std::pair<int, int> where(size_t pos) const;
   void emit(TT type, std::string value, size_t pos);
   static void apply_strip(std::string& text, char sign, bool lstrip_applies, bool line_starting);
+  size_t raw_tag_end(size_t q) const;
+  size_t skip_comment(size_t q, size_t begin, bool& line_starting);
   size_t lex_raw(size_t body, size_t begin, bool line_starting_after_begin, bool& line_starting);
   size_t lex_tag(size_t pos, bool block, size_t begin, bool& line_starting);
+  size_t lex_tag_end(size_t pos, bool block, bool& line_starting);
+  size_t lex_operator(size_t pos, std::vector<char>& balance);
   size_t lex_number(size_t pos);
   size_t lex_string(size_t pos);
+  std::string unescape(size_t begin, size_t end) const;
+  size_t lex_hex_escape(size_t k, size_t end, int count, std::string& out) const;
 
   std::string name_;
   std::string src_;

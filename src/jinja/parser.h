@@ -1,7 +1,14 @@
 // Parser of ft::jinja (internal): tokens -> syntax tree, following jinja2's parser.py.
 #pragma once
 
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "jinja/lexer.h"
+#include "jinja/syntax.h"
 
 namespace ft::jinja::detail {
 
@@ -93,7 +100,7 @@ class Parser {
     return e;
   }
 
-  // ---- statements (parser.cpp)
+  // ---- statements (parser_stmt.cpp)
   bool at_end_tokens(const std::vector<const char*>& ends) const;
   Body subparse(const std::vector<const char*>& ends);
   Body parse_statements(const std::vector<const char*>& ends, bool drop_needle, const Token& opener);
@@ -126,6 +133,9 @@ class Parser {
   ExprP parse_pow();
   ExprP parse_unary(bool with_filter);
   ExprP parse_primary();
+  ExprP parse_name();
+  ExprP parse_list_literal();
+  ExprP parse_dict_literal();
   ExprP parse_postfix(ExprP n);
   ExprP parse_filter_expr(ExprP n);
   ExprP parse_subscript(ExprP obj);

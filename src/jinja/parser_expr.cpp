@@ -1,4 +1,5 @@
-// Parser of ft::jinja, following jinja2's parser.py: expressions, filters, tests, calls, subscripts.
+// Parser of ft::jinja, expressions: operators by precedence, literals, filters, tests, calls and subscripts, following
+// jinja2's parser.py.
 #include "jinja/parser.h"
 
 namespace ft::jinja::detail {
@@ -175,31 +176,61 @@ ExprP Parser::parse_unary(bool with_filter) {
   return n;
 }
 
+// A name: true/false/none (either case) as constants, else a variable (noting the macro's varargs, kwargs and
+// caller).
+ExprP Parser::parse_name() {
+  Token tok = next();
+  auto n = node(EK::Const, tok);
+  if (tok.value == "true" || tok.value == "True") {
+    n->value = Val::boolean(true);
+  } else if (tok.value == "false" || tok.value == "False") {
+    n->value = Val::boolean(false);
+  } else if (tok.value == "none" || tok.value == "None") {
+    n->value = Val::none();
+  } else {
+    n->kind = EK::Name;
+    n->name = tok.value;
+    if (is_unsupported_global(tok.value)) fail(tok, "unsupported global '" + tok.value + "'");
+    if (!macro_stack_.empty()) {
+      MacroDef* m = macro_stack_.back();
+      if (tok.value == "varargs") m->uses_varargs = true;
+      if (tok.value == "kwargs") m->uses_kwargs = true;
+      if (tok.value == "caller") m->uses_caller = true;
+    }
+  }
+  return n;
+}
+
+ExprP Parser::parse_list_literal() {
+  Token tok = next();
+  auto n = node(EK::ListLit, tok);
+  while (!is_op("]")) {
+    if (!n->args.empty()) expect_op(",");
+    if (is_op("]")) break;
+    n->args.push_back(parse_expression(true));
+  }
+  expect_op("]");
+  return n;
+}
+
+ExprP Parser::parse_dict_literal() {
+  Token tok = next();
+  auto n = node(EK::DictLit, tok);
+  while (!is_op("}")) {
+    if (!n->args.empty()) expect_op(",");
+    if (is_op("}")) break;
+    n->args.push_back(parse_expression(true));
+    expect_op(":");
+    n->args.push_back(parse_expression(true));
+  }
+  expect_op("}");
+  return n;
+}
+
 ExprP Parser::parse_primary() {
   Depth d(*this);
   const Token& t = cur();
-  if (t.type == TT::Name) {
-    Token tok = next();
-    auto n = node(EK::Const, tok);
-    if (tok.value == "true" || tok.value == "True") {
-      n->value = Val::boolean(true);
-    } else if (tok.value == "false" || tok.value == "False") {
-      n->value = Val::boolean(false);
-    } else if (tok.value == "none" || tok.value == "None") {
-      n->value = Val::none();
-    } else {
-      n->kind = EK::Name;
-      n->name = tok.value;
-      if (is_unsupported_global(tok.value)) fail(tok, "unsupported global '" + tok.value + "'");
-      if (!macro_stack_.empty()) {
-        MacroDef* m = macro_stack_.back();
-        if (tok.value == "varargs") m->uses_varargs = true;
-        if (tok.value == "kwargs") m->uses_kwargs = true;
-        if (tok.value == "caller") m->uses_caller = true;
-      }
-    }
-    return n;
-  }
+  if (t.type == TT::Name) return parse_name();
   if (t.type == TT::String) {
     Token tok = next();
     auto n = node(EK::Const, tok);
@@ -220,30 +251,8 @@ ExprP Parser::parse_primary() {
     expect_op(")");
     return n;
   }
-  if (is_op("[")) {
-    Token tok = next();
-    auto n = node(EK::ListLit, tok);
-    while (!is_op("]")) {
-      if (!n->args.empty()) expect_op(",");
-      if (is_op("]")) break;
-      n->args.push_back(parse_expression(true));
-    }
-    expect_op("]");
-    return n;
-  }
-  if (is_op("{")) {
-    Token tok = next();
-    auto n = node(EK::DictLit, tok);
-    while (!is_op("}")) {
-      if (!n->args.empty()) expect_op(",");
-      if (is_op("}")) break;
-      n->args.push_back(parse_expression(true));
-      expect_op(":");
-      n->args.push_back(parse_expression(true));
-    }
-    expect_op("}");
-    return n;
-  }
+  if (is_op("[")) return parse_list_literal();
+  if (is_op("{")) return parse_dict_literal();
   fail(t, "unexpected '" + describe(t) + "'");
 }
 

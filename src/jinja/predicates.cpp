@@ -1,8 +1,10 @@
-// jinja2's tests for ft::jinja (`x is defined`, `n is divisibleby 3`, ...) and their registry.
+// jinja2's tests for ft::jinja (`x is defined`, `n is divisibleby 3`, `s is lower`, ...), the predicates of
+// `is`, select and reject, and their table by name (jinja2's names, aliases included).
 #include <cmath>
 #include <unordered_map>
 
-#include "jinja/builtins_internal.h"
+#include "jinja/render.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
 namespace {
@@ -205,6 +207,10 @@ const std::unordered_map<std::string, TestEntry>& tests() {
 const TestEntry* test_entry(const std::string& name) {
   auto it = tests().find(name);
   return it == tests().end() ? nullptr : &it->second;
+}
+
+const void* find_test(const std::string& name) {
+  return test_entry(name);
 }
 
 }  // namespace ft::jinja::detail

@@ -1,9 +1,14 @@
-// The tree-walking interpreter of ft::jinja (internal).
+// The tree-walking interpreter of ft::jinja (internal): the Renderer (render_stmt.cpp: statements, macros, output;
+// render_expr.cpp: expressions; operators.cpp: binary operators) and the builtins it calls.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
-#include "jinja/internal.h"
+#include "jinja/syntax.h"
 
 namespace ft::jinja::detail {
 
@@ -36,12 +41,16 @@ class Renderer {
   std::shared_ptr<Namespace> new_namespace();
 
  private:
+  // Statements, scoping, output and macros (render_stmt.cpp).
   Flow exec(const Body& body, const FrameP& f);
   Flow exec_stmt(const Stmt& s, const FrameP& f);
   Flow exec_for(const Stmt& s, const FrameP& f);
-  Val eval(const Expr& e, const FrameP& f);
-  Val eval_call(const Expr& e, const FrameP& f);
-  Val eval_binary(const std::string& op, const Val& a, const Val& b);
+  Flow exec_set_block(const Stmt& s, const FrameP& f);
+  Flow exec_call_block(const Stmt& s, const FrameP& f);
+  Flow exec_filter_block(const Stmt& s, const FrameP& f);
+  Flow exec_with(const Stmt& s, const FrameP& f);
+  Flow exec_generation(const Stmt& s, const FrameP& f);
+  Val filter_captured(const Expr& chain, const Val& captured, const FrameP& f);
   Val lookup(const std::string& name, const FrameP& f) const;
   void assign(const Expr& target, const Val& v, const FrameP& f, int line);
   void write(const std::string& s, int line);
@@ -49,6 +58,19 @@ class Renderer {
   Val make_macro(const std::shared_ptr<MacroDef>& m, const FrameP& closure);
   Val call_macro(const MacroDef& m, const FrameP& closure, CallArgs& args, int line, const Val* caller);
   CallArgs eval_args(const Expr& e, const FrameP& f);
+
+  // Expressions (render_expr.cpp; eval_binary: operators.cpp).
+  Val eval(const Expr& e, const FrameP& f);
+  Val eval_list(const Expr& e, const FrameP& f);
+  Val eval_dict(const Expr& e, const FrameP& f);
+  Val eval_slice(const Expr& e, const FrameP& f);
+  Val eval_filter(const Expr& e, const FrameP& f);
+  Val eval_test(const Expr& e, const FrameP& f);
+  Val eval_unary(const Expr& e, const FrameP& f);
+  Val eval_compare(const Expr& e, const FrameP& f);
+  Val eval_cond(const Expr& e, const FrameP& f);
+  Val eval_call(const Expr& e, const FrameP& f);
+  Val eval_binary(const std::string& op, const Val& a, const Val& b);
 
   const Program& prog_;
   const RenderOptions& opts_;
@@ -63,7 +85,9 @@ class Renderer {
   std::vector<std::shared_ptr<Namespace>> namespaces_;  // created by this render (see new_namespace)
 };
 
-// Builtins: the filter and test entries (filters*.cpp, predicates.cpp), methods (methods.cpp), the rest (builtins.cpp).
+// Builtins the renderer calls.
+
+// Filters and tests: the registries (filters.cpp, predicates.cpp) hand out these entries, nullptr for no such name.
 using FilterFn = Val (*)(Renderer&, const Val&, CallArgs&, int line);
 using TestFn = bool (*)(Renderer&, const Val&, CallArgs&, int line);
 struct FilterEntry {
@@ -72,12 +96,22 @@ struct FilterEntry {
 struct TestEntry {
   TestFn fn;
 };
+const FilterEntry* filter_entry(const std::string& name);
+const TestEntry* test_entry(const std::string& name);
+
+// Methods of str, dict, list and loop (methods.cpp).
 Val call_method(Renderer& r, const Val& obj, const std::string& name, CallArgs& args, int line);
 bool has_method(const Val& obj, const std::string& name);
 bool is_unsafe_method(const Val& obj, const std::string& name);
-std::vector<Val> iterate(const Val& v);  // Python iteration (throws TypeErr when not iterable)
+
+// Python's operators besides the arithmetic of Renderer::eval_binary (operators.cpp).
 Val py_in(const Val& item, const Val& container);
+// One comparison of a chain: ==, !=, <, <=, >, >=, in, notin (TypeErr for undefined or unorderable operands).
+bool py_compare(const std::string& op, const Val& left, const Val& right);
+// Python's str % args (also the format filter); a %s padded past max_bytes throws TypeErr.
 Val percent_format(const std::string& fmt, const Val& args, size_t max_bytes);
+
+// The globals: jinja2's range, dict and namespace, transformers' raise_exception and strftime_now (globals.cpp).
 std::unordered_map<std::string, Val> make_globals(const RenderOptions& opts);
 
 }  // namespace ft::jinja::detail

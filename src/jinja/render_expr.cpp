@@ -1,127 +1,11 @@
-// Interpreter of ft::jinja: expressions, with Python's operators and calls.
-#include "jinja/render.h"
-
+// The renderer of ft::jinja, expressions: literals, names, filters, tests, calls, unary and logical operators,
+// comparison chains, and attribute and item access (x.name, x[key], slices) under the sandbox's rules.
 #include <algorithm>
-#include <cmath>
+
+#include "jinja/render.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
-
-static Val check_int(bool overflow, int64_t v) {
-  if (overflow) throw TypeErr("integer overflow (Python would use a big integer here)");
-  return Val::integer(v);
-}
-
-static double py_fmod(double a, double b) {
-  double m = std::fmod(a, b);
-  if (m != 0 && ((b < 0) != (m < 0))) m += b;
-  return m;
-}
-
-Val Renderer::eval_binary(const std::string& op, const Val& a, const Val& b) {
-  if (a.is_undef() || b.is_undef()) throw TypeErr((a.is_undef() ? a.s : b.s) + " (UndefinedError)");
-  auto unsupported = [&]() -> TypeErr {
-    return TypeErr("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
-  };
-  bool nums = a.is_num() && b.is_num();
-  bool ints = a.is_intlike() && b.is_intlike();
-  if (op == "+") {
-    if (ints) {
-      int64_t r = 0;
-      bool of = __builtin_add_overflow(a.as_int(), b.as_int(), &r);
-      return check_int(of, r);
-    }
-    if (nums) return Val::real(a.as_double() + b.as_double());
-    if (a.is_str() && b.is_str()) return Val::str(a.s + b.s);
-    if (a.kind == Kind::Seq && b.kind == Kind::Seq && !((a.flags | b.flags) & kGen) &&
-        (a.flags & kTuple) == (b.flags & kTuple)) {
-      List l = *a.list;
-      l.insert(l.end(), b.list->begin(), b.list->end());
-      return Val::make_list(std::move(l), a.flags & kTuple);
-    }
-    if (a.is_str()) throw TypeErr(std::string("can only concatenate str (not \"") + type_name(b) + "\") to str");
-    if (a.kind == Kind::Seq)
-      throw TypeErr(std::string("can only concatenate list (not \"") + type_name(b) + "\") to list");
-    throw unsupported();
-  }
-  if (op == "-") {
-    if (ints) {
-      int64_t r = 0;
-      bool of = __builtin_sub_overflow(a.as_int(), b.as_int(), &r);
-      return check_int(of, r);
-    }
-    if (nums) return Val::real(a.as_double() - b.as_double());
-    throw unsupported();
-  }
-  if (op == "*") {
-    if (ints) {
-      int64_t r = 0;
-      bool of = __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
-      return check_int(of, r);
-    }
-    if (nums) return Val::real(a.as_double() * b.as_double());
-    const Val* seq = a.is_intlike() ? &b : &a;
-    const Val* cnt = a.is_intlike() ? &a : &b;
-    if (cnt->is_intlike() && (seq->is_str() || (seq->kind == Kind::Seq && !(seq->flags & kGen)))) {
-      int64_t n = cnt->as_int();
-      size_t unit = seq->is_str() ? seq->s.size() : seq->list->size();
-      if (n > 0) check_result_size(static_cast<uint64_t>(n), unit, opts_.max_output_bytes);
-      if (unit == 0) n = 0;  // '' * n and [] * n are empty whatever n is
-      if (seq->is_str()) {
-        std::string r;
-        for (int64_t k = 0; k < n; ++k) r += seq->s;
-        return Val::str(std::move(r));
-      }
-      List l;
-      for (int64_t k = 0; k < n; ++k) l.insert(l.end(), seq->list->begin(), seq->list->end());
-      return Val::make_list(std::move(l), seq->flags & kTuple);
-    }
-    throw unsupported();
-  }
-  if (op == "/") {
-    if (!nums) throw unsupported();
-    if (b.as_double() == 0) throw TypeErr("division by zero (ZeroDivisionError)");
-    return Val::real(a.as_double() / b.as_double());
-  }
-  if (op == "//") {
-    if (!nums) throw unsupported();
-    if (ints) {
-      if (b.as_int() == 0) throw TypeErr("integer division or modulo by zero (ZeroDivisionError)");
-      int64_t x = a.as_int(), y = b.as_int();
-      int64_t q = x / y;
-      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-      return Val::integer(q);
-    }
-    if (b.as_double() == 0) throw TypeErr("float floor division by zero (ZeroDivisionError)");
-    double x = a.as_double(), y = b.as_double();
-    return Val::real(std::floor(x / y));
-  }
-  if (op == "%") {
-    if (a.is_str()) return percent_format(a.s, b, opts_.max_output_bytes);
-    if (!nums) throw unsupported();
-    if (ints) {
-      if (b.as_int() == 0) throw TypeErr("integer division or modulo by zero (ZeroDivisionError)");
-      int64_t x = a.as_int(), y = b.as_int();
-      int64_t m = x % y;
-      if (m != 0 && ((m < 0) != (y < 0))) m += y;
-      return Val::integer(m);
-    }
-    if (b.as_double() == 0) throw TypeErr("float modulo (ZeroDivisionError)");
-    return Val::real(py_fmod(a.as_double(), b.as_double()));
-  }
-  if (op == "**") {
-    if (!nums) throw unsupported();
-    if (ints && b.as_int() >= 0) {
-      int64_t r = 1, base = a.as_int();
-      for (int64_t k = 0; k < b.as_int(); ++k) {
-        if (__builtin_mul_overflow(r, base, &r)) throw TypeErr("integer overflow (Python would use a big integer)");
-        if (r == 0 || r == 1) break;
-      }
-      return Val::integer(r);
-    }
-    return Val::real(std::pow(a.as_double(), b.as_double()));
-  }
-  throw unsupported();
-}
 
 Val Renderer::eval(const Expr& e, const FrameP& f) {
   switch (e.kind) {
@@ -130,26 +14,10 @@ Val Renderer::eval(const Expr& e, const FrameP& f) {
     case EK::Name:
       return lookup(e.name, f);
     case EK::ListLit:
-    case EK::Tuple: {
-      List l;
-      l.reserve(e.args.size());
-      for (const auto& x : e.args) l.push_back(eval(*x, f));
-      return Val::make_list(std::move(l), e.kind == EK::Tuple ? kTuple : 0);
-    }
-    case EK::DictLit: {
-      Dict d;
-      for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
-        Val key = eval(*e.args[k], f);
-        if (!key.is_str()) fail(e.line, "unsupported: dict literal with a non-string key");
-        Val v = eval(*e.args[k + 1], f);
-        auto it = std::find_if(d.begin(), d.end(), [&](const auto& p) { return p.first == key.s; });
-        if (it != d.end())
-          it->second = v;
-        else
-          d.emplace_back(key.s, v);
-      }
-      return Val::make_dict(std::move(d));
-    }
+    case EK::Tuple:
+      return eval_list(e, f);
+    case EK::DictLit:
+      return eval_dict(e, f);
     case EK::GetAttr:
       return getattr(eval(*e.a, f), e.name, e.line);
     case EK::GetItem: {
@@ -157,43 +25,17 @@ Val Renderer::eval(const Expr& e, const FrameP& f) {
       Val key = eval(*e.b, f);
       return getitem(obj, key, e.line);
     }
-    case EK::Slice: {
-      List parts;
-      for (const auto& x : e.args) parts.push_back(x ? eval(*x, f) : Val::none());
-      Val v = Val::make_list(std::move(parts), kTuple);
-      v.s = "<slice>";
-      return v;
-    }
+    case EK::Slice:
+      return eval_slice(e, f);
     case EK::Call:
       return eval_call(e, f);
-    case EK::Filter: {
-      Val input = e.a ? eval(*e.a, f) : (filter_input_ ? *filter_input_ : Val::str(""));
-      CallArgs args = eval_args(e, f);
-      try {
-        return static_cast<const FilterEntry*>(e.fn)->fn(*this, input, args, e.line);
-      } catch (const TypeErr& err) {
-        fail(e.line, std::string(err.what()) + " (in filter '" + e.name + "')");
-      }
-    }
-    case EK::Test: {
-      Val input = eval(*e.a, f);
-      CallArgs args = eval_args(e, f);
-      try {
-        return Val::boolean(static_cast<const TestEntry*>(e.fn)->fn(*this, input, args, e.line));
-      } catch (const TypeErr& err) {
-        fail(e.line, std::string(err.what()) + " (in test '" + e.name + "')");
-      }
-    }
+    case EK::Filter:
+      return eval_filter(e, f);
+    case EK::Test:
+      return eval_test(e, f);
     case EK::Neg:
-    case EK::Pos: {
-      Val v = eval(*e.a, f);
-      if (v.is_undef()) fail(e.line, v.s + " (UndefinedError)");
-      if (!v.is_num())
-        fail(e.line,
-             std::string("bad operand type for unary ") + (e.kind == EK::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
-      if (e.kind == EK::Pos) return v.kind == Kind::Float ? v : Val::integer(v.as_int());
-      return v.kind == Kind::Float ? Val::real(-v.f) : Val::integer(-v.as_int());
-    }
+    case EK::Pos:
+      return eval_unary(e, f);
     case EK::Not:
       return Val::boolean(!truthy(eval(*e.a, f)));
     case EK::And: {
@@ -218,53 +60,103 @@ Val Renderer::eval(const Expr& e, const FrameP& f) {
       for (const auto& x : e.args) s += to_str(eval(*x, f));
       return Val::str(std::move(s));
     }
-    case EK::Compare: {
-      Val left = eval(*e.a, f);
-      for (size_t k = 0; k < e.ops.size(); ++k) {
-        Val right = eval(*e.args[k], f);
-        const std::string& op = e.ops[k];
-        bool r;
-        try {
-          if (op == "==") {
-            r = py_eq(left, right);
-          } else if (op == "!=") {
-            r = !py_eq(left, right);
-          } else if (op == "in" || op == "notin") {
-            r = truthy(py_in(left, right));
-            if (op == "notin") r = !r;
-          } else {
-            if (left.is_undef() || right.is_undef())
-              throw TypeErr((left.is_undef() ? left.s : right.s) + " (UndefinedError)");
-            try {
-              if (op == "<")
-                r = py_lt(left, right);
-              else if (op == ">")
-                r = py_lt(right, left);
-              else if (op == "<=")
-                r = py_lt(left, right) || py_eq(left, right);
-              else
-                r = py_lt(right, left) || py_eq(left, right);
-            } catch (const TypeErr&) {
-              throw TypeErr("'" + op + "' not supported between instances of '" + type_name(left) + "' and '" +
-                            type_name(right) + "'");
-            }
-          }
-        } catch (const TypeErr& err) {
-          fail(e.line, err.what());
-        }
-        if (!r) return Val::boolean(false);
-        left = std::move(right);
-      }
-      return Val::boolean(true);
-    }
-    case EK::CondExpr: {
-      if (truthy(eval(*e.a, f))) return eval(*e.b, f);
-      if (e.c) return eval(*e.c, f);
-      return Val::undef("the inline if-expression on line " + std::to_string(e.line) +
-                        " evaluated to false and no else section was defined.");
-    }
+    case EK::Compare:
+      return eval_compare(e, f);
+    case EK::CondExpr:
+      return eval_cond(e, f);
   }
   return Val();
+}
+
+// [a, b] and (a, b).
+Val Renderer::eval_list(const Expr& e, const FrameP& f) {
+  List l;
+  l.reserve(e.args.size());
+  for (const auto& x : e.args) l.push_back(eval(*x, f));
+  return Val::make_list(std::move(l), e.kind == EK::Tuple ? kTuple : 0);
+}
+
+// {k: v, ...}: string keys only; a repeated key keeps its first position and its last value.
+Val Renderer::eval_dict(const Expr& e, const FrameP& f) {
+  Dict d;
+  for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+    Val key = eval(*e.args[k], f);
+    if (!key.is_str()) fail(e.line, "unsupported: dict literal with a non-string key");
+    Val v = eval(*e.args[k + 1], f);
+    auto it = std::find_if(d.begin(), d.end(), [&](const auto& p) { return p.first == key.s; });
+    if (it != d.end())
+      it->second = v;
+    else
+      d.emplace_back(key.s, v);
+  }
+  return Val::make_dict(std::move(d));
+}
+
+// start:stop:step inside [], as the (start, stop, step) tuple getitem recognises as a slice.
+Val Renderer::eval_slice(const Expr& e, const FrameP& f) {
+  List parts;
+  for (const auto& x : e.args) parts.push_back(x ? eval(*x, f) : Val::none());
+  Val v = Val::make_list(std::move(parts), kTuple);
+  v.s = "<slice>";
+  return v;
+}
+
+// x | name(args): the input is the filter block's captured body when the chain has none.
+Val Renderer::eval_filter(const Expr& e, const FrameP& f) {
+  Val input = e.a ? eval(*e.a, f) : (filter_input_ ? *filter_input_ : Val::str(""));
+  CallArgs args = eval_args(e, f);
+  try {
+    return static_cast<const FilterEntry*>(e.fn)->fn(*this, input, args, e.line);
+  } catch (const TypeErr& err) {
+    fail(e.line, std::string(err.what()) + " (in filter '" + e.name + "')");
+  }
+}
+
+// x is name(args).
+Val Renderer::eval_test(const Expr& e, const FrameP& f) {
+  Val input = eval(*e.a, f);
+  CallArgs args = eval_args(e, f);
+  try {
+    return Val::boolean(static_cast<const TestEntry*>(e.fn)->fn(*this, input, args, e.line));
+  } catch (const TypeErr& err) {
+    fail(e.line, std::string(err.what()) + " (in test '" + e.name + "')");
+  }
+}
+
+// -x and +x on numbers (a bool becomes an int).
+Val Renderer::eval_unary(const Expr& e, const FrameP& f) {
+  Val v = eval(*e.a, f);
+  if (v.is_undef()) fail(e.line, v.s + " (UndefinedError)");
+  if (!v.is_num())
+    fail(e.line,
+         std::string("bad operand type for unary ") + (e.kind == EK::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
+  if (e.kind == EK::Pos) return v.kind == Kind::Float ? v : Val::integer(v.as_int());
+  return v.kind == Kind::Float ? Val::real(-v.f) : Val::integer(-v.as_int());
+}
+
+// a < b <= c ...: each operand evaluated once, stopping at the first false comparison.
+Val Renderer::eval_compare(const Expr& e, const FrameP& f) {
+  Val left = eval(*e.a, f);
+  for (size_t k = 0; k < e.ops.size(); ++k) {
+    Val right = eval(*e.args[k], f);
+    bool r = false;
+    try {
+      r = py_compare(e.ops[k], left, right);
+    } catch (const TypeErr& err) {
+      fail(e.line, err.what());
+    }
+    if (!r) return Val::boolean(false);
+    left = std::move(right);
+  }
+  return Val::boolean(true);
+}
+
+// b if a else c; without an else, an undefined value that names the line.
+Val Renderer::eval_cond(const Expr& e, const FrameP& f) {
+  if (truthy(eval(*e.a, f))) return eval(*e.b, f);
+  if (e.c) return eval(*e.c, f);
+  return Val::undef("the inline if-expression on line " + std::to_string(e.line) +
+                    " evaluated to false and no else section was defined.");
 }
 
 Val Renderer::eval_call(const Expr& e, const FrameP& f) {
@@ -288,6 +180,170 @@ Val Renderer::eval_call(const Expr& e, const FrameP& f) {
   CallArgs args = eval_args(e, f);
   if (fnv.is_undef() && callee.kind == EK::Name) fail(e.line, fnv.s + " (UndefinedError)");
   return call_value(fnv, args, e.line);
+}
+
+// ------------------------------------------------------------------------------------------------ access
+
+Val Renderer::getattr(const Val& obj, const std::string& name, int line) {
+  switch (obj.kind) {
+    case Kind::Undefined:
+      fail(line, obj.s + " (UndefinedError)");
+    case Kind::Map: {
+      if (has_method(obj, name) || is_unsafe_method(obj, name)) break;
+      for (const auto& [k, v] : *obj.dict)
+        if (k == name) return v;
+      return Val::undef("'dict object' has no attribute '" + name + "'");
+    }
+    case Kind::Namespace: {
+      for (const auto& [k, v] : obj.ns->attrs)
+        if (k == name) return v;
+      return Val::undef("'Namespace object' has no attribute '" + name + "'");
+    }
+    case Kind::Loop: {
+      const LoopInfo& L = *obj.loop;
+      auto n = static_cast<int64_t>(L.items->size());
+      auto i = static_cast<int64_t>(L.index0);
+      if (name == "index") return Val::integer(i + 1);
+      if (name == "index0") return Val::integer(i);
+      if (name == "revindex") return Val::integer(n - i);
+      if (name == "revindex0") return Val::integer(n - i - 1);
+      if (name == "first") return Val::boolean(i == 0);
+      if (name == "last") return Val::boolean(i == n - 1);
+      if (name == "length") return Val::integer(n);
+      if (name == "depth") return Val::integer(1);
+      if (name == "depth0") return Val::integer(0);
+      if (name == "previtem")
+        return i > 0 ? (*L.items)[static_cast<size_t>(i - 1)] : Val::undef("there is no previous item");
+      if (name == "nextitem")
+        return i + 1 < n ? (*L.items)[static_cast<size_t>(i + 1)] : Val::undef("there is no next item");
+      break;
+    }
+    default:
+      break;
+  }
+  if (is_unsafe_method(obj, name)) {
+    Val u = Val::undef(std::string("access to attribute '") + name + "' of '" + type_name(obj) + "' object is unsafe.");
+    u.flags = kUnsafe;
+    return u;
+  }
+  if (has_method(obj, name)) {
+    auto c = std::make_shared<Callable>();
+    c->name = name;
+    Val self = obj;
+    std::string mname = name;
+    c->fn = [self, mname](Renderer& r, CallArgs& args, int l) { return call_method(r, self, mname, args, l); };
+    Val v;
+    v.kind = Kind::Callable;
+    v.fn = std::move(c);
+    return v;
+  }
+  std::string tn = obj.kind == Kind::None ? "None" : std::string(type_name(obj)) + " object";
+  return Val::undef("'" + tn + "' has no attribute '" + name + "'");
+}
+
+static int64_t slice_index(const Val& v, const char* what) {
+  if (v.is_intlike()) return v.as_int();
+  throw TypeErr(std::string("slice ") + what + " must be an integer or None");
+}
+
+// Whether key is the (start, stop, step) tuple that eval_slice makes.
+static bool is_slice(const Val& key) {
+  return key.kind == Kind::Seq && (key.flags & kTuple) && key.list->size() == 3 && key.s == "<slice>";
+}
+
+// obj[start:stop:step] for a string (by code point) or a list or tuple, with Python's clamping of the indices.
+static Val slice_of(const Val& obj, const Val& key) {
+  if (obj.kind != Kind::String && !(obj.kind == Kind::Seq && !(obj.flags & kGen)))
+    throw TypeErr(std::string("'") + type_name(obj) + "' object is not subscriptable");
+  const Val& a = (*key.list)[0];
+  const Val& b = (*key.list)[1];
+  const Val& c = (*key.list)[2];
+  int64_t stepv = c.kind == Kind::None ? 1 : slice_index(c, "step");
+  if (stepv == 0) throw TypeErr("slice step cannot be zero");
+  bool ascii = obj.kind == Kind::String && is_ascii(obj.s);
+  std::u32string u;
+  if (obj.kind == Kind::String && !ascii) u = utf8_decode(obj.s);
+  auto len = static_cast<int64_t>(obj.kind == Kind::String ? (ascii ? obj.s.size() : u.size()) : obj.list->size());
+  int64_t lower = stepv < 0 ? -1 : 0;
+  int64_t upper = stepv < 0 ? len - 1 : len;
+  auto norm = [&](const Val& x, int64_t dflt) {
+    if (x.kind == Kind::None) return dflt;
+    int64_t v = slice_index(x, "indices");
+    if (v < 0) {
+      v += len;
+      if (v < lower) v = lower;
+    } else if (v > upper) {
+      v = upper;
+    }
+    return v;
+  };
+  int64_t start = norm(a, stepv < 0 ? upper : lower);
+  int64_t stop = norm(b, stepv < 0 ? lower : upper);
+  std::vector<size_t> idx;
+  for (int64_t i = start; stepv > 0 ? i < stop : i > stop; i += stepv) idx.push_back(static_cast<size_t>(i));
+  if (obj.kind == Kind::String) {
+    std::string out;
+    for (size_t i : idx) {
+      if (ascii)
+        out += obj.s[i];
+      else
+        append_utf8(out, u[i]);
+    }
+    return Val::str(std::move(out));
+  }
+  List out;
+  for (size_t i : idx) out.push_back((*obj.list)[i]);
+  return Val::make_list(std::move(out), obj.flags & kTuple);
+}
+
+// obj[key] for a list, tuple or string (by code point) and an integer key, negative ones from the end.
+static Val element_at(const Val& obj, const Val& key) {
+  int64_t i = key.as_int();
+  if (obj.kind == Kind::Seq) {
+    auto n = static_cast<int64_t>(obj.list->size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Val::undef("list object has no element " + std::to_string(key.as_int()));
+    return (*obj.list)[static_cast<size_t>(i)];
+  }
+  if (is_ascii(obj.s)) {
+    auto n = static_cast<int64_t>(obj.s.size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Val::undef("str object has no element " + std::to_string(key.as_int()));
+    return Val::str(std::string(1, obj.s[static_cast<size_t>(i)]));
+  }
+  std::u32string u = utf8_decode(obj.s);
+  auto n = static_cast<int64_t>(u.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) return Val::undef("str object has no element " + std::to_string(key.as_int()));
+  std::string out;
+  append_utf8(out, u[static_cast<size_t>(i)]);
+  return Val::str(std::move(out));
+}
+
+Val Renderer::getitem(const Val& obj, const Val& key, int line) {
+  if (obj.kind == Kind::Undefined) fail(line, obj.s + " (UndefinedError)");
+  if (is_slice(key)) return slice_of(obj, key);
+  switch (obj.kind) {
+    case Kind::Map:
+      if (key.is_str()) {
+        for (const auto& [k, v] : *obj.dict)
+          if (k == key.s) return v;
+        return getattr(obj, key.s, line).kind == Kind::Callable
+                   ? getattr(obj, key.s, line)
+                   : Val::undef("'dict object' has no attribute '" + key.s + "'");
+      }
+      return Val::undef("'dict object' has no element " + to_repr(key));
+    case Kind::Seq:
+    case Kind::String:
+      if (key.is_str()) return getattr(obj, key.s, line);
+      if (obj.kind == Kind::Seq && (obj.flags & kGen)) throw TypeErr("'generator' object is not subscriptable");
+      if (!key.is_intlike())
+        return Val::undef(std::string("'") + type_name(obj) + " object' has no element " + to_repr(key));
+      return element_at(obj, key);
+    default:
+      if (key.is_str()) return getattr(obj, key.s, line);
+      return Val::undef(std::string("'") + type_name(obj) + " object' has no element " + to_repr(key));
+  }
 }
 
 }  // namespace ft::jinja::detail

@@ -1,10 +1,11 @@
-// Python value semantics for ft::jinja: type names, truthiness, equality, ordering, str()/repr().
+// Python value semantics for ft::jinja: type names, truthiness, equality, ordering, iteration, str()/repr(), and
+// the call-argument helpers of builtins.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "jinja/internal.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
 
@@ -229,6 +230,25 @@ std::string to_repr(const Val& v) {
 // repr does for `ns.me = ns`; chains of namespaces (ns2.x = ns1, ...) stop at Python's recursion limit.
 thread_local std::vector<const Namespace*> printing_namespaces;
 
+static std::string repr_namespace(const Namespace& ns) {
+  auto& printing = printing_namespaces;
+  if (std::find(printing.begin(), printing.end(), &ns) != printing.end()) return "<Namespace {...}>";
+  if (printing.size() >= 1000) throw TypeErr("maximum recursion depth exceeded while getting the repr of an object");
+  printing.push_back(&ns);
+  struct Pop {
+    std::vector<const Namespace*>& stack;
+    ~Pop() { stack.pop_back(); }
+  } pop{printing};
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, x] : ns.attrs) {
+    if (!first) out += ", ";
+    first = false;
+    out += py_str_repr(k) + ": " + repr_impl(x, false);
+  }
+  return "<Namespace " + out + "}>";
+}
+
 static std::string repr_impl(const Val& v, bool top) {
   switch (v.kind) {
     case Kind::Undefined:
@@ -267,29 +287,68 @@ static std::string repr_impl(const Val& v, bool top) {
     }
     case Kind::Callable:
       return "<function " + v.fn->name + ">";
-    case Kind::Namespace: {
-      auto& printing = printing_namespaces;
-      if (std::find(printing.begin(), printing.end(), v.ns.get()) != printing.end()) return "<Namespace {...}>";
-      if (printing.size() >= 1000)
-        throw TypeErr("maximum recursion depth exceeded while getting the repr of an object");
-      printing.push_back(v.ns.get());
-      struct Pop {
-        std::vector<const Namespace*>& stack;
-        ~Pop() { stack.pop_back(); }
-      } pop{printing};
-      std::string out = "{";
-      bool first = true;
-      for (const auto& [k, x] : v.ns->attrs) {
-        if (!first) out += ", ";
-        first = false;
-        out += py_str_repr(k) + ": " + repr_impl(x, false);
-      }
-      return "<Namespace " + out + "}>";
-    }
+    case Kind::Namespace:
+      return repr_namespace(*v.ns);
     case Kind::Loop:
       return "<LoopContext " + std::to_string(v.loop->index0 + 1) + "/" + std::to_string(v.loop->items->size()) + ">";
   }
   return "";
+}
+
+std::vector<Val> iterate(const Val& v) {
+  switch (v.kind) {
+    case Kind::Undefined:
+      return {};
+    case Kind::Seq:
+      return *v.list;
+    case Kind::Map: {
+      std::vector<Val> out;
+      for (const auto& [k, x] : *v.dict) out.push_back(Val::str(k));
+      return out;
+    }
+    case Kind::String: {
+      std::vector<Val> out;
+      for (char32_t c : utf8_decode(v.s)) {
+        std::string s;
+        append_utf8(s, c);
+        out.push_back(Val::str(std::move(s)));
+      }
+      return out;
+    }
+    case Kind::Loop:
+      return *v.loop->items;
+    default:
+      break;
+  }
+  throw TypeErr(std::string("'") + type_name(v) + "' object is not iterable");
+}
+
+// ------------------------------------------------------------------------------------------------ call arguments
+
+const Val* arg(const CallArgs& a, size_t idx, const char* name) {
+  if (idx < a.pos.size()) return &a.pos[idx];
+  if (name != nullptr)
+    for (const auto& [k, v] : a.kw)
+      if (k == name) return &v;
+  return nullptr;
+}
+
+bool arg_bool(const CallArgs& a, size_t idx, const char* name, bool dflt) {
+  const Val* v = arg(a, idx, name);
+  return v ? truthy(*v) : dflt;
+}
+
+int64_t arg_int(const CallArgs& a, size_t idx, const char* name, int64_t dflt) {
+  const Val* v = arg(a, idx, name);
+  if (!v || v->kind == Kind::None) return dflt;
+  if (!v->is_intlike())
+    throw TypeErr(std::string("'") + type_name(*v) + "' object cannot be interpreted as an integer");
+  return v->as_int();
+}
+
+const std::string& need_str(const Val& v, const char* what) {
+  if (!v.is_str()) throw TypeErr(std::string(what) + " must be str, not " + type_name(v));
+  return v.s;
 }
 
 }  // namespace ft::jinja::detail

@@ -1,7 +1,8 @@
-// Interpreter of ft::jinja: statements, macros and scoping as jinja2 compiles them, and the Template API.
-#include "jinja/render.h"
-
+// The renderer of ft::jinja, statements: output and its limits, scoping and assignment, each statement kind, for
+// loops, macros and calls, as jinja2 compiles them.
 #include <algorithm>
+
+#include "jinja/render.h"
 
 namespace ft::jinja::detail {
 
@@ -136,65 +137,82 @@ Flow Renderer::exec_stmt(const Stmt& s, const FrameP& f) {
       case SK::Set:
         assign(*s.target, eval(*s.expr, f), f, s.line);
         return Flow::Normal;
-      case SK::SetBlock: {
-        Val v = Val::str(capture(s.body, std::make_shared<Frame>(f)));
-        if (s.expr) {
-          const Val* saved = filter_input_;
-          filter_input_ = &v;
-          Val r = eval(*s.expr, f);
-          filter_input_ = saved;
-          v = r;
-        }
-        assign(*s.target, v, f, s.line);
-        return Flow::Normal;
-      }
+      case SK::SetBlock:
+        return exec_set_block(s, f);
       case SK::Macro:
         f->vars[s.macro->name] = make_macro(s.macro, f);
         return Flow::Normal;
-      case SK::CallBlock: {
-        const Expr& call = *s.expr;
-        Val callee = eval(*call.a, f);
-        CallArgs args = eval_args(call, f);
-        Val caller = make_macro(s.macro, f);
-        if (callee.kind != Kind::Callable) fail(s.line, "{% call %} needs a macro");
-        args.kw.emplace_back("caller", caller);
-        write(to_str(call_value(callee, args, s.line)), s.line);
-        return Flow::Normal;
-      }
-      case SK::FilterBlock: {
-        Val body = Val::str(capture(s.body, std::make_shared<Frame>(f)));
-        const Val* saved = filter_input_;
-        filter_input_ = &body;
-        Val r = eval(*s.expr, f);
-        filter_input_ = saved;
-        write(to_str(r), s.line);
-        return Flow::Normal;
-      }
-      case SK::With: {
-        auto inner = std::make_shared<Frame>(f);
-        for (size_t k = 0; k < s.targets.size(); ++k) assign(*s.targets[k], eval(*s.values[k], f), inner, s.line);
-        return exec(s.body, inner);
-      }
+      case SK::CallBlock:
+        return exec_call_block(s, f);
+      case SK::FilterBlock:
+        return exec_filter_block(s, f);
+      case SK::With:
+        return exec_with(s, f);
       case SK::Break:
         return Flow::Break;
       case SK::Continue:
         return Flow::Continue;
-      case SK::Generation: {
-        // jinja2 renders the body as a caller() macro into a buffer; transformers' AssistantTracker then reports
-        // [len(text yielded so far), + len(body)). Inside a capture that is not the final position: we report
-        // exactly what transformers reports.
-        if (++depth_ > opts_.max_call_depth) fail(s.line, "maximum recursion depth exceeded");
-        std::string body = capture(s.body, std::make_shared<Frame>(f));
-        --depth_;
-        size_t start = root_out_.size();
-        spans_.emplace_back(start, start + body.size());
-        write(body, s.line);
-        return Flow::Normal;
-      }
+      case SK::Generation:
+        return exec_generation(s, f);
     }
   } catch (const TypeErr& e) {
     fail(s.line, e.what());
   }
+  return Flow::Normal;
+}
+
+// The filter chain of {% filter %} or {% set x | f %}, applied to the text its body captured.
+Val Renderer::filter_captured(const Expr& chain, const Val& captured, const FrameP& f) {
+  const Val* saved = filter_input_;
+  filter_input_ = &captured;
+  Val r = eval(chain, f);
+  filter_input_ = saved;
+  return r;
+}
+
+// {% set x %}...{% endset %}, with an optional filter chain.
+Flow Renderer::exec_set_block(const Stmt& s, const FrameP& f) {
+  Val v = Val::str(capture(s.body, std::make_shared<Frame>(f)));
+  if (s.expr) v = filter_captured(*s.expr, v, f);
+  assign(*s.target, v, f, s.line);
+  return Flow::Normal;
+}
+
+// {% call m(args) %}...{% endcall %}: m called with the body as its caller().
+Flow Renderer::exec_call_block(const Stmt& s, const FrameP& f) {
+  const Expr& call = *s.expr;
+  Val callee = eval(*call.a, f);
+  CallArgs args = eval_args(call, f);
+  Val caller = make_macro(s.macro, f);
+  if (callee.kind != Kind::Callable) fail(s.line, "{% call %} needs a macro");
+  args.kw.emplace_back("caller", caller);
+  write(to_str(call_value(callee, args, s.line)), s.line);
+  return Flow::Normal;
+}
+
+Flow Renderer::exec_filter_block(const Stmt& s, const FrameP& f) {
+  Val body = Val::str(capture(s.body, std::make_shared<Frame>(f)));
+  Val r = filter_captured(*s.expr, body, f);
+  write(to_str(r), s.line);
+  return Flow::Normal;
+}
+
+Flow Renderer::exec_with(const Stmt& s, const FrameP& f) {
+  auto inner = std::make_shared<Frame>(f);
+  for (size_t k = 0; k < s.targets.size(); ++k) assign(*s.targets[k], eval(*s.values[k], f), inner, s.line);
+  return exec(s.body, inner);
+}
+
+// {% generation %}: jinja2 renders the body as a caller() macro into a buffer; transformers' AssistantTracker then
+// reports [len(text yielded so far), + len(body)). Inside a capture that is not the final position: we report
+// exactly what transformers reports.
+Flow Renderer::exec_generation(const Stmt& s, const FrameP& f) {
+  if (++depth_ > opts_.max_call_depth) fail(s.line, "maximum recursion depth exceeded");
+  std::string body = capture(s.body, std::make_shared<Frame>(f));
+  --depth_;
+  size_t start = root_out_.size();
+  spans_.emplace_back(start, start + body.size());
+  write(body, s.line);
   return Flow::Normal;
 }
 
@@ -317,64 +335,5 @@ CallArgs Renderer::eval_args(const Expr& e, const FrameP& f) {
   for (const auto& [k, x] : e.kwargs) a.kw.emplace_back(k, eval(*x, f));
   return a;
 }
+
 }  // namespace ft::jinja::detail
-
-namespace ft::jinja {
-
-Template::Template(std::string source, std::string name)
-    : name_(std::move(name)), program_(detail::parse_template(source, name_)) {}
-Template::~Template() = default;
-Template::Template(Template&&) noexcept = default;
-Template& Template::operator=(Template&&) noexcept = default;
-
-RenderResult Template::render(const Value& context) const {
-  return render(context, RenderOptions{});
-}
-
-RenderResult Template::render(const Value& context, const RenderOptions& options) const {
-  detail::Renderer r(*program_, options);
-  return r.run(context);
-}
-
-Value make_chat_context(const Value& messages, const Value& tools, const Value& documents, bool add_generation_prompt,
-                        const Value& extra) {
-  if (!messages.is_array()) throw ConfigError("chat messages must be a JSON array of objects");
-  Value msgs = Value::array();
-  static const char* kReasoning[] = {"reasoning_content", "thinking", "reasoning"};
-  for (const auto& m : messages) {
-    if (!m.is_object()) throw ConfigError("chat messages must be JSON objects, got: " + m.dump());
-    Value clean = Value::object();
-    for (const auto& [k, v] : m.items())
-      if (!v.is_null()) clean[k] = v;
-    const Value* reasoning = nullptr;
-    for (const char* key : kReasoning) {
-      auto it = clean.find(key);
-      if (it != clean.end() && !it->is_null()) {
-        reasoning = &*it;
-        break;
-      }
-    }
-    if (reasoning != nullptr) {
-      // {"thinking": r, **message, "reasoning_content": r}
-      Value r = *reasoning;
-      Value aliased = Value::object();
-      aliased["thinking"] = r;
-      for (const auto& [k, v] : clean.items()) aliased[k] = v;
-      aliased["reasoning_content"] = r;
-      clean = std::move(aliased);
-    }
-    msgs.push_back(std::move(clean));
-  }
-  Value ctx = Value::object();
-  ctx["messages"] = std::move(msgs);
-  ctx["tools"] = tools;
-  ctx["documents"] = documents;
-  ctx["add_generation_prompt"] = add_generation_prompt;
-  if (!extra.is_null()) {
-    if (!extra.is_object()) throw ConfigError("chat template kwargs must be a JSON object");
-    for (const auto& [k, v] : extra.items()) ctx[k] = v;
-  }
-  return ctx;
-}
-
-}  // namespace ft::jinja

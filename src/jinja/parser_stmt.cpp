@@ -1,4 +1,5 @@
-// Parser of ft::jinja, following jinja2's parser.py: statements (tags) and the entry point parse_template.
+// Parser of ft::jinja, statements: template data, {{ }} and the tags (for, if, set, macro, call, filter, with,
+// generation), following jinja2's parser.py; and the entry point parse_template.
 #include <set>
 
 #include "jinja/parser.h"

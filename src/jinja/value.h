@@ -1,9 +1,12 @@
-// Internals of ft::jinja: runtime values with Python semantics, tokens, the syntax tree. Not part of the API.
+// Runtime values of ft::jinja (internal): the Python objects a template sees (JSON data, tuples, generators,
+// namespaces, callables, loop), their Python semantics (value.cpp), call arguments, and JSON (json.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,12 +14,7 @@
 
 #include "jinja/template.h"
 
-#include "util/utf8.h"
-
 namespace ft::jinja::detail {
-
-// ---------------------------------------------------------------------------------------------------------------
-// Runtime values: the Python objects a template sees (JSON data, tuples, generators, namespaces, callables, loop).
 
 struct Val;
 using List = std::vector<Val>;
@@ -133,15 +131,13 @@ struct LoopInfo {
   size_t index0 = 0;
 };
 
-// Python semantics (errors are thrown as std::runtime_error-derived TypeErr, turned into ft::Error with a line).
+// Python's exceptions (TypeError, ValueError, UndefinedError, ...): thrown as TypeErr, turned into ft::Error with
+// the template's line by the renderer.
 struct TypeErr : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A padded, indented or repeated string of `count` pieces of `unit` bytes each: refused (TypeErr) when it would
-// exceed `max_bytes` (the render's output limit), before anything is allocated.
-void check_result_size(uint64_t count, uint64_t unit, size_t max_bytes);
-
+// Python semantics (value.cpp).
 const char* type_name(const Val& v);  // Python's type name: 'str', 'int', 'dict', ...
 bool truthy(const Val& v);
 bool py_eq(const Val& a, const Val& b);
@@ -150,6 +146,9 @@ std::string to_str(const Val& v);        // str(v)
 std::string to_repr(const Val& v);       // repr(v)
 std::string py_float_repr(double d);
 std::string py_str_repr(std::string_view s);
+std::vector<Val> iterate(const Val& v);  // Python iteration (throws TypeErr when not iterable)
+
+// JSON (json.cpp).
 Val from_json(const Value& j);
 Value to_json(const Val& v);  // throws TypeErr for values JSON cannot hold
 // json.dumps(v, ensure_ascii, indent (nullptr: None), separators, sort_keys) as transformers' tojson calls it.
@@ -157,85 +156,15 @@ Value to_json(const Val& v);  // throws TypeErr for values JSON cannot hold
 std::string json_dumps(const Val& v, bool ensure_ascii, const std::string* indent, const std::string& item_sep,
                        const std::string& key_sep, bool sort_keys, size_t max_bytes = SIZE_MAX);
 
-// UTF-8 helpers: strings are indexed by code point as Python does.
-std::u32string utf8_decode(std::string_view s);
-std::string utf8_encode(std::u32string_view s);
-using ft::utf8::append_utf8;  // util/utf8.h
-size_t utf8_length(std::string_view s);
-bool is_ascii(std::string_view s);
-bool py_isspace(char32_t c);
-char32_t py_lower(char32_t c);
-char32_t py_upper(char32_t c);
-bool py_isupper(char32_t c);
-bool py_islower(char32_t c);
-bool py_isalpha(char32_t c);
-bool py_isdigit(char32_t c);
-bool py_isalnum(char32_t c);
+// Call arguments of builtins (value.cpp).
 
-// ---------------------------------------------------------------------------------------------------------------
-// Syntax tree.
-
-enum class EK : uint8_t {
-  Const, Name, ListLit, Tuple, DictLit, GetAttr, GetItem, Slice, Call, Filter, Test,
-  Neg, Pos, Not, And, Or, Binary, Concat, Compare, CondExpr
-};
-
-struct Expr;
-using ExprP = std::unique_ptr<Expr>;
-
-struct Expr {
-  EK kind;
-  int line = 0;
-  int col = 0;
-  Val value;                 // Const
-  std::string name;          // Name, GetAttr attribute, Filter/Test name, Binary operator
-  ExprP a, b, c;             // operands (GetItem: a[b]; CondExpr: b if a else c; Filter/Test input: a)
-  std::vector<ExprP> args;   // List/Tuple items, Dict keys+values interleaved, Call/Filter/Test args, Slice parts
-  std::vector<std::pair<std::string, ExprP>> kwargs;
-  std::vector<std::string> ops;  // Compare: operator per args[i]
-  const void* fn = nullptr;      // Filter/Test: resolved implementation
-};
-
-enum class SK : uint8_t {
-  Output, Print, If, For, Set, SetBlock, Macro, CallBlock, FilterBlock, With, Break, Continue, Generation
-};
-
-struct Stmt;
-using StmtP = std::unique_ptr<Stmt>;
-using Body = std::vector<StmtP>;
-
-struct MacroDef {
-  std::string name;
-  std::vector<std::string> params;
-  std::vector<ExprP> defaults;  // aligned with the last params
-  Body body;
-  bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
-};
-
-struct Stmt {
-  SK kind;
-  int line = 0;
-  std::string text;         // Output
-  ExprP expr;               // Print, If test, For iter, Set value, CallBlock call, FilterBlock filter chain
-  ExprP target;             // For/Set target (Name, Tuple, or GetAttr ns.attr)
-  ExprP cond;               // For filter
-  Body body, else_body;     // If/For, SetBlock, Macro body, With, Generation
-  std::vector<ExprP> targets, values;  // With
-  std::shared_ptr<MacroDef> macro;     // Macro, CallBlock (the caller)
-};
-
-struct Program {
-  std::string name;
-  Body body;
-};
-
-std::shared_ptr<Program> parse_template(const std::string& source, const std::string& name);
-
-// Registries (builtins.cpp, methods.cpp), checked by the parser so that unsupported names fail when the template
-// is parsed.
-const void* find_filter(const std::string& name);
-const void* find_test(const std::string& name);
-bool is_supported_method(const std::string& name);
-bool is_unsupported_global(const std::string& name);
+// The argument at position idx, else the keyword argument `name` (nullptr: none); nullptr when absent.
+const Val* arg(const CallArgs& a, size_t idx, const char* name);
+// truthy() of that argument, dflt when absent.
+bool arg_bool(const CallArgs& a, size_t idx, const char* name, bool dflt);
+// That argument as an integer, dflt when absent or None; TypeErr when it is not an int.
+int64_t arg_int(const CallArgs& a, size_t idx, const char* name, int64_t dflt);
+// v's string; TypeErr "<what> must be str" when v is not one.
+const std::string& need_str(const Val& v, const char* what);
 
 }  // namespace ft::jinja::detail

@@ -1,10 +1,13 @@
-// jinja2's filters on strings and numbers for ft::jinja (filters.cpp registers them).
+// jinja2's filters on strings and numbers for ft::jinja (trim, replace, escape, int, float, round, tojson,
+// indent, format, ...); filters.cpp lists them by name.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "jinja/builtins_internal.h"
+#include "jinja/filters.h"
+#include "jinja/strings.h"
 
 namespace ft::jinja::detail {
 
