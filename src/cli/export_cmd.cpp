@@ -7,10 +7,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "data/tokenizer_files.h"
 #include "model/adapter_check.h"
 #include "model/lora.h"
 #include "model/pretrained.h"
+#include "model/tokenizer_files.h"
 #include "util/error.h"
 #include "util/fmt.h"
 #include "util/fs.h"
@@ -44,8 +44,8 @@ void run_export(const ExportArgs& a) {
   StagedDir staged(out, parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid())));
   model::save_pretrained(*model, staged.path(), a.shard_size_mb * 1000 * 1000);
   // The adapter's files replace the base model's of the same name: each is listed once, by where it came from.
-  const auto from_base = data::copy_tokenizer_files(model_dir, staged.path());
-  const auto from_adapter = data::copy_tokenizer_files(a.adapter, staged.path());
+  const auto from_base = model::copy_tokenizer_files(model_dir, staged.path());
+  const auto from_adapter = model::copy_tokenizer_files(a.adapter, staged.path());
   std::vector<std::string> copied;
   for (const auto& name : from_base) {
     if (std::find(from_adapter.begin(), from_adapter.end(), name) == from_adapter.end()) copied.push_back(name);
@@ -62,9 +62,10 @@ void run_export(const ExportArgs& a) {
 
 void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   auto* sub = app.add_subcommand("export", "Merge a LoRA adapter into its base model and save a Hugging Face model");
-  sub->footer("Example (a LoRA run of configs/llama3-8b-lora.yaml):\n"
-              "  finetune export --model /models/Llama-3.1-8B --adapter runs/llama3-8b-lora/adapter "
-              "--out runs/llama3-8b-lora/merged");
+  sub->footer(
+      "Example (a LoRA run of configs/llama3-8b-lora.yaml):\n"
+      "  finetune export --model /models/Llama-3.1-8B --adapter runs/llama3-8b-lora/adapter "
+      "--out runs/llama3-8b-lora/merged");
   auto a = std::make_shared<ExportArgs>();
   sub->add_option("--model", a->model, "Base Hugging Face model directory")->required();
   sub->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();

@@ -22,11 +22,11 @@
 #include "ckpt/checkpoint_writer.h"
 #include "config/loader.h"
 #include "data/loader.h"
-#include "data/tokenizer_files.h"
 #include "dist/comm.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/pretrained.h"
+#include "model/tokenizer_files.h"
 #include "model/transformer.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
@@ -95,8 +95,8 @@ model::ModelFiles Trainer::model_files() const {
 
 FileDigests Trainer::write_model_files(const model::ModelFiles& files, const std::filesystem::path& dir) const {
   FileDigests digests = model::write_model_files(files, dir, cfg_.checkpoint.shard_size_mb * 1000 * 1000);
-  data::write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos,
-                              dir);
+  model::write_tokenizer_files(cfg_.model.path, *tokenizer_, name_of(cfg_.data.template_name), cfg_.tokenizer.add_bos,
+                               dir);
   return digests;
 }
 

@@ -1,9 +1,9 @@
 // The sentencepiece wrapper against Python sentencepiece on the same trained model.
 #include <gtest/gtest.h>
 
-#include "data/tokenizer_files.h"
 #include "data/tokenizer_train.h"
 #include "data_test_util.h"
+#include "model/tokenizer_files.h"
 #include "support/test_support.h"
 
 namespace ft::test {
@@ -106,10 +106,10 @@ TEST(TokenizerFiles, FilesThatLinkOutOfTheModelDirectoryAreNotCopied) {
   write_file(dir / "secret.txt", "not a tokenizer");
   write_file(dir / "m" / "tokenizer_config.json", "{}");
   std::filesystem::create_symlink(dir / "secret.txt", dir / "m" / "tokenizer.json");
-  EXPECT_THROW(data::copy_tokenizer_files(dir / "m", dir / "out"), ConfigError);
+  EXPECT_THROW(model::copy_tokenizer_files(dir / "m", dir / "out"), ConfigError);
   EXPECT_FALSE(std::filesystem::exists(dir / "out" / "tokenizer.json"));
   std::filesystem::remove(dir / "m" / "tokenizer.json");
-  EXPECT_EQ(data::copy_tokenizer_files(dir / "m", dir / "out"), std::vector<std::string>{"tokenizer_config.json"});
+  EXPECT_EQ(model::copy_tokenizer_files(dir / "m", dir / "out"), std::vector<std::string>{"tokenizer_config.json"});
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace ft::data {
+namespace ft::model {
 
 // Copies tokenizer files (tokenizer.model, tokenizer.json, tokenizer_config.json, special_tokens_map.json,
 // generation_config.json, ...) that exist in `from` into `to`; returns the names copied. Throws ft::ConfigError,
@@ -24,4 +24,4 @@ std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from,
 void write_tokenizer_files(const std::string& base_model_dir, const tok::Tokenizer& tokenizer,
                            const std::string& template_name, bool add_bos, const std::filesystem::path& dir);
 
-}  // namespace ft::data
+}  // namespace ft::model

@@ -1,4 +1,4 @@
-#include "data/tokenizer_files.h"
+#include "model/tokenizer_files.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -8,7 +8,7 @@
 #include "util/file_writer.h"
 #include "util/fs.h"
 
-namespace ft::data {
+namespace ft::model {
 namespace {
 
 // The tokens of tokenizer.add_tokens, as transformers' save_pretrained records special tokens it added:
@@ -106,4 +106,4 @@ void write_tokenizer_files(const std::string& base_model_dir, const tok::Tokeniz
   ft::write_file(dir / "tokenizer_config.json", tokenizer_config.dump(2));
 }
 
-}  // namespace ft::data
+}  // namespace ft::model
