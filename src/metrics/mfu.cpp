@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/args.h"
+
 namespace ft::metrics {
 namespace {
 
@@ -13,6 +15,21 @@ int64_t head_dim(const FlopsModel& m) {
 }
 
 }  // namespace
+
+FlopsModel FlopsModel::of(const model::ModelArgs& args, int64_t seq_len, bool frozen_base, int64_t adapter_params) {
+  FlopsModel m;
+  m.n_layers = args.num_layers;
+  m.hidden = args.hidden_size;
+  m.intermediate = args.intermediate_size;
+  m.vocab = args.vocab_size;
+  m.seq_len = seq_len;
+  m.heads = args.num_heads;
+  m.kv_heads = args.num_kv_heads;
+  m.head_dim = args.head_dim;
+  m.frozen_base = frozen_base;
+  m.adapter_params = adapter_params;
+  return m;
+}
 
 int64_t matmul_params(const FlopsModel& m) {
   const int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;

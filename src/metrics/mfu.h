@@ -16,6 +16,10 @@
 #include <cstdint>
 #include <string>
 
+namespace ft::model {
+struct ModelArgs;
+}
+
 namespace ft::metrics {
 
 struct FlopsModel {
@@ -29,6 +33,11 @@ struct FlopsModel {
   bool frozen_base = false;    // LoRA: the N matmul parameters get no weight gradient
   int64_t adapter_params = 0;  // LoRA: trainable adapter parameters
   int64_t head_dim = 0;        // 0 = hidden / heads (Gemma, Qwen3: config.json's head_dim)
+
+  // The model `args` describes, trained on sequences of `seq_len` tokens; with `frozen_base` (LoRA) only its
+  // `adapter_params` adapter parameters get weight gradients.
+  static FlopsModel of(const model::ModelArgs& args, int64_t seq_len, bool frozen_base = false,
+                       int64_t adapter_params = 0);
 };
 
 // N as described above.

@@ -79,9 +79,10 @@ std::optional<std::filesystem::path> tokenizer_to_train(const Config& cfg) {
   const auto& t = cfg.tokenizer;
   if (t.train_vocab_size <= 0) return std::nullopt;
   if (t.path.empty()) {
-    FT_LOG_WARN("tokenizer.train_vocab_size={} is not used: the tokenizer of model.path comes with its weights (set "
-                "tokenizer.path to train one elsewhere)",
-                t.train_vocab_size);
+    FT_LOG_WARN(
+        "tokenizer.train_vocab_size={} is not used: the tokenizer of model.path comes with its weights (set "
+        "tokenizer.path to train one elsewhere)",
+        t.train_vocab_size);
     return std::nullopt;
   }
   if (fs::exists(t.path)) return std::nullopt;
@@ -293,18 +294,8 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   seed_rank_generators(cfg, ctx);
 
   const auto& args = m->args();
-  metrics::FlopsModel flops;
-  flops.n_layers = args.num_layers;
-  flops.hidden = args.hidden_size;
-  flops.intermediate = args.intermediate_size;
-  flops.vocab = args.vocab_size;
-  flops.seq_len = cfg.data.seq_len;
-  flops.heads = args.num_heads;
-  flops.kv_heads = args.num_kv_heads;
-  flops.head_dim = args.head_dim;
-  flops.frozen_base = cfg.lora.enabled;
-  flops.adapter_params = cfg.lora.enabled ? trainable_count : 0;
-  parts.flops_per_token = metrics::flops_per_token(flops);
+  parts.flops_per_token = metrics::flops_per_token(
+      metrics::FlopsModel::of(args, cfg.data.seq_len, cfg.lora.enabled, cfg.lora.enabled ? trainable_count : 0));
   parts.peak_tflops = metrics::peak_tflops(device_name(ctx.device), cfg.logging.peak_tflops);
   FT_LOG_INFO("model: {} layers, hidden {}, {} heads ({} kv), vocab {}; {:.2f}M parameters{}, {:.2f}M trainable{}",
               args.num_layers, args.hidden_size, args.num_heads, args.num_kv_heads, args.vocab_size,
@@ -396,8 +387,8 @@ OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<st
 
 std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const PrecisionPolicy& precision,
                                                 c10::Device device) {
-  return std::make_unique<optim::GradScaler>(
-      optim::GradScalerOptions::from_config(cfg.train, precision.loss_scaling), device);
+  return std::make_unique<optim::GradScaler>(optim::GradScalerOptions::from_config(cfg.train, precision.loss_scaling),
+                                             device);
 }
 
 std::unique_ptr<metrics::MetricsLogger> build_metrics(const Config& cfg, int64_t total_steps, int rank) {
