@@ -46,10 +46,10 @@ namespace ft::train {
 
 // Where this process trains: its place in the job and its device, resolved once by the command.
 struct RunContext {
-  int rank = 0;                               // global rank
-  int world_size = 1;                         // ranks in the job
-  std::shared_ptr<dist::Communicator> comm;   // spans every rank of the job
-  c10::Device device{c10::kCPU};              // this rank's device (run.device)
+  int rank = 0;                              // global rank
+  int world_size = 1;                        // ranks in the job
+  std::shared_ptr<dist::Communicator> comm;  // spans every rank of the job
+  c10::Device device{c10::kCPU};             // this rank's device (run.device)
 };
 
 // What the config names but does not hold yet, made before the config is frozen and written: the run directory and
@@ -80,6 +80,7 @@ struct ModelParts {
   std::vector<std::pair<std::string, at::Tensor>> trainable;  // name, parameter (requires grad), in model order
   double flops_per_token = 0;                                 // training FLOPs per token (6N + attention), for MFU
   double peak_tflops = 0;  // the device's peak dense bf16 TFLOP/s (logging.peak_tflops, else known GPUs); 0 = unknown
+  double build_s = 0;      // seconds the tokenizer and model took to build (the Trainer times them), for the log
 };
 // The model: model.path's weights or a fresh init from run.seed, embedding rows for tokenizer.add_tokens, LoRA
 // adapters, activation checkpointing and fused kernels as configured. Leaves the generator seeded per rank (dropout
@@ -88,10 +89,11 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
                        const RunContext& ctx);
 
 struct DataParts {
-  std::shared_ptr<const data::BatchSource> train_set;       // data.train: tokenized SFT samples (cached), or pairs
-  std::shared_ptr<const data::BatchSource> eval_set;        // data.eval, or null
-  std::unique_ptr<data::DataLoader> train_loader;           // this rank's shard of train_set
-  int64_t total_steps = 0;                                  // optimizer steps of the whole run
+  std::shared_ptr<const data::BatchSource> train_set;  // data.train: tokenized SFT samples (cached), or pairs
+  std::shared_ptr<const data::BatchSource> eval_set;   // data.eval, or null
+  std::unique_ptr<data::DataLoader> train_loader;      // this rank's shard of train_set
+  int64_t total_steps = 0;                             // optimizer steps of the whole run
+  double build_s = 0;  // seconds the data took to build (the Trainer times it), for the first-step log line
 };
 DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx);
 

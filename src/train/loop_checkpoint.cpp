@@ -114,7 +114,7 @@ ckpt::NamedTensors Trainer::checkpoint_tensors(model::ModelFiles& files) const {
 }
 
 void Trainer::save_checkpoint() {
-  non_finite_.check(progress_.nan_skips);  // a run past its max_nan_skips stops here, before writing
+  step_->non_finite().check(progress_.nan_skips);  // a run past its max_nan_skips stops here, before writing
   // Every rank contributes its data position and RNG state; rank 0 writes them.
   ckpt::StateSnapshot snapshot =
       state_parts_->snapshot({{"fingerprint", fingerprint()},
@@ -124,7 +124,7 @@ void Trainer::save_checkpoint() {
   ckpt::SaveRequest request;
   request.step = progress_.step;
   // The eval loss ranks this checkpoint for keep_best only when it was measured on these weights.
-  if (last_eval_ && last_eval_->first == progress_.step) request.metric = last_eval_->second;
+  request.metric = evaluator_->loss_at(progress_.step);
   model::ModelFiles files;
   request.tensors = checkpoint_tensors(files);
   const std::string optimizer_name = optimizer_file(sharded, ctx_.rank);

@@ -25,11 +25,12 @@ TrainStep::TrainStep(const Config& cfg, RunContext ctx, ModelParts& model, Optim
       optim_(optim),
       objective_(std::move(objective)),
       scaler_(std::move(scaler)),
-      ddp_(std::move(ddp)) {}
+      ddp_(std::move(ddp)),
+      non_finite_(cfg.train.max_nan_skips, /*scaler_counts=*/scaler_->enabled()) {}
 
 TrainStep::~TrainStep() = default;
 
-StepOutput TrainStep::run(const std::vector<data::Batch>& batches) {
+StepOutput TrainStep::run(const std::vector<data::Batch>& batches, int64_t step) {
   StepOutput out;
   int64_t units = 0, tokens = 0, positions = 0;  // this rank's
   for (const auto& batch : batches) {
@@ -46,6 +47,7 @@ StepOutput TrainStep::run(const std::vector<data::Batch>& batches) {
   // DDP sums gradients over ranks (GradReduction::kSum), which with this normalisation is the single-process gradient.
   forward_backward(batches, 1.0 / std::max<double>(1.0, global[0]), out);
   update(out);
+  non_finite_.add(step, out.skipped);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // One optimizer step of `finetune train`: the micro-batches of the step through the objective (forward, the scaled
 // backward, DDP's gradient all-reduce on the last one), the global gradient norm and clipping, the fused AdamW step
 // (which skips a non-finite update on the device, without a host sync), ZeRO-1's broadcast of the updated
-// parameters, and the loss scaler's update. Owns the objective, the loss scaler and the DDP engine.
+// parameters, and the loss scaler's update. Owns the objective, the loss scaler, the DDP engine and the count of
+// skipped updates.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -33,6 +34,22 @@ struct StepOutput {
   double data_wait_s = 0.0;         // time the loop waited for the batches
 };
 
+// The steps whose update was skipped for a non-finite loss or gradient norm: flagged on the device at every step,
+// read once per log interval (one host sync), counted into TrainState::nan_skips, and the run stopped past
+// train.max_nan_skips. Under fp16 the loss scaler owns overflow handling and counts its own skips.
+class NonFiniteSteps {
+ public:
+  NonFiniteSteps(int64_t max_skips, bool scaler_counts) : max_skips_(max_skips), scaler_counts_(scaler_counts) {}
+  void add(int64_t step, at::Tensor skipped) { pending_.emplace_back(step, std::move(skipped)); }
+  // Reads the pending flags into `nan_skips`; throws ft::Error when they exceed train.max_nan_skips.
+  void check(int64_t& nan_skips);
+
+ private:
+  int64_t max_skips_;
+  bool scaler_counts_;
+  std::vector<std::pair<int64_t, at::Tensor>> pending_;  // (step, F32 [] 1 if skipped) not yet read
+};
+
 class TrainStep {
  public:
   // `model` and `optim` are the Trainer's; they outlive the step.
@@ -41,12 +58,14 @@ class TrainStep {
             std::unique_ptr<dist::DistributedDataParallel> ddp);
   ~TrainStep();
 
-  // The step over `batches` (train.grad_accum_steps micro-batches of this rank); the loss is normalised by the
-  // step's units on all ranks, so accumulation and data parallelism give the update of one big batch.
-  StepOutput run(const std::vector<data::Batch>& batches);
+  // Step number `step` (1-based) over `batches` (train.grad_accum_steps micro-batches of this rank); the loss is
+  // normalised by the step's units on all ranks, so accumulation and data parallelism give the update of one big
+  // batch. A skipped update is flagged in non_finite() under `step`.
+  StepOutput run(const std::vector<data::Batch>& batches, int64_t step);
 
   Objective& objective() { return *objective_; }
   optim::GradScaler& scaler() { return *scaler_; }
+  NonFiniteSteps& non_finite() { return non_finite_; }
 
  private:
   // Sums every micro-batch's loss and metrics into `out` while accumulating the gradients.
@@ -62,22 +81,7 @@ class TrainStep {
   std::unique_ptr<Objective> objective_;
   std::unique_ptr<optim::GradScaler> scaler_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;  // null on a single process
-};
-
-// The steps whose update was skipped for a non-finite loss or gradient norm: flagged on the device at every step,
-// read once per log interval (one host sync), counted into TrainState::nan_skips, and the run stopped past
-// train.max_nan_skips. Under fp16 the loss scaler owns overflow handling and counts its own skips.
-class NonFiniteSteps {
- public:
-  NonFiniteSteps(int64_t max_skips, bool scaler_counts) : max_skips_(max_skips), scaler_counts_(scaler_counts) {}
-  void add(int64_t step, at::Tensor skipped) { pending_.emplace_back(step, std::move(skipped)); }
-  // Reads the pending flags into `nan_skips`; throws ft::Error when they exceed train.max_nan_skips.
-  void check(int64_t& nan_skips);
-
- private:
-  int64_t max_skips_;
-  bool scaler_counts_;
-  std::vector<std::pair<int64_t, at::Tensor>> pending_;  // (step, F32 [] 1 if skipped) not yet read
+  NonFiniteSteps non_finite_;                           // the skipped updates not read yet
 };
 
 }  // namespace ft::train

@@ -31,6 +31,7 @@
 #include "optim/scheduler.h"
 #include "tokenizer/tokenizer.h"
 #include "train/objective.h"
+#include "train/precision.h"
 #include "train/schedule.h"
 #include "util/fmt.h"
 #include "util/process.h"
@@ -56,8 +57,7 @@ double seconds_since(Clock::time_point start) {
       fmt::format("out of {} memory during the training step (train.micro_batch_size={}, data.seq_len={}, "
                   "train.precision={}): {}",
                   device.is_cuda() ? "GPU" : "CPU", cfg.train.micro_batch_size, cfg.data.seq_len,
-                  name_of(cfg.train.precision),
-                  what.substr(0, what.find('\n'))),
+                  name_of(cfg.train.precision), what.substr(0, what.find('\n'))),
       "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
       "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
 }
@@ -71,28 +71,25 @@ bool is_cpu_allocation_failure(const c10::Error& e) {
 }  // namespace
 
 Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
-    : cfg_(std::move(config)),
-      accepted_(std::move(accepted)),
-      ctx_(std::move(ctx)),
-      precision_(resolve_precision(cfg_)),
-      non_finite_(cfg_.train.max_nan_skips, precision_.loss_scaling) {
+    : cfg_(std::move(config)), ctx_(std::move(ctx)) {
+  const PrecisionPolicy precision = resolve_precision(cfg_);
   // The kernels of the run (train.fused_kernels on this device in the compute dtype), resolved once for the model
   // and the objective's loss.
-  const auto kernels = model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision_.compute);
+  const auto kernels = model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision.compute);
   const auto model_start = Clock::now();
   tokenizer_ = build_tokenizer(cfg_);
-  model_ = build_model(cfg_, *tokenizer_, precision_, ctx_);
+  model_ = build_model(cfg_, *tokenizer_, precision, ctx_);
   model_.model->set_kernel_policy(kernels);
-  auto objective = build_objective(cfg_, precision_, kernels, *tokenizer_, ctx_);
-  setup_times_.model_s = seconds_since(model_start);
+  auto objective = build_objective(cfg_, precision, kernels, *tokenizer_, ctx_);
+  model_.build_s = seconds_since(model_start);
   const auto data_start = Clock::now();
   data_ = build_data(cfg_, *tokenizer_, ctx_);
-  setup_times_.data_s = seconds_since(data_start);
+  data_.build_s = seconds_since(data_start);
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_);
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   step_ = std::make_unique<TrainStep>(cfg_, ctx_, model_, optim_, std::move(objective),
-                                      build_scaler(cfg_, precision_, ctx_.device),
-                                      build_ddp(cfg_, model_.trainable, precision_, ctx_));
+                                      build_scaler(cfg_, precision, ctx_.device),
+                                      build_ddp(cfg_, model_.trainable, precision, ctx_));
   metrics_ = build_metrics(cfg_, data_.total_steps, ctx_.rank);
   profiler_ = build_profiler(cfg_, ctx_);
   // What a checkpoint saves besides weights and optimizer state (trainer_state.json, rng.safetensors).
@@ -100,9 +97,12 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   state_parts_->add_shared("progress", progress_);
   state_parts_->add_shared("scaler", step_->scaler());
   state_parts_->add_per_rank("loader", *data_.train_loader);
+  evaluator_ = std::make_unique<Evaluator>(cfg_, ctx_, precision, *model_.model, *tokenizer_, data_.eval_set,
+                                           step_->objective(), metrics_.get());
 
-  FT_LOG_INFO("precision: {}", precision_.describe());
+  FT_LOG_INFO("precision: {}", precision.describe());
   FT_LOG_INFO("kernels: {}", model_.model->kernel_summary(cfg_.data.packing));
+  accept(accepted);
 }
 
 Trainer::~Trainer() = default;
@@ -126,7 +126,7 @@ std::vector<data::Batch> Trainer::next_batches(double& wait_s) {
 
 StepOutput Trainer::guarded_step(double& wait_s) {
   try {
-    return step_->run(next_batches(wait_s));
+    return step_->run(next_batches(wait_s), progress_.step + 1);
   } catch (const c10::OutOfMemoryError& e) {
     rethrow_oom(cfg_, ctx_.device, e.what_without_backtrace());
   } catch (const c10::Error& e) {
@@ -135,12 +135,15 @@ StepOutput Trainer::guarded_step(double& wait_s) {
   }
 }
 
-bool Trainer::begin() {
+void Trainer::accept(const std::function<void()>& accepted) {
   const bool resumed = try_resume();
-  if (ctx_.rank == 0 && accepted_) accepted_();
-  if (!resumed) {
-    FT_LOG_INFO("starting a new run in {}", run_dir().string());
-  } else if (progress_.step >= data_.total_steps && final_model_is_current()) {
+  if (ctx_.rank == 0 && accepted) accepted();
+  if (!resumed) FT_LOG_INFO("starting a new run in {}", run_dir().string());
+}
+
+bool Trainer::begin() {
+  // Only a resumed run can be past its last step.
+  if (progress_.step >= data_.total_steps && final_model_is_current()) {
     FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
                 progress_.step, data_.total_steps, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
     return false;
@@ -166,7 +169,6 @@ ExitCode Trainer::run() {
     double wait_s = 0.0;
     StepOutput out = guarded_step(wait_s);
     ++progress_.step;
-    non_finite_.add(progress_.step, out.skipped);
     if (progress_.step == first_step) {
       after_first_step(schedule.checkpoints_before_the_end(), setup_s, seconds_since(run_start));
     }
@@ -177,7 +179,7 @@ ExitCode Trainer::run() {
 
     if (schedule.log_at(progress_.step)) log_window(window, out, lr);
     if (ctx_.rank == 0) metrics_->tick(progress_.step);
-    if (schedule.eval_at(progress_.step)) evaluate();
+    if (schedule.eval_at(progress_.step)) evaluator_->run(progress_);
     if (schedule.checkpoint_at(progress_.step)) save_checkpoint();
     checkpoints_->rethrow_failure();  // a background save that failed stops the run as a synchronous one would
     if (dist::any_rank(*ctx_.comm, signals::stop_requested())) return stop_on_signal();
@@ -194,7 +196,7 @@ void Trainer::after_first_step(bool checkpoints_ahead, double setup_s, double st
 }
 
 void Trainer::log_window(metrics::LogWindow& window, const StepOutput& last, double lr) {
-  non_finite_.check(progress_.nan_skips);  // host sync: once per log interval
+  step_->non_finite().check(progress_.nan_skips);  // host sync: once per log interval
   const metrics::TrainRecord record = train_record(window, last, lr);
   if (ctx_.rank == 0) {
     const nlohmann::json fields = record.to_json();
@@ -219,8 +221,8 @@ ExitCode Trainer::stop_on_signal() {
 
 ExitCode Trainer::finish(double run_s) {
   if (ctx_.rank == 0) metrics_->finish();
-  non_finite_.check(progress_.nan_skips);
-  evaluate();
+  step_->non_finite().check(progress_.nan_skips);
+  evaluator_->run(progress_);
   save_checkpoint();
   checkpoints_->wait();
   save_final_model();
@@ -260,15 +262,14 @@ metrics::TrainRecord Trainer::train_record(const metrics::LogWindow& window, con
 
 void Trainer::log_first_step(double setup_s, double step_s) {
   // The time outside the step that a user waits for at every start (model build or load, data, resume).
-  FT_LOG_INFO("first step done {:.1f} s after the start: setup {:.1f} s (tokenizer and model {:.1f} s, data {:.1f} s), "
-              "first step {:.1f} s",
-              setup_s + step_s, setup_s, setup_times_.model_s, setup_times_.data_s, step_s);
+  FT_LOG_INFO(
+      "first step done {:.1f} s after the start: setup {:.1f} s (tokenizer and model {:.1f} s, data {:.1f} s), "
+      "first step {:.1f} s",
+      setup_s + step_s, setup_s, model_.build_s, data_.build_s, step_s);
   if (ctx_.rank == 0) {
-    metrics_->log(metrics::kStartEvent, progress_.step,
-                  {{"setup_s", setup_s},
-                   {"model_s", setup_times_.model_s},
-                   {"data_s", setup_times_.data_s},
-                   {"first_step_s", step_s}});
+    metrics_->log(
+        metrics::kStartEvent, progress_.step,
+        {{"setup_s", setup_s}, {"model_s", model_.build_s}, {"data_s", data_.build_s}, {"first_step_s", step_s}});
   }
 }
 

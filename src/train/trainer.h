@@ -9,7 +9,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,7 @@
 #include "metrics/record.h"
 #include "model/kernel_policy.h"
 #include "train/build.h"
-#include "train/precision.h"
+#include "train/evaluator.h"
 #include "train/train_state.h"
 #include "train/train_step.h"
 #include "util/checksum.h"
@@ -43,9 +42,9 @@ double peak_memory_gib(c10::Device device, bool reserved = false);
 class Trainer {
  public:
   // `config` is frozen: prepare_run filled it in. Builds every part (train/build.h) in order: tokenizer, model, data,
-  // optimizer and schedule, loss scaler, metrics, profiler, DDP. `accepted` runs on rank 0 once the run is set up and
-  // its resume accepted, before the first step: it writes the run directory's config.yaml, so that a refused start
-  // leaves the one there untouched.
+  // optimizer and schedule, loss scaler, metrics, profiler, DDP; then resumes from the newest valid checkpoint or
+  // starts a new run. `accepted` runs on rank 0 once the run is set up and its resume accepted, before the first
+  // step: it writes the run directory's config.yaml, so that a refused start leaves the one there untouched.
   Trainer(Config config, RunContext ctx, std::function<void()> accepted = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -56,7 +55,8 @@ class Trainer {
   ExitCode run();
 
  private:
-  // The loop (trainer.cpp): resume or start, the steps, and the end or a stop by signal.
+  // The loop (trainer.cpp): the start (resumed or new), the steps, and the end or a stop by signal.
+  void accept(const std::function<void()>& accepted);     // resumes or starts a new run, then calls `accepted`
   bool begin();                                           // false when the run in output_dir is already complete
   std::vector<data::Batch> next_batches(double& wait_s);  // train.grad_accum_steps micro-batches, across epochs
   StepOutput guarded_step(double& wait_s);                // the step, with out-of-memory errors turned into advice
@@ -66,11 +66,6 @@ class Trainer {
   ExitCode finish(double run_s);
   // The window's log line: loss, learning rate, rates, memory and the objective's metrics (one collective).
   metrics::TrainRecord train_record(const metrics::LogWindow& window, const StepOutput& last, double lr);
-
-  // Evaluation (loop_eval.cpp).
-  metrics::EvalRecord evaluate();  // logged as an "eval" event on rank 0
-  std::vector<std::pair<std::string, std::string>> sample_generations();  // (prompt, completion) for eval.prompts
-  std::string generate_text(const std::vector<int64_t>& prompt_ids);     // greedy, eval.max_new_tokens, as text
 
   // Checkpoints (loop_checkpoint.cpp).
   void save_checkpoint();
@@ -93,29 +88,19 @@ class Trainer {
   std::filesystem::path run_dir() const { return cfg_.run.output_dir; }
 
   const Config cfg_;
-  std::function<void()> accepted_;
-  const RunContext ctx_;             // rank, world size, communicator, device
-  const PrecisionPolicy precision_;  // resolved once from the config (train/precision.h)
+  const RunContext ctx_;  // rank, world size, communicator, device
 
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   ModelParts model_;                 // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
   DataParts data_;                   // train and eval sets, this rank's train loader, the run's total steps
   OptimizerParts optim_;             // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule
-  std::unique_ptr<TrainStep> step_;  // the objective, the loss scaler and DDP: one optimizer step
+  std::unique_ptr<TrainStep> step_;  // the objective, the loss scaler, DDP and the skipped updates: one step
   std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only
   std::unique_ptr<metrics::StepProfiler> profiler_;
   std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, the scaler and the loader for checkpoints
+  std::unique_ptr<Evaluator> evaluator_;                  // eval loss, exact match and samples; the latest eval
 
-  // Seconds the constructor spent on the tokenizer and model, and on the data, for the first-step log line.
-  struct SetupTimes {
-    double model_s = 0.0;
-    double data_s = 0.0;
-  } setup_times_;
-
-  TrainState progress_;        // step, epoch, tokens seen, skips, best eval loss
-  NonFiniteSteps non_finite_;  // skipped updates not read yet; stops the run past train.max_nan_skips
-  // The latest evaluation (step, loss), for checkpoint.keep_best: a checkpoint ranks by it only at that step.
-  std::optional<std::pair<int64_t, double>> last_eval_;
+  TrainState progress_;  // step, epoch, tokens seen, skips, best eval loss
 
   // Last, so destroyed first: a save still being written in the background reads the config and tokenizer.
   std::unique_ptr<ckpt::CheckpointWriter> checkpoints_;

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "data/synth.h"
 #include "io/safetensors.h"
 #include "train/train_support.h"
 #include "util/fmt.h"
@@ -199,6 +201,55 @@ TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
     kept.insert(entry.path().filename().string());
   }
   EXPECT_EQ(kept, expected) << "best eval loss at step " << best->first;
+}
+
+// The evaluation generates in batches (model::generate_batch, prompts of different lengths left-padded): its exact
+// match and its samples are what `finetune generate` gives for each prompt alone on the final model, which the last
+// evaluation saw.
+TEST_F(TrainLoop, EvalGenerationsAreWhatGenerateGivesOnePromptAtATime) {
+  const std::vector<std::pair<std::string, std::string>> problems = {
+      {"Reverse: 3 1 4 1 5\nAnswer:", " 5 1 4 1 3"},         {"Reverse: 2 7\nAnswer:", " 7 2"},
+      {"Reverse: 9 9 1 0 4 4 2\nAnswer:", " 2 4 4 0 1 9 9"}, {"Reverse: 6 2 8\nAnswer:", " 8 2 6"},
+      {"Reverse: 5 0 3 8 8 2\nAnswer:", " 2 8 8 3 0 5"},     {"Reverse: 1 1 2 3\nAnswer:", " 3 2 1 1"}};
+  std::string jsonl;
+  nlohmann::json prompts = nlohmann::json::array();
+  for (const auto& [prompt, completion] : problems) {
+    jsonl += nlohmann::json{{"prompt", prompt}, {"completion", completion}}.dump() + "\n";
+    prompts.push_back(prompt);
+  }
+  write_file(dir_ / "eval.jsonl", jsonl);
+  constexpr int kMaxNew = 16;
+  const auto config = write_config(
+      "evalgen",
+      "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\neval: " +
+          nlohmann::json{{"exact_match_samples", problems.size()}, {"max_new_tokens", kMaxNew}, {"prompts", prompts}}
+              .dump() +
+          "\n");
+  const auto trained = run(train_cmd(config,
+                                     "train.max_steps=150 train.micro_batch_size=16 optimizer.lr=4.0e-3 "
+                                     "logging.every_steps=50 'data.eval=[{path: " +
+                                         (dir_ / "eval.jsonl").string() + ", format: prompt_completion}]'"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  std::optional<nlohmann::json> last_eval;
+  std::ifstream in(dir_ / "evalgen" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("event") == "eval") last_eval = j;
+  }
+  ASSERT_TRUE(last_eval.has_value());
+  ASSERT_EQ(last_eval->at("samples").size(), problems.size());
+  int correct = 0;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const auto r =
+        run(shell_quote(binary()) + " generate --model " + shell_quote((dir_ / "evalgen" / "model").string()) +
+            " --prompt " + shell_quote(problems[i].first) + " --max-new-tokens " + std::to_string(kMaxNew) +
+            " --device cpu --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto text = nlohmann::json::parse(r.output.substr(r.output.rfind("{\"generated_ids\"")))["text"];
+    EXPECT_EQ(last_eval->at("samples")[i].at("completion"), text) << problems[i].first;
+    if (data::exact_match(text.get<std::string>(), problems[i].second)) ++correct;
+  }
+  EXPECT_DOUBLE_EQ(last_eval->at("exact_match").get<double>(), static_cast<double>(correct) / problems.size());
 }
 
 // logging.progress=auto: on a terminal (a pseudo-terminal from script(1)) a redrawn bar with ETA that log lines
