@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/piece.h"
@@ -27,6 +28,17 @@ struct AddedToken {
   // ("Hello" under Prepend("▁") decodes as "▁Hello"). Set by AddedVocabulary::rebuild.
   std::string display;
 };
+
+// A token matched as written, never normalized: the specials and controls of the formats whose files carry no
+// added-token flags (tiktoken, tekken, sentencepiece).
+inline AddedToken verbatim_token(std::string content, int32_t id, bool special) {
+  AddedToken t;
+  t.content = std::move(content);
+  t.id = id;
+  t.special = special;
+  t.normalized = false;
+  return t;
+}
 
 // Leftmost-longest multi-pattern search over bytes (what tokenizers' aho-corasick MatchKind::LeftmostLongest
 // yields). Patterns are few and short, so a byte trie with a first-byte table is plenty.
@@ -61,8 +73,8 @@ class AddedVocabulary {
   // tokenizers' extract_and_normalize: split `text` on non-normalized added tokens, normalize the remaining
   // pieces one by one, then split those on normalized added tokens. With split_special, tokens marked special
   // are skipped (left in the text). With track_offsets the pieces carry alignments to `text` (plus `base`).
-  void extract_and_normalize(std::string_view text, const Normalizer* normalizer, bool split_special,
-                             Pieces& out, bool track_offsets = false, size_t base = 0) const;
+  void extract_and_normalize(std::string_view text, const Normalizer* normalizer, bool split_special, Pieces& out,
+                             bool track_offsets = false, size_t base = 0) const;
 
   const AddedToken* find_id(int32_t id) const;
   const AddedToken* find_content(std::string_view content) const;

@@ -123,12 +123,7 @@ std::vector<std::string> special_names(const json& j, const JsonCtx& root, const
 std::vector<AddedToken> control_tokens(const std::vector<std::string>& names) {
   std::vector<AddedToken> tokens;
   for (size_t i = 0; i < names.size(); ++i) {
-    AddedToken t;
-    t.content = names[i];
-    t.id = static_cast<int32_t>(i);
-    t.special = true;
-    t.normalized = false;
-    tokens.push_back(t);
+    tokens.push_back(verbatim_token(names[i], static_cast<int32_t>(i), /*special=*/true));
   }
   return tokens;
 }

@@ -180,11 +180,7 @@ std::vector<int32_t> RankedBpeTokenizer::add_tokens(const std::vector<std::strin
       ids.push_back(*id);
       continue;
     }
-    AddedToken t;
-    t.content = content;
-    t.special = special;
-    t.normalized = false;
-    t.id = static_cast<int32_t>(vocab_size_++);
+    const AddedToken t = verbatim_token(content, static_cast<int32_t>(vocab_size_++), special);
     added_.add(t);
     ++num_added_;
     ids.push_back(t.id);
@@ -302,12 +298,7 @@ void add_specials(const TiktokenSpec& spec, const std::filesystem::path& file, R
                                 " which is also a rank in the file",
                             "the special token ids must follow the ranks");
     }
-    AddedToken t;
-    t.content = content;
-    t.id = id;
-    t.special = true;
-    t.normalized = false;
-    setup.specials.push_back(t);
+    setup.specials.push_back(verbatim_token(content, id, /*special=*/true));
   }
 }
 

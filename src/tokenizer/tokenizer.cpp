@@ -97,12 +97,7 @@ std::unique_ptr<AddedVocabulary> control_pieces(const sentencepiece::SentencePie
   auto controls = std::make_unique<tok::AddedVocabulary>();
   for (int id = 0; id < sp.GetPieceSize(); ++id) {
     if (!sp.IsControl(id) || sp.IdToPiece(id).empty()) continue;
-    tok::AddedToken control;
-    control.content = sp.IdToPiece(id);
-    control.id = id;
-    control.special = true;
-    control.normalized = false;
-    controls->add(control);
+    controls->add(tok::verbatim_token(sp.IdToPiece(id), id, /*special=*/true));
   }
   return controls;
 }
@@ -235,11 +230,7 @@ void Tokenizer::sp_read_added_tokens(const nlohmann::json& decoder, const std::f
 }
 
 void Tokenizer::sp_add(const std::string& content, int64_t id, bool special) {
-  tok::AddedToken t;
-  t.content = content;
-  t.id = static_cast<int32_t>(id);
-  t.special = special;
-  t.normalized = false;
+  const tok::AddedToken t = tok::verbatim_token(content, static_cast<int32_t>(id), special);
   sp_added_->add(t);
   sp_matched_->add(t);
   sp_vocab_ = std::max(sp_vocab_, id + 1);
