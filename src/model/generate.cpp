@@ -125,6 +125,7 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
   check_request(model, prompt_ids, o);
   EvalModeGuard eval_mode(model);
   at::NoGradGuard no_grad;
+  NoCudnnAttentionGuard no_cudnn_attention;
   const at::Device device = model.parameters().front().device();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   KVCache cache;
@@ -165,6 +166,7 @@ std::vector<std::vector<int64_t>> generate_batch(Transformer& model, const std::
   }
   EvalModeGuard eval_mode(model);
   at::NoGradGuard no_grad;
+  NoCudnnAttentionGuard no_cudnn_attention;
   for (const auto& batch : row_batches(prompts, max_rows, model.args().vocab_size)) {
     std::vector<const std::vector<int64_t>*> rows;
     for (size_t i : batch) rows.push_back(&prompts[i]);

@@ -2,6 +2,7 @@
 // docs/platforms.md): each puts a state in place and restores the previous one on exit, also on exceptions.
 #pragma once
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/nn/module.h>
 
@@ -52,6 +53,22 @@ class EvalModeGuard {
  private:
   torch::nn::Module& module_;
   bool was_training_;
+};
+
+// No cuDNN attention for the scope (generation): cuDNN builds an execution plan for every new key length, which a
+// KV cache makes new at each decoding step; flash and memory-efficient attention (SDPA's other kernels) take any
+// length as it comes. The switch is LibTorch's process-wide one; generation runs while nothing else runs attention.
+class NoCudnnAttentionGuard {
+ public:
+  NoCudnnAttentionGuard() : was_enabled_(at::globalContext().userEnabledCuDNNSDP()) {
+    at::globalContext().setSDPUseCuDNN(false);
+  }
+  ~NoCudnnAttentionGuard() { at::globalContext().setSDPUseCuDNN(was_enabled_); }
+  NoCudnnAttentionGuard(const NoCudnnAttentionGuard&) = delete;
+  NoCudnnAttentionGuard& operator=(const NoCudnnAttentionGuard&) = delete;
+
+ private:
+  bool was_enabled_;
 };
 
 }  // namespace ft::model
