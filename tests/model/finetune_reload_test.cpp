@@ -111,7 +111,18 @@ void expect_transformers_agrees(const std::filesystem::path& model_dir, const st
   const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " +
                        shell_quote(nlohmann::json::array({job}).dump()));
   ASSERT_EQ(res.exit_code, 0) << res.output;
-  EXPECT_LT(max_diff(io::read_safetensors(work / "theirs.safetensors").at("logits"), ours), tol);
+  const at::Tensor theirs = io::read_safetensors(work / "theirs.safetensors").at("logits");
+  if (quantize != BaseQuantization::kFp8) {
+    EXPECT_LT(max_diff(theirs, ours), tol);
+    return;
+  }
+  // FP8 activations: an input that the two implementations compute 1 ulp apart can round to neighbouring e4m3 codes,
+  // and that position and every later one of its row then differ (by up to 0.29 on an AMD EPYC host, where row 1
+  // diverged at position 6 and agreed within 3e-6 before it). A wrongly quantized layer moves every position,
+  // the first of each row included: so the first positions must agree, and most of all positions.
+  const at::Tensor per_position = (theirs - ours).abs().amax(-1);  // F32 [B, T]
+  EXPECT_LT(per_position.select(1, 0).max().item<double>(), tol) << per_position;
+  EXPECT_GE((per_position < tol).to(at::kFloat).mean().item<double>(), 0.5) << per_position;
 }
 
 TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
@@ -150,9 +161,9 @@ TEST_P(QloraFineTune, AdapterTrainedOnAnNf4BaseReloadsInPeftOnBitsandbytesWeight
   expect_adapter_reloads("nf4", BaseQuantization::kNf4, kTol);
 }
 
-// Against torchao's per-row float8 numbers. The logits agree within 1e-5 here; the tolerance is looser because an
-// input that the two implementations compute 1 ulp apart can round to neighbouring e4m3 codes (6 % apart), while a
-// wrongly quantized layer moves the logits by 1e-2 or more.
+// Against torchao's per-row float8 numbers. The logits agree within 1e-5 where no input lands on an e4m3 rounding
+// tie; the check allows the positions after such a tie to differ (expect_transformers_agrees), while a wrongly
+// quantized layer moves every logit by 1e-2 or more.
 TEST_P(QloraFineTune, AdapterTrainedOnAnFp8BaseReloadsInPeftOnTorchaoFloat8Weights) {
   expect_adapter_reloads("fp8", BaseQuantization::kFp8, 2e-3);
 }
