@@ -54,6 +54,10 @@ metrics::EvalRecord Evaluator::run(TrainState& progress) {
   const auto start = Clock::now();
   model::EvalModeGuard eval_mode(model_);
   at::NoGradGuard no_grad;
+  // Evaluation's forward-only shapes are new to cuDNN attention, which plans each (model/mode_guards.h): the first
+  // eval of 400 short samples on an H200 spent 2.4 s planning. Flash and memory-efficient attention take them as
+  // they come.
+  const model::NoCudnnAttentionGuard no_cudnn;
   measure_loss(result);
   // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
   const auto generation_start = Clock::now();
