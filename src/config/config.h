@@ -179,6 +179,7 @@ struct DataConfig {
   TokenDType pretokenized_dtype = TokenDType::kUint16;  // pretokenized files: uint16 | uint32
   std::string cache_dir;              // tokenized cache; empty = $XDG_CACHE_HOME/finetune/data (~/.cache/...)
   int64_t prefetch = 4;               // batches prepared ahead by the background thread
+  int64_t pad_to_multiple_of = 0;     // without packing: batch length rounded up to a multiple of this, at most seq_len (fewer shapes for cuDNN attention to plan); 0 = auto: 64 on CUDA, 1 on the CPU
   SynthConfig synth;                  // synthetic data generation
 
   template <class V> void visit(V& v) {
@@ -197,6 +198,7 @@ struct DataConfig {
     v("pretokenized_dtype", pretokenized_dtype);
     v("cache_dir", cache_dir);
     v("prefetch", prefetch);
+    v("pad_to_multiple_of", pad_to_multiple_of);
     v("synth", synth);
   }
 };

@@ -191,6 +191,7 @@ void check_data(const Config& c, Checker& k) {
   }
   k.at_least<int64_t>("data.seq_len", d.seq_len, 2);
   k.at_least<int64_t>("data.prefetch", d.prefetch, 0);
+  k.at_least<int64_t>("data.pad_to_multiple_of", d.pad_to_multiple_of, 0);
   k.at_least<int64_t>("data.synth.train_samples", d.synth.train_samples, 0);
   k.at_least<int64_t>("data.synth.eval_samples", d.synth.eval_samples, 0);
   DataFields fields = d.fields;

@@ -107,7 +107,7 @@ class TokenizedDataset final : public BatchSource {
   void get(int64_t i, std::vector<int32_t>& tokens, std::vector<uint8_t>& loss) const;
   int64_t seq_len() const override { return seq_len_; }
   // collate() of data/loader.h over these samples.
-  Batch collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id, bool pin_memory) const override;
+  Batch collate(const RowPlan& rows, const CollateOptions& options) const override;
   const DatasetStats& stats() const { return stats_; }
 
   struct Part;  // one source (defined in dataset.cpp)

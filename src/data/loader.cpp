@@ -14,6 +14,7 @@ LoaderOptions LoaderOptions::from_config(const Config& cfg, int64_t pad_id, int 
   o.seq_len = cfg.data.seq_len;
   o.packing = cfg.data.packing;
   o.pad_id = pad_id;
+  o.pad_multiple = resolve_pad_multiple(cfg.data.pad_to_multiple_of, /*cuda=*/pin_memory);
   o.seed = static_cast<uint64_t>(cfg.run.seed);
   o.rank = rank;
   o.world_size = world_size;
@@ -21,6 +22,11 @@ LoaderOptions LoaderOptions::from_config(const Config& cfg, int64_t pad_id, int 
   o.shuffle = shuffle;
   o.pin_memory = pin_memory;
   return o;
+}
+
+int64_t resolve_pad_multiple(int64_t setting, bool cuda) {
+  if (setting > 0) return setting;
+  return cuda ? 64 : 1;
 }
 
 RowPlan pack_rows(const BatchSource& dataset, const std::vector<int64_t>& order, int64_t seq_len) {
@@ -39,8 +45,8 @@ RowPlan pack_rows(const BatchSource& dataset, const std::vector<int64_t>& order,
   return rows;
 }
 
-Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
-              bool pin_memory) {
+Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, const CollateOptions& options) {
+  const auto& [seq_len, packing, pad_id, pad_multiple, pin_memory] = options;
   const auto B = static_cast<int64_t>(rows.size());
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<uint8_t>> loss;
@@ -56,7 +62,7 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
     }
     longest = std::max(longest, row_len[static_cast<size_t>(b)]);
   }
-  const int64_t T = packing ? seq_len : longest;
+  const int64_t T = packing ? seq_len : padded_length(longest, pad_multiple, seq_len);
   FT_CHECK(longest <= T, "a packed row exceeds seq_len");
   auto opts = at::TensorOptions().dtype(at::kLong);
   at::Tensor input = at::full({B, T}, pad_id, opts);
@@ -117,37 +123,32 @@ Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_
   return batch;
 }
 
-Batch TokenizedDataset::collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
-                                bool pin_memory) const {
-  return data::collate(*this, rows, seq_len, packing, pad_id, pin_memory);
+Batch TokenizedDataset::collate(const RowPlan& rows, const CollateOptions& options) const {
+  return data::collate(*this, rows, options);
 }
 
-DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, int64_t micro_batch_size, int64_t seq_len,
-                       bool packing, int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch,
-                       at::Device device, bool shuffle)
+DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, const LoaderOptions& o)
     : dataset_(std::move(dataset)),
-      micro_batch_size_(micro_batch_size),
-      seq_len_(seq_len),
-      packing_(packing),
-      pad_id_(pad_id),
-      seed_(seed),
-      rank_(rank),
-      world_(world),
-      prefetch_(std::max<int64_t>(prefetch, 1)),
-      pin_memory_(device.is_cuda() && at::hasCUDA()),
-      shuffle_(shuffle) {
+      micro_batch_size_(o.micro_batch_size),
+      collate_{o.seq_len, o.packing, o.pad_id, o.pad_multiple, o.pin_memory && at::hasCUDA()},
+      seed_(o.seed),
+      rank_(o.rank),
+      world_(o.world_size),
+      prefetch_(std::max<int64_t>(o.prefetch, 1)),
+      shuffle_(o.shuffle) {
   FT_CHECK(dataset_ != nullptr, "DataLoader needs a dataset");
-  if (micro_batch_size < 1) throw ConfigError("train.micro_batch_size must be at least 1");
-  if (seq_len < dataset_->seq_len()) {
-    throw ConfigError(fmt::format("loader seq_len {} is shorter than the dataset's {}", seq_len, dataset_->seq_len()));
+  if (micro_batch_size_ < 1) throw ConfigError("train.micro_batch_size must be at least 1");
+  if (o.seq_len < dataset_->seq_len()) {
+    throw ConfigError(
+        fmt::format("loader seq_len {} is shorter than the dataset's {}", o.seq_len, dataset_->seq_len()));
   }
   int64_t items = dataset_->size();
-  if (packing_) {
+  if (collate_.packing) {
     // Packed once, in a seed-fixed order; epochs shuffle the rows.
     std::vector<int64_t> order(static_cast<size_t>(items));
     std::iota(order.begin(), order.end(), 0);
     if (shuffle_) order = epoch_permutation(items, seed_, -1);
-    packed_ = pack_rows(*dataset_, order, seq_len_);
+    packed_ = pack_rows(*dataset_, order, collate_.seq_len);
     items = static_cast<int64_t>(packed_.size());
   }
   sampler_ = std::make_unique<DistributedSampler>(items, seed_, rank_, world_, shuffle_);
@@ -159,15 +160,23 @@ int64_t DataLoader::rows_per_rank() const {
   return sampler_->per_rank();
 }
 
-DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, const LoaderOptions& o)
-    : DataLoader(std::move(dataset), o.micro_batch_size, o.seq_len, o.packing, o.pad_id, o.seed, o.rank, o.world_size,
-                 o.prefetch, at::Device(at::kCPU), o.shuffle) {
-  if (o.pin_memory && at::hasCUDA()) {  // the worker already runs: restart it with pinning on
-    stop_worker();
-    pin_memory_ = true;
-    start_worker();
-  }
-}
+DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, int64_t micro_batch_size, int64_t seq_len,
+                       bool packing, int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch,
+                       at::Device device, bool shuffle)
+    : DataLoader(std::move(dataset), [&] {
+        LoaderOptions o;
+        o.micro_batch_size = micro_batch_size;
+        o.seq_len = seq_len;
+        o.packing = packing;
+        o.pad_id = pad_id;
+        o.seed = seed;
+        o.rank = rank;
+        o.world_size = world;
+        o.prefetch = prefetch;
+        o.shuffle = shuffle;
+        o.pin_memory = device.is_cuda();
+        return o;
+      }()) {}
 
 DataLoader::~DataLoader() {
   stop_worker();
@@ -182,7 +191,7 @@ RowPlan DataLoader::batch_rows(const std::vector<int64_t>& rows, int64_t b) cons
   const auto begin = static_cast<size_t>(b * micro_batch_size_);
   const size_t end = std::min(rows.size(), begin + static_cast<size_t>(micro_batch_size_));
   for (size_t r = begin; r < end; ++r) {
-    if (packing_)
+    if (collate_.packing)
       plan.push_back(packed_[static_cast<size_t>(rows[r])]);
     else
       plan.push_back({rows[r]});
@@ -191,7 +200,6 @@ RowPlan DataLoader::batch_rows(const std::vector<int64_t>& rows, int64_t b) cons
 }
 
 void DataLoader::worker(int64_t epoch, int64_t batch) {
-  const bool pin = pin_memory_;
   try {
     std::vector<int64_t> rows = epoch_rows(epoch);
     for (;;) {
@@ -201,7 +209,7 @@ void DataLoader::worker(int64_t epoch, int64_t batch) {
         batch = 0;
         rows = epoch_rows(epoch);
       } else {
-        item.batch = dataset_->collate(batch_rows(rows, batch), seq_len_, packing_, pad_id_, pin);
+        item.batch = dataset_->collate(batch_rows(rows, batch), collate_);
         ++batch;
       }
       std::unique_lock<std::mutex> lock(mutex_);
@@ -257,7 +265,7 @@ std::optional<Batch> DataLoader::next() {
 }
 
 nlohmann::json DataLoader::state_dict() const {
-  return State{epoch_, batch_, seed_, world_, packing_, micro_batch_size_, dataset_->size()};
+  return State{epoch_, batch_, seed_, world_, collate_.packing, micro_batch_size_, dataset_->size()};
 }
 
 void DataLoader::load_state_dict(const nlohmann::json& s) {

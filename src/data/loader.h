@@ -28,23 +28,28 @@ RowPlan pack_rows(const BatchSource& source, const std::vector<int64_t>& order, 
 
 // Builds the tensors of one batch (CPU). Packing: every row is seq_len long, samples keep their own position ids
 // (from 0) and segment ids (0, 1, ... in the row; the padding tail takes the next id). Without packing: rows are
-// right-padded to the longest row, segment_ids stays undefined. Padding: pad_id inputs, -100 labels.
-Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id,
-              bool pin_memory = false);
+// right-padded to padded_length(longest row, pad_multiple, seq_len), segment_ids stays undefined. Padding: pad_id
+// inputs, -100 labels.
+Batch collate(const TokenizedDataset& dataset, const RowPlan& rows, const CollateOptions& options);
+
+// data.pad_to_multiple_of resolved: 0 (auto) is 64 on a GPU, where cuDNN attention plans every new batch length
+// anew, and 1 on the CPU, whose batches keep their exact shapes (reference comparisons).
+int64_t resolve_pad_multiple(int64_t setting, bool cuda);
 
 struct LoaderOptions {
   int64_t micro_batch_size = 8;  // rows per batch
   int64_t seq_len = 512;         // packed row length (>= the dataset's seq_len)
   bool packing = false;
-  int64_t pad_id = 0;  // input id of padding (labels are -100 there)
-  uint64_t seed = 0;   // order of samples (and of packing)
+  int64_t pad_id = 0;        // input id of padding (labels are -100 there)
+  int64_t pad_multiple = 1;  // without packing: batch length rounded up to a multiple of this (at most seq_len)
+  uint64_t seed = 0;         // order of samples (and of packing)
   int64_t rank = 0, world_size = 1;
   int64_t prefetch = 4;     // batches prepared ahead (at least 1)
   bool shuffle = true;      // false: file order every epoch (no reshuffle)
   bool pin_memory = false;  // page-locked host tensors, for asynchronous copies to a GPU
 
-  // train.micro_batch_size, data.seq_len/packing/prefetch, run.seed; this rank's place, the tokenizer's pad id, and
-  // pinned batches for a GPU run.
+  // train.micro_batch_size, data.seq_len/packing/pad_to_multiple_of/prefetch, run.seed; this rank's place, the
+  // tokenizer's pad id, and pinned batches for a GPU run.
   static LoaderOptions from_config(const Config& cfg, int64_t pad_id, int rank, int world_size, bool pin_memory,
                                    bool shuffle);
 };
@@ -56,7 +61,7 @@ class DataLoader : public ckpt::Stateful {
   // Packing packs the whole dataset once (in an order fixed by `seed`) and shuffles the packed rows per epoch, so
   // every epoch has the same number of batches on every rank. Rows are sharded over (rank, world) by
   // DistributedSampler; the last batch of an epoch may hold fewer rows. `prefetch` (>= 1) batches are prepared
-  // ahead; with a CUDA device they are pinned.
+  // ahead; with a CUDA device they are pinned. Unpacked batches keep the length of their longest row.
   DataLoader(std::shared_ptr<const BatchSource> dataset, int64_t micro_batch_size, int64_t seq_len, bool packing,
              int64_t pad_id, uint64_t seed, int64_t rank, int64_t world, int64_t prefetch, at::Device device,
              bool shuffle = true);
@@ -99,12 +104,10 @@ class DataLoader : public ckpt::Stateful {
   void worker(int64_t epoch, int64_t batch);
 
   std::shared_ptr<const BatchSource> dataset_;
-  int64_t micro_batch_size_, seq_len_;
-  bool packing_;
-  int64_t pad_id_;
+  int64_t micro_batch_size_;
+  CollateOptions collate_;
   uint64_t seed_;
   int64_t rank_, world_, prefetch_;
-  bool pin_memory_;
   bool shuffle_;
   RowPlan packed_;                               // packing: every row of the dataset
   std::unique_ptr<DistributedSampler> sampler_;  // over samples, or over packed rows

@@ -1,7 +1,8 @@
 // collate_preference: the 2P sequences of P pairs as one batch, in collate's (loader.cpp) conventions.
+#include "data/preference_batch.h"
+
 #include <algorithm>
 
-#include "data/preference.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -24,6 +25,11 @@ std::vector<const chat::TokenizedSample*> sequences_of(const std::vector<const P
 
 Batch collate_preference(const std::vector<const PreferencePair*>& pairs, bool packing, int64_t pad_id,
                          bool pin_memory) {
+  return collate_preference(pairs, CollateOptions{/*seq_len=*/0, packing, pad_id, /*pad_multiple=*/1, pin_memory});
+}
+
+Batch collate_preference(const std::vector<const PreferencePair*>& pairs, const CollateOptions& options) {
+  const auto& [cap, packing, pad_id, pad_multiple, pin_memory] = options;
   FT_CHECK(!pairs.empty(), "collate_preference needs at least one pair");
   const auto seqs = sequences_of(pairs);
   const auto S = static_cast<int64_t>(seqs.size());
@@ -35,7 +41,7 @@ Batch collate_preference(const std::vector<const PreferencePair*>& pairs, bool p
     total += len;
   }
   const int64_t B = packing ? 1 : S;
-  const int64_t T = packing ? total : longest;
+  const int64_t T = packing ? total : padded_length(longest, pad_multiple, cap);
   const auto i64 = at::TensorOptions().dtype(at::kLong);
   at::Tensor input = at::full({B, T}, pad_id, i64);
   at::Tensor labels = at::full({B, T}, kIgnoreIndex, i64);

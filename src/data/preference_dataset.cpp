@@ -5,6 +5,7 @@
 #include "chat/chat_template.h"
 #include "chat/templates.h"
 #include "data/dataset.h"
+#include "data/preference_batch.h"
 #include "data/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -93,13 +94,14 @@ int64_t PreferenceDataset::length(int64_t i) const {
   return static_cast<int64_t>(p.chosen.tokens.size() + p.rejected.tokens.size());
 }
 
-Batch PreferenceDataset::collate(const RowPlan& rows, int64_t /*seq_len*/, bool packing, int64_t pad_id,
-                                 bool pin_memory) const {
+Batch PreferenceDataset::collate(const RowPlan& rows, const CollateOptions& options) const {
   std::vector<const PreferencePair*> pairs;
   for (const auto& row : rows) {
     for (int64_t i : row) pairs.push_back(&pair(i));
   }
-  return collate_preference(pairs, packing, pad_id, pin_memory);
+  CollateOptions o = options;
+  o.seq_len = max_length_;  // options.seq_len is the packed row, two sequences long
+  return collate_preference(pairs, o);
 }
 
 }  // namespace ft::data

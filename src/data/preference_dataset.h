@@ -42,8 +42,9 @@ class PreferenceDataset final : public BatchSource {
   int64_t size() const override { return static_cast<int64_t>(index_.size()); }
   int64_t length(int64_t i) const override;  // chosen + rejected tokens
   int64_t seq_len() const override { return 2 * max_length_; }
-  // The pairs of every row, in order, as one collate_preference batch (one packed row when `packing`).
-  Batch collate(const RowPlan& rows, int64_t seq_len, bool packing, int64_t pad_id, bool pin_memory) const override;
+  // The pairs of every row, in order, as one collate_preference batch (one packed row when options.packing).
+  // Unpacked rows hold one sequence each: padded to a multiple of options.pad_multiple, at most max_length.
+  Batch collate(const RowPlan& rows, const CollateOptions& options) const override;
 
   const PreferencePair& pair(int64_t i) const;
   // {"pairs", "tokens", "completion_tokens", "skipped", "sources": [{"path", "pairs", "weight"}]}

@@ -329,6 +329,7 @@ Config all_changed(const std::filesystem::path& dir) {
   c.data.pretokenized_dtype = TokenDType::kUint32;
   c.data.cache_dir = (dir / "cache").string();
   c.data.prefetch = 0;
+  c.data.pad_to_multiple_of = 8;
   c.data.synth = {"add", 5, 6, 7};
   c.train = {TrainObjective::kSft, 12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100};
   c.preference = {0.3, 0.2, true, 1.5, 0.25, PairTruncation::kKeepEnd};

@@ -101,6 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"train.micro_batch_size=0", "train.micro_batch_size: out of range (expected >= 1, got 0)"},
         BadValue{"train.grad_accum_steps=0", "train.grad_accum_steps: out of range (expected >= 1, got 0)"},
         BadValue{"data.seq_len=1", "data.seq_len: out of range (expected >= 2, got 1)"},
+        BadValue{"data.pad_to_multiple_of=-1", "data.pad_to_multiple_of: out of range (expected >= 0, got -1)"},
         BadValue{"train.max_steps=-1", "train.max_steps: out of range (expected >= 0, got -1)"},
         BadValue{"train.epochs=0", "train.epochs: out of range (expected >= 1, got 0)"},
         BadValue{"train.grad_clip=-1", "train.grad_clip: out of range (expected >= 0, got -1)"},

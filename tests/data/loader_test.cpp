@@ -48,7 +48,7 @@ TEST(Loader, PackedRowsKeepSamplesApart) {
   const auto a = s.get(0), b = s.get(1);
   const auto la = static_cast<int64_t>(a.first.size()), lb = static_cast<int64_t>(b.first.size());
   const int64_t T = la + lb + 3;
-  const auto batch = data::collate(*s.ds, {{0, 1}, {2}}, T, /*packing=*/true, s.tok->pad_id());
+  const auto batch = data::collate(*s.ds, {{0, 1}, {2}}, {T, /*packing=*/true, s.tok->pad_id()});
   ASSERT_EQ(batch.input_ids.size(0), 2);
   ASSERT_EQ(batch.input_ids.size(1), T);
   std::vector<int64_t> ids, pos, seg, labels;
@@ -82,7 +82,7 @@ TEST(Loader, PackedRowsKeepSamplesApart) {
 
 TEST(Loader, UnpackedBatchesArePaddedToTheLongest) {
   Samples s(3);
-  const auto batch = data::collate(*s.ds, {{0}, {2}}, 32, /*packing=*/false, s.tok->pad_id());
+  const auto batch = data::collate(*s.ds, {{0}, {2}}, {32, /*packing=*/false, s.tok->pad_id()});
   const auto l0 = s.get(0).first.size(), l2 = s.get(2).first.size();
   ASSERT_EQ(batch.input_ids.size(1), static_cast<int64_t>(std::max(l0, l2)));
   EXPECT_FALSE(batch.segment_ids.defined());
@@ -92,6 +92,86 @@ TEST(Loader, UnpackedBatchesArePaddedToTheLongest) {
     EXPECT_EQ(lab0[t], -100);
   }
   EXPECT_NE(s.tok->pad_id(), s.tok->eos_id());
+}
+
+// Three samples of 37 tokens (pretokenized data is cut into rows of seq_len).
+struct Rows37 {
+  TempDir dir{"ft-ld-pad"};
+  std::unique_ptr<tok::Tokenizer> tok = load_test_tokenizer();
+  std::shared_ptr<const TokenizedDataset> ds;
+  Rows37() {
+    std::vector<uint16_t> ids(3 * 37);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>(5 + i % 20);
+    write_file(dir / "p.bin", std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint16_t)));
+    data::DatasetOptions o;
+    o.sources = {{(dir / "p.bin").string(), SourceFormat::kPretokenized, 1.0}};
+    o.seq_len = 37;
+    ds = TokenizedDataset::build(o, *tok);
+  }
+  data::Batch collate(int64_t pad_multiple, int64_t seq_len = 64) const {  // unpacked
+    return data::collate(*ds, {{0}, {1}, {2}}, {seq_len, /*packing=*/false, tok->pad_id(), pad_multiple});
+  }
+};
+
+TEST(Loader, UnpackedBatchesArePaddedToAMultiple) {
+  Rows37 s;
+  ASSERT_EQ(s.ds->size(), 3);
+  const auto batch = s.collate(16);
+  ASSERT_EQ(batch.input_ids.size(1), 48);
+  const auto exact = s.collate(1);
+  ASSERT_EQ(exact.input_ids.size(1), 37);
+  // The real tokens are as without the multiple; the tail is padding without loss.
+  EXPECT_TRUE(batch.input_ids.narrow(1, 0, 37).equal(exact.input_ids));
+  EXPECT_TRUE(batch.labels.narrow(1, 0, 37).equal(exact.labels));
+  EXPECT_TRUE(batch.position_ids.narrow(1, 0, 37).equal(exact.position_ids));
+  EXPECT_TRUE(batch.input_ids.narrow(1, 37, 11).eq(s.tok->pad_id()).all().item<bool>());
+  EXPECT_TRUE(batch.labels.narrow(1, 37, 11).eq(data::kIgnoreIndex).all().item<bool>());
+  EXPECT_EQ(row(batch.position_ids, 1).back(), 47);  // the padding tail keeps counting, as without the multiple
+  EXPECT_EQ(batch.num_target_tokens, exact.num_target_tokens);
+  EXPECT_FALSE(batch.segment_ids.defined());
+}
+
+TEST(Loader, PaddingToAMultipleStopsAtTheCapButNotBelowTheLongestRow) {
+  Rows37 s;
+  EXPECT_EQ(s.collate(16, /*seq_len=*/40).input_ids.size(1), 40);  // 48 capped
+  EXPECT_EQ(s.collate(64, /*seq_len=*/20).input_ids.size(1), 37);  // a cap below the longest row: the row wins
+  EXPECT_EQ(s.collate(37).input_ids.size(1), 37);                  // already a multiple
+}
+
+TEST(Loader, PackedRowsStaySeqLenLong) {
+  Rows37 s;
+  const auto batch = data::collate(*s.ds, {{0}, {1}}, {80, /*packing=*/true, s.tok->pad_id(), /*pad_multiple=*/16});
+  EXPECT_EQ(batch.input_ids.size(1), 80);  // not 48, the longest row's 37 tokens rounded up
+  EXPECT_TRUE(batch.segment_ids.defined());
+}
+
+TEST(Loader, PadMultipleAutoIs64OnCudaAnd1OnTheCpu) {
+  EXPECT_EQ(data::resolve_pad_multiple(0, /*cuda=*/true), 64);
+  EXPECT_EQ(data::resolve_pad_multiple(0, /*cuda=*/false), 1);
+  EXPECT_EQ(data::resolve_pad_multiple(16, /*cuda=*/true), 16);
+  EXPECT_EQ(data::resolve_pad_multiple(8, /*cuda=*/false), 8);
+  Config cfg;
+  cfg.data.pad_to_multiple_of = 32;
+  EXPECT_EQ(data::LoaderOptions::from_config(cfg, 0, 0, 1, /*pin_memory=*/false, true).pad_multiple, 32);
+  cfg.data.pad_to_multiple_of = 0;
+  EXPECT_EQ(data::LoaderOptions::from_config(cfg, 0, 0, 1, /*pin_memory=*/true, true).pad_multiple, 64);
+}
+
+// The loader passes its multiple on: every unpacked batch is a multiple of it long (or seq_len).
+TEST(Loader, LoaderPadsUnpackedBatchesToItsMultiple) {
+  Samples s(23);
+  data::LoaderOptions o;
+  o.micro_batch_size = 3;
+  o.seq_len = 32;
+  o.pad_id = s.tok->pad_id();
+  o.pad_multiple = 8;
+  data::DataLoader loader(s.ds, o);
+  int64_t batches = 0;
+  while (auto b = loader.next()) {
+    EXPECT_EQ(b->input_ids.size(1) % 8, 0);
+    ++batches;
+  }
+  EXPECT_EQ(batches, loader.batches_per_epoch());
 }
 
 TEST(Sampler, ShardsCoverEverySampleOnceAndReshuffle) {

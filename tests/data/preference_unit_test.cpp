@@ -6,6 +6,8 @@
 
 #include "chat/chat_template.h"
 #include "data/preference.h"
+#include "data/preference_batch.h"
+#include "data/preference_dataset.h"
 #include "data/records.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
@@ -222,6 +224,46 @@ TEST(PreferenceBatch, PackedAndPaddedAgree) {
   // b lost its prompt to keep_end: every token scored, one label fewer (the first token is predicted from nothing).
   EXPECT_EQ(padded.pairs->completion_tokens[1].item<int64_t>(), 3);
   EXPECT_EQ(padded.pairs->target_tokens[1].item<int64_t>(), 2);
+}
+
+// Unpacked sequences are padded to a multiple, at most the cap and never below the longest; only padding is added.
+TEST(PreferenceBatch, PaddedToAMultipleUpToTheCap) {
+  const auto a = data::tokenize_preference(kGood, PreferenceOptions{}, tok());
+  const std::vector<const data::PreferencePair*> pairs{&a};
+  const auto exact = data::collate_preference(pairs, false, /*pad_id=*/-7);
+  const int64_t longest = exact.input_ids.size(1);
+  ASSERT_NE(longest % 16, 0) << "the test needs a longest sequence that is not a multiple of 16";
+  const int64_t T = (longest + 15) / 16 * 16;
+  const auto padded = data::collate_preference(pairs, data::CollateOptions{/*seq_len=*/1000, false, -7, 16});
+  ASSERT_EQ(padded.input_ids.size(1), T);
+  EXPECT_TRUE(padded.input_ids.narrow(1, 0, longest).equal(exact.input_ids));
+  EXPECT_TRUE(padded.labels.narrow(1, 0, longest).equal(exact.labels));
+  EXPECT_TRUE(padded.pairs->sequence_ids.narrow(1, 0, longest).equal(exact.pairs->sequence_ids));
+  EXPECT_TRUE(padded.input_ids.narrow(1, longest, T - longest).eq(-7).all().item<bool>());
+  EXPECT_TRUE(padded.labels.narrow(1, longest, T - longest).eq(data::kIgnoreIndex).all().item<bool>());
+  EXPECT_TRUE(padded.pairs->sequence_ids.narrow(1, longest, T - longest).eq(-1).all().item<bool>());
+  EXPECT_EQ(padded.num_target_tokens, exact.num_target_tokens);
+  EXPECT_TRUE(padded.pairs->target_tokens.equal(exact.pairs->target_tokens));
+
+  EXPECT_EQ(data::collate_preference(pairs, {longest + 1, false, -7, 16}).input_ids.size(1), longest + 1);
+  EXPECT_EQ(data::collate_preference(pairs, {/*seq_len=*/1, false, -7, 16}).input_ids.size(1), longest);
+  const auto packed = data::collate_preference(pairs, {/*seq_len=*/1000, true, -7, 16});
+  EXPECT_TRUE(packed.input_ids.equal(data::collate_preference(pairs, true, -7).input_ids));
+}
+
+// The dataset caps the padding at max_length (data.seq_len), the most one sequence holds, not at the loader's
+// seq_len (a packed row of two sequences).
+TEST(PreferenceBatch, DatasetPadsUpToMaxLength) {
+  TempDir dir("ft-pref-pad");
+  write_file(dir / "pairs.jsonl", std::string(kGood) + "\n");
+  PreferenceOptions o;
+  o.max_length = 40;
+  const auto ds = data::PreferenceDataset::build({{(dir / "pairs.jsonl").string(), SourceFormat::kPreference, 1.0}}, o,
+                                                 OnError::kFail, tok());
+  ASSERT_EQ(ds->seq_len(), 80);
+  EXPECT_EQ(ds->collate({{0}}, {ds->seq_len(), false, 0, /*pad_multiple=*/64}).input_ids.size(1), 40);
+  EXPECT_EQ(ds->collate({{0}}, {ds->seq_len(), false, 0, /*pad_multiple=*/1}).input_ids.size(1),
+            data::collate_preference({&ds->pair(0)}, false, 0).input_ids.size(1));
 }
 
 }  // namespace

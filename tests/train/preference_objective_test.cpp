@@ -148,7 +148,7 @@ CaseRun run_case(const std::string& trl_case, const std::string& pairs_file, boo
   model->train();
   const train::PreferenceObjective objective(train::preference_loss_options(cfg), train::resolve_precision(cfg),
                                              kernels, nullptr);
-  const data::Batch batch = (*keep)->collate({{0}, {1}, {2}, {3}}, 0, packed, tok->pad_id(), false);
+  const data::Batch batch = (*keep)->collate({{0}, {1}, {2}, {3}}, {/*seq_len=*/0, packed, tok->pad_id()});
   metrics::MetricSums sums;
   CaseRun out;
   const at::Tensor loss_sum = objective.loss_sum(*model, batch, &sums);
