@@ -109,6 +109,12 @@ at::Tensor CheckpointReader::tensor(const std::string& name) const {
   return files_[it->second]->tensor(name);
 }
 
+at::Tensor CheckpointReader::read(const std::string& name, DeviceReader& reader) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw Error("checkpoint has no tensor '" + name + "'");
+  return files_[it->second]->read(name, reader);
+}
+
 std::string CheckpointReader::file_of(const std::string& name) const {
   auto it = where_.find(name);
   return it == where_.end() ? std::string("<none>") : files_[it->second]->path().string();

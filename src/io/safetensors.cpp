@@ -246,6 +246,11 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   return t;
 }
 
+at::Tensor SafetensorsFile::read(const std::string& name, DeviceReader& reader) const {
+  const TensorInfo& meta = info(name);
+  return reader.read(*file_, data_start_ + meta.begin, meta.dtype, meta.shape);
+}
+
 TensorMap read_safetensors(const std::filesystem::path& path, Metadata* metadata) {
   SafetensorsFile file(path);
   TensorMap out;

@@ -15,6 +15,7 @@
 
 #include "util/checksum.h"
 
+#include "io/device_read.h"
 #include "io/mapped_file.h"
 
 namespace ft::io {
@@ -51,6 +52,8 @@ class SafetensorsFile {
 
   // A CPU tensor (the stored dtype and shape) that aliases the mapping; cloned when misaligned for its dtype.
   at::Tensor tensor(const std::string& name) const;
+  // A new tensor (the stored dtype and shape) on `reader`'s device, read from the file rather than the mapping.
+  at::Tensor read(const std::string& name, DeviceReader& reader) const;
 
  private:
   std::shared_ptr<MappedFile> file_;
@@ -79,6 +82,7 @@ class CheckpointReader {
   bool contains(const std::string& name) const { return where_.count(name) > 0; }
   const TensorInfo& info(const std::string& name) const;
   at::Tensor tensor(const std::string& name) const;
+  at::Tensor read(const std::string& name, DeviceReader& reader) const;  // SafetensorsFile::read
   // Where `name` lives, for error messages.
   std::string file_of(const std::string& name) const;
 

@@ -69,10 +69,10 @@ void check_no_unexpected(const io::CheckpointReader& reader, const Transformer& 
   }
 }
 
-// The stored tensor `name` for a parameter of `shape` and `dtype` (a CPU tensor aliasing the file), after the
-// checks; logs the first cast of a run once.
+// The stored tensor `name` read onto `to_device`'s device (in its stored dtype) for a parameter of `shape` and
+// `dtype`, after the checks; logs the first cast of a run once.
 at::Tensor checked_tensor(const io::CheckpointReader& reader, const std::filesystem::path& dir, const std::string& name,
-                          at::IntArrayRef shape, at::ScalarType dtype, bool& logged_cast) {
+                          at::IntArrayRef shape, at::ScalarType dtype, io::DeviceReader& to_device, bool& logged_cast) {
   if (!reader.contains(name)) {
     throw ConfigError("missing tensor '" + name + "' in the checkpoint of " + dir.string(),
                       "the weights do not match config.json; re-download or re-save the model");
@@ -91,7 +91,7 @@ at::Tensor checked_tensor(const io::CheckpointReader& reader, const std::filesys
     FT_LOG_INFO("casting checkpoint weights from {} to {}", c10::toString(info.dtype), c10::toString(dtype));
     logged_cast = true;
   }
-  return reader.tensor(name);
+  return reader.read(name, to_device);
 }
 
 // bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig).
@@ -112,10 +112,10 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
   }
   bool logged_cast = false;
   at::NoGradGuard no_grad;
+  io::DeviceReader to_device(device);
   for (const auto& [name, param] : params) {
-    const at::Tensor stored = checked_tensor(reader, dir, name, param.sizes(), dtype, logged_cast);
-    // A copy even where device and dtype match: the stored tensor aliases the mapped file.
-    at::Tensor value = stored.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    // Cast where the weights will live: on a GPU that takes milliseconds.
+    at::Tensor value = checked_tensor(reader, dir, name, param.sizes(), dtype, to_device, logged_cast).to(dtype);
     const auto projection = projections.find(name);
     if (projection != projections.end()) {
       if (quantize == BaseQuantization::kNf4) {
@@ -138,9 +138,10 @@ void load_weights(Transformer& model, const std::filesystem::path& dir) {
   check_no_unexpected(reader, model, params);
   bool logged_cast = false;
   at::NoGradGuard no_grad;
+  // The model lives on one device (Transformer::to).
+  io::DeviceReader to_device(params.empty() ? at::Device(at::kCPU) : params.front().second.device());
   for (const auto& [name, param] : params) {
-    const at::Tensor stored = checked_tensor(reader, dir, name, param.sizes(), param.scalar_type(), logged_cast);
-    param.copy_(stored);  // copy_ casts and moves to the parameter's device
+    param.copy_(checked_tensor(reader, dir, name, param.sizes(), param.scalar_type(), to_device, logged_cast));
   }
 }
 

@@ -1,15 +1,14 @@
 #include "util/checksum.h"
 
-#include <ATen/Parallel.h>
 #include <openssl/evp.h>
 
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <vector>
 
 #include "util/error.h"
+#include "util/parallel.h"
 
 namespace ft {
 namespace {
@@ -78,20 +77,10 @@ std::string sha256_file(const std::filesystem::path& path, uint64_t* size_out) {
 
 std::vector<FileDigest> sha256_files(const std::vector<std::filesystem::path>& paths) {
   std::vector<FileDigest> out(paths.size());
-  std::vector<std::exception_ptr> errors(paths.size());
-  at::parallel_for(0, static_cast<int64_t>(paths.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const auto k = static_cast<size_t>(i);
-      try {
-        out[k].sha256 = sha256_file(paths[k], &out[k].size);
-      } catch (...) {
-        errors[k] = std::current_exception();
-      }
-    }
+  parallel_tasks(static_cast<int64_t>(paths.size()), [&](int64_t i) {
+    const auto k = static_cast<size_t>(i);
+    out[k].sha256 = sha256_file(paths[k], &out[k].size);
   });
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
   return out;
 }
 

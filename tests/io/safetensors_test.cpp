@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -68,6 +69,51 @@ TEST(Safetensors, TensorsOutliveTheReaderAndCanBeWritten) {
   t.add_(1);  // copy-on-write mapping: the file keeps its ones
   EXPECT_TRUE(at::equal(t, at::full({4}, 2.0)));
   EXPECT_TRUE(at::equal(io::read_safetensors(dir / "x.safetensors").at("w"), at::ones({4})));
+}
+
+// Writes `in`, reads every tensor back onto `device` with one DeviceReader and expects the stored values.
+void expect_read_gives_stored(const io::TensorMap& in, at::Device device) {
+  TempDir dir;
+  io::write_safetensors(dir / "x.safetensors", in);
+  const io::SafetensorsFile file(dir / "x.safetensors");
+  io::DeviceReader reader(device);
+  for (const auto& [name, t] : in) {
+    const at::Tensor got = file.read(name, reader);
+    EXPECT_EQ(got.device(), device) << name;
+    EXPECT_EQ(got.scalar_type(), t.scalar_type()) << name;
+    EXPECT_TRUE(at::equal(got.cpu(), t)) << name << " on " << device;
+  }
+}
+
+// Positioned reads split over threads: several 8 MiB pieces and a remainder, a 2-byte dtype of odd length, empty.
+TEST(Safetensors, ReadGivesTheStoredTensorOnTheCpu) {
+  expect_read_gives_stored({{"pieces", at::randn({(int64_t{20} << 20) / 4 + 3})},
+                            {"odd.bf16", at::linspace(-2, 2, 7).to(at::kBFloat16)},
+                            {"empty", at::empty({0, 3})}},
+                           at::kCPU);
+}
+
+// Through the two pinned buffers in turn: three 64 MiB chunks and a remainder, then small tensors after it.
+TEST(Safetensors, ReadThroughPinnedBuffersGivesTheStoredTensorOnAGpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  expect_read_gives_stored({{"a.chunks", at::randn({(int64_t{150} << 20) / 2 + 5}).to(at::kBFloat16)},
+                            {"b.pieces", at::randn({(int64_t{20} << 20) / 4 + 3})},
+                            {"c.odd", at::linspace(-2, 2, 7).to(at::kBFloat16)},
+                            {"d.empty", at::empty({0, 3})}},
+                           at::Device(at::kCUDA, 0));
+}
+
+TEST(Safetensors, ReadPastTheEndOfTheFileNamesIt) {
+  TempDir dir;
+  io::write_safetensors(dir / "x.safetensors", {{"w", at::ones({4})}});
+  const auto mapped = io::MappedFile::open(dir / "x.safetensors");
+  std::vector<std::uint8_t> buffer(64);
+  try {
+    mapped->read(mapped->size() - 8, buffer.data(), 16);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.safetensors"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Safetensors, FileShorterThanLengthPrefixIsRejected) {
