@@ -23,9 +23,9 @@ class MappedFile {
   std::size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
 
-  // Copies bytes [offset, offset + n) of the file into `dst` with pread, split over ATen's intra-op threads when
-  // large (one reader of the page cache copies at 6-7 GB/s; a disk wants several requests in flight). Throws
-  // ft::Error naming the file on a failed read or a range past its end.
+  // Copies bytes [offset, offset + n) of the file into `dst` with pread, in 8 MiB pieces on several threads when
+  // large (util/parallel.h; one reader of the page cache copies about 5 GB/s, and a disk wants several requests in
+  // flight). Throws ft::Error naming the file on a failed read or a range past its end.
   void read(std::uint64_t offset, void* dst, std::size_t n) const;
 
  private:
