@@ -9,9 +9,9 @@
 namespace ft::model {
 namespace {
 
-// The prefill of one batch computes logits for every prompt position: rows are added to a batch while its logits
-// stay within this many elements (1 GiB in F32), so long prompts over a large vocabulary decode in smaller batches.
-constexpr int64_t kPrefillLogits = int64_t{1} << 28;
+// The prefill of one batch runs every prompt position through the layers: rows are added to a batch while its widest
+// activation (the MLP's, [rows, longest prompt, intermediate]) stays within this many elements (1 GiB in F32).
+constexpr int64_t kPrefillActivations = int64_t{1} << 28;
 
 // What generate() refuses, in its order: an empty prompt, a negative max_new_tokens, ids outside the vocabulary.
 void check_request(const Transformer& model, const std::vector<int64_t>& prompt_ids, const GenerateOptions& o) {
@@ -30,9 +30,9 @@ bool is_stop(const GenerateOptions& o, int64_t id) {
 }
 
 // The batches of generate_batch as indices into `prompts`: shortest first (little padding), each at most `max_rows`
-// rows and kPrefillLogits logits, at least one row.
+// rows and kPrefillActivations elements of a `width`-wide activation, at least one row.
 std::vector<std::vector<size_t>> row_batches(const std::vector<std::vector<int64_t>>& prompts, int64_t max_rows,
-                                             int64_t vocab) {
+                                             int64_t width) {
   std::vector<size_t> order(prompts.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -40,8 +40,8 @@ std::vector<std::vector<size_t>> row_batches(const std::vector<std::vector<int64
   std::vector<std::vector<size_t>> batches;
   for (size_t i : order) {
     const auto rows = batches.empty() ? max_rows : static_cast<int64_t>(batches.back().size());
-    const auto logits = (rows + 1) * static_cast<int64_t>(prompts[i].size()) * vocab;  // longest last
-    if (rows >= max_rows || logits > kPrefillLogits) batches.emplace_back();
+    const auto elements = (rows + 1) * static_cast<int64_t>(prompts[i].size()) * width;  // longest last
+    if (rows >= max_rows || elements > kPrefillActivations) batches.emplace_back();
     batches.back().push_back(i);
   }
   return batches;
@@ -71,8 +71,7 @@ std::vector<std::vector<int64_t>> greedy_rows(Transformer& model, const std::vec
   std::vector<bool> done(rows.size(), false);
   int64_t running = b;
   for (int64_t step = 0; step < o.max_new_tokens && running > 0; ++step) {
-    const at::Tensor logits = model.forward(input, positions, {}, &cache);  // [B, T, V]
-    const at::Tensor next = logits.select(1, -1).argmax(-1);                // I64 [B]
+    const at::Tensor next = model.last_logits(input, positions, &cache).argmax(-1);  // I64 [B]
     const at::Tensor host = next.cpu();
     const int64_t* picked = host.data_ptr<int64_t>();
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -142,8 +141,7 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
       cache = KVCache();
       input = at::tensor(all, at::kLong).unsqueeze(0).to(device);
     }
-    at::Tensor logits = model.forward(input, {}, {}, &cache);  // [1, T, V]
-    const int64_t next = sample_next(logits[0][-1], o, gen);
+    const int64_t next = sample_next(model.last_logits(input, {}, &cache)[0], o, gen);  // from [1, V]
     out.push_back(next);
     all.push_back(next);
     if (is_stop(o, next)) break;
@@ -167,7 +165,8 @@ std::vector<std::vector<int64_t>> generate_batch(Transformer& model, const std::
   EvalModeGuard eval_mode(model);
   at::NoGradGuard no_grad;
   NoCudnnAttentionGuard no_cudnn_attention;
-  for (const auto& batch : row_batches(prompts, max_rows, model.args().vocab_size)) {
+  const int64_t width = std::max(model.args().hidden_size, model.args().intermediate_size);
+  for (const auto& batch : row_batches(prompts, max_rows, width)) {
     std::vector<const std::vector<int64_t>*> rows;
     for (size_t i : batch) rows.push_back(&prompts[i]);
     auto generated = greedy_rows(model, rows, o);

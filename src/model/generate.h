@@ -26,8 +26,9 @@ std::vector<int64_t> generate(Transformer& model, const std::vector<int64_t>& pr
 
 // Greedy generation (options.temperature must be 0: sampling throws ft::ConfigError) of every prompt, returning what
 // generate() returns for each, in the order of `prompts`. The prompts are left-padded into batches of at most
-// `max_rows` rows (shortest first, fewer rows when the prompt's logits would be large) that decode together with one
-// KV cache; a row that has stopped keeps decoding until every row of its batch has, and its extra ids are dropped.
+// `max_rows` rows (shortest first, fewer rows when the prefill's activations would be large) that decode together
+// with one KV cache; a row that has stopped keeps decoding until every row of its batch has, and its extra ids are
+// dropped.
 // longrope models (phi3), whose cache generate() drops at the context switch, generate one prompt at a time.
 std::vector<std::vector<int64_t>> generate_batch(Transformer& model, const std::vector<std::vector<int64_t>>& prompts,
                                                  const GenerateOptions& options, int64_t max_rows = 64);

@@ -242,8 +242,15 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids, const at::Ten
 
 at::Tensor Transformer::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
                                 const at::Tensor& segment_ids, KVCache* cache, const PackedPieces* packed) {
-  const at::Tensor hidden = hidden_states(input_ids, position_ids, segment_ids, cache, packed);  // [B, T, hidden]
-  at::Tensor logits = ops::linear(hidden, LinearWeight::dense(lm_head_weight(), {}), policy_);   // [B, T, V]
+  return logits_of(hidden_states(input_ids, position_ids, segment_ids, cache, packed));  // [B, T, V]
+}
+
+at::Tensor Transformer::last_logits(const at::Tensor& input_ids, const at::Tensor& position_ids, KVCache* cache) {
+  return logits_of(hidden_states(input_ids, position_ids, {}, cache).select(1, -1));  // [B, V]
+}
+
+at::Tensor Transformer::logits_of(const at::Tensor& hidden) const {
+  at::Tensor logits = ops::linear(hidden, LinearWeight::dense(lm_head_weight(), {}), policy_);  // [..., V]
   if (const auto cap = args_.final_logit_softcapping) logits = at::tanh(logits / *cap) * *cap;
   return logits;
 }

@@ -68,6 +68,9 @@ class Transformer : public torch::nn::Module {
   // Returns logits [B, T, V] in the compute dtype (F32 params: F32; BF16 params or autocast: BF16).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                      const at::Tensor& segment_ids = {}, KVCache* cache = nullptr, const PackedPieces* packed = nullptr);
+  // The logits of each row's last position only, [B, V]: forward(...).select(1, -1) without the LM head over the
+  // other positions (generation's prefill, as transformers' logits_to_keep=1).
+  at::Tensor last_logits(const at::Tensor& input_ids, const at::Tensor& position_ids = {}, KVCache* cache = nullptr);
   // Final hidden states [B, T, hidden] (before lm_head), same arguments as forward.
   at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                            const at::Tensor& segment_ids = {}, KVCache* cache = nullptr,
@@ -107,6 +110,7 @@ class Transformer : public torch::nn::Module {
   Backbone& backbone() { return *model_; }
 
  private:
+  at::Tensor logits_of(const at::Tensor& hidden) const;  // the LM head and Gemma's final soft-cap: [..., V]
   // The rotary tables of `positions` for the full ([0]) and, gemma3_text, the sliding layers ([1]): [B, T, R] each in
   // `compute_dtype` (undefined where a model has no such layers).
   std::array<std::pair<at::Tensor, at::Tensor>, 2> rotary_tables(const at::Tensor& positions,
