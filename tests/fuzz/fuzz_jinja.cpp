@@ -37,9 +37,10 @@ std::vector<std::string> seeds() {
       "{% set sys %}{{ messages[0].content if messages else '' }}{% endset %}{{ sys | indent(2) | center(20) }}"
       "{{ strftime_now('%Y-%m-%d') }}{%- for m in messages if m.role != 'system' -%} {{ m.content[:5] }} "
       "{%- else %}none{% endfor %}{{ range(3) | sum }}{{ 7 // 2 }}{{ 2 ** 10 }}{{ 'x' ~ 1 }}",
-      // a namespace that holds itself (a reference cycle that must not leak)
-      "{% set ns = namespace(n=1) %}{% set ns.me = ns %}{% for m in messages %}{% set ns.n = ns.me.n + 1 %}"
-      "{% endfor %}{{ ns.n }}",
+      // a namespace that holds itself (a reference cycle that must not leak); in parentheses, as clang's
+      // -Wstring-concatenation asks of a last element split over lines
+      ("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{% for m in messages %}{% set ns.n = ns.me.n + 1 %}"
+       "{% endfor %}{{ ns.n }}"),
   };
   const std::string messages = R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},)"
                                R"( {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}])";
