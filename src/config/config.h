@@ -243,6 +243,7 @@ struct PreferenceConfig {
   double simpo_gamma = 0.5;      // simpo: the target reward margin
   double orpo_lambda = 0.1;      // orpo: the weight of the odds-ratio term (TRL's ORPOConfig.beta)
   PairTruncation truncation = PairTruncation::kKeepStart;  // dpo/ipo pairs past data.seq_len: keep_start | keep_end
+  bool precompute_ref_logps = false;  // dpo, ipo: reference log-probs in one pass before training (no frozen copy)
 
   template <class V> void visit(V& v) {
     v("beta", beta);
@@ -251,6 +252,7 @@ struct PreferenceConfig {
     v("simpo_gamma", simpo_gamma);
     v("orpo_lambda", orpo_lambda);
     v("truncation", truncation);
+    v("precompute_ref_logps", precompute_ref_logps);
   }
 };
 

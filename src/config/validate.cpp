@@ -267,6 +267,9 @@ void check_preference(const Config& c, Checker& k) {
     k.fail("preference.label_smoothing", objective + " has no label smoothing (it applies to dpo and simpo)");
   }
   if (p.robust && kind != TrainObjective::kDpo) k.fail("preference.robust", "robust applies to train.objective dpo");
+  if (p.precompute_ref_logps && (kind == TrainObjective::kSimpo || kind == TrainObjective::kOrpo)) {
+    k.fail("preference.precompute_ref_logps", objective + " has no reference model (it applies to dpo and ipo)");
+  }
   if (c.data.synth.task.size() > 0) k.fail("data.synth.task", "synthetic tasks are SFT data, not preference pairs");
   if (c.data.overlong == Overlong::kDrop) {
     k.fail("data.overlong",

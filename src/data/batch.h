@@ -20,6 +20,8 @@ struct PairLayout {
                                  // divisor of CPO/ORPO's averages); one less than completion_tokens when a
                                  // sequence starts with a completion token (keep_end cut its whole prompt)
   int64_t num_pairs = 0;
+  at::Tensor reference_logps;  // F32 [2P]: the reference model's completion log-prob of each sequence, when they were
+                               // computed before training (preference.precompute_ref_logps), else undefined
 };
 
 struct Batch {

@@ -24,6 +24,10 @@ LoaderOptions LoaderOptions::from_config(const Config& cfg, int64_t pad_id, int 
   return o;
 }
 
+CollateOptions LoaderOptions::collate() const {
+  return CollateOptions{seq_len, packing, pad_id, pad_multiple, pin_memory && at::hasCUDA()};
+}
+
 int64_t resolve_pad_multiple(int64_t setting, bool cuda) {
   if (setting > 0) return setting;
   return cuda ? 64 : 1;
@@ -130,7 +134,7 @@ Batch TokenizedDataset::collate(const RowPlan& rows, const CollateOptions& optio
 DataLoader::DataLoader(std::shared_ptr<const BatchSource> dataset, const LoaderOptions& o)
     : dataset_(std::move(dataset)),
       micro_batch_size_(o.micro_batch_size),
-      collate_{o.seq_len, o.packing, o.pad_id, o.pad_multiple, o.pin_memory && at::hasCUDA()},
+      collate_(o.collate()),
       seed_(o.seed),
       rank_(o.rank),
       world_(o.world_size),

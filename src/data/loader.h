@@ -52,6 +52,8 @@ struct LoaderOptions {
   // tokenizer's pad id, and pinned batches for a GPU run.
   static LoaderOptions from_config(const Config& cfg, int64_t pad_id, int rank, int world_size, bool pin_memory,
                                    bool shuffle);
+  // How this layout's rows become tensors (pinned only where CUDA is available).
+  CollateOptions collate() const;
 };
 
 class DataLoader : public ckpt::Stateful {

@@ -90,7 +90,7 @@ Batch collate_preference(const std::vector<const PreferencePair*>& pairs, const 
   b.num_target_tokens = n_targets;
   b.num_samples = S;
   b.pairs = PairLayout{maybe_pinned(seq_ids, pin_memory), maybe_pinned(completion, pin_memory),
-                       maybe_pinned(targets, pin_memory), static_cast<int64_t>(pairs.size())};
+                       maybe_pinned(targets, pin_memory), static_cast<int64_t>(pairs.size()), at::Tensor()};
   return b;
 }
 

@@ -43,9 +43,9 @@ PreferenceOptions preference_options(const Config& cfg, const chat::JinjaChat* c
   return o;
 }
 
-std::shared_ptr<const PreferenceDataset> PreferenceDataset::build(const std::vector<DataSource>& sources,
-                                                                  const PreferenceOptions& options, OnError on_error,
-                                                                  const tok::Tokenizer& tokenizer) {
+std::shared_ptr<PreferenceDataset> PreferenceDataset::build(const std::vector<DataSource>& sources,
+                                                            const PreferenceOptions& options, OnError on_error,
+                                                            const tok::Tokenizer& tokenizer) {
   if (sources.empty()) throw ConfigError("no data sources", "list files under data.train (path, format, weight)");
   std::shared_ptr<PreferenceDataset> ds(new PreferenceDataset());
   ds->max_length_ = options.max_length;
@@ -95,13 +95,40 @@ int64_t PreferenceDataset::length(int64_t i) const {
 }
 
 Batch PreferenceDataset::collate(const RowPlan& rows, const CollateOptions& options) const {
-  std::vector<const PreferencePair*> pairs;
+  std::vector<int64_t> ids;
   for (const auto& row : rows) {
-    for (int64_t i : row) pairs.push_back(&pair(i));
+    for (int64_t i : row) {
+      FT_CHECK(i >= 0 && i < size(), fmt::format("pair index {} outside [0, {})", i, size()));
+      ids.push_back(index_[static_cast<size_t>(i)]);
+    }
+  }
+  Batch batch = collate_distinct(ids, options);
+  if (reference_logps_.defined()) {
+    // F32 [2P]: the chosen sequences' values, then the rejected ones', as the batch orders its sequences.
+    const at::Tensor rows_of = at::tensor(ids, at::kLong);
+    const at::Tensor picked = reference_logps_.index_select(0, rows_of);  // F32 [P, 2]
+    batch.pairs->reference_logps = picked.t().reshape({-1});
+    if (options.pin_memory) batch.pairs->reference_logps = batch.pairs->reference_logps.pin_memory();
+  }
+  return batch;
+}
+
+Batch PreferenceDataset::collate_distinct(const std::vector<int64_t>& ids, const CollateOptions& options) const {
+  std::vector<const PreferencePair*> pairs;
+  pairs.reserve(ids.size());
+  for (int64_t id : ids) {
+    FT_CHECK(id >= 0 && id < distinct_pairs(), fmt::format("pair {} outside [0, {})", id, distinct_pairs()));
+    pairs.push_back(&pairs_[static_cast<size_t>(id)]);
   }
   CollateOptions o = options;
   o.seq_len = max_length_;  // options.seq_len is the packed row, two sequences long
   return collate_preference(pairs, o);
+}
+
+void PreferenceDataset::set_reference_logps(at::Tensor table) {
+  FT_CHECK(table.dim() == 2 && table.size(0) == distinct_pairs() && table.size(1) == 2,
+           fmt::format("reference log-probs of shape {} for {} pairs", table.sizes().vec(), distinct_pairs()));
+  reference_logps_ = table.to(at::kCPU, at::kFloat).contiguous();
 }
 
 }  // namespace ft::data

@@ -35,7 +35,7 @@ class PreferenceDataset final : public BatchSource {
  public:
   // Reads every source (weights as TokenizedDataset's). Throws ft::Error for a missing file, a bad record
   // (file:line, field) unless data.on_error is skip, and when no pair is left.
-  static std::shared_ptr<const PreferenceDataset> build(const std::vector<DataSource>& sources,
+  static std::shared_ptr<PreferenceDataset> build(const std::vector<DataSource>& sources,
                                                         const PreferenceOptions& options, OnError on_error,
                                                         const tok::Tokenizer& tokenizer);
 
@@ -47,6 +47,15 @@ class PreferenceDataset final : public BatchSource {
   Batch collate(const RowPlan& rows, const CollateOptions& options) const override;
 
   const PreferencePair& pair(int64_t i) const;
+
+  // The distinct pairs (items without the weighting's repeats), numbered 0..distinct_pairs()-1 in file order.
+  int64_t distinct_pairs() const { return static_cast<int64_t>(pairs_.size()); }
+  // Distinct pairs `ids` as one collate_preference batch with one pair per row (the reference pass's batches).
+  Batch collate_distinct(const std::vector<int64_t>& ids, const CollateOptions& options) const;
+  // F32 [distinct_pairs(), 2]: the reference model's completion log-probs of each pair's chosen and rejected
+  // sequence. From then on every batch carries its pairs' values (PairLayout::reference_logps). Call it before a
+  // loader draws batches.
+  void set_reference_logps(at::Tensor table);
   // {"pairs", "tokens", "completion_tokens", "skipped", "sources": [{"path", "pairs", "weight"}]}
   const nlohmann::json& stats() const { return stats_; }
 
@@ -55,6 +64,7 @@ class PreferenceDataset final : public BatchSource {
 
   std::vector<PreferencePair> pairs_;  // every source's pairs, in file order
   std::vector<int64_t> index_;         // weighted item -> pair
+  at::Tensor reference_logps_;         // F32 [pairs_.size(), 2], or undefined
   int64_t max_length_ = 0;
   nlohmann::json stats_;
 };

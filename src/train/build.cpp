@@ -308,7 +308,8 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   return parts;
 }
 
-DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx) {
+DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx,
+                     const PreparePairs& prepare_pairs) {
   DataParts parts;
   if (cfg.train.objective != TrainObjective::kSft) {
     const auto chat = data::preference_chat(cfg, tokenizer);
@@ -316,6 +317,7 @@ DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const R
     auto read = [&](const char* which, const std::vector<DataSource>& sources) {
       auto pairs = data::PreferenceDataset::build(sources, options, cfg.data.on_error, tokenizer);
       FT_LOG_INFO("{} data: {}", which, pairs->stats().dump());
+      if (prepare_pairs) prepare_pairs(*pairs);
       return pairs;
     };
     parts.train_set = read("train", cfg.data.train);

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@ class Tokenizer;
 namespace ft::data {
 class DataLoader;
 class BatchSource;
+class PreferenceDataset;
 struct LoaderOptions;
 }  // namespace ft::data
 namespace ft::model {
@@ -95,7 +97,10 @@ struct DataParts {
   int64_t total_steps = 0;                             // optimizer steps of the whole run
   double build_s = 0;  // seconds the data took to build (the Trainer times it), for the first-step log line
 };
-DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx);
+// `prepare_pairs`, when set, sees every preference set (train, then eval) before a loader draws from it.
+using PreparePairs = std::function<void(data::PreferenceDataset& pairs)>;
+DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx,
+                     const PreparePairs& prepare_pairs = {});
 
 // The run's batch layout for a loader of this rank (train or eval): preference pairs pack into rows of twice
 // data.seq_len (a pair's two sequences).

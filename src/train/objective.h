@@ -22,6 +22,8 @@ class Tokenizer;
 }
 namespace ft::data {
 struct Batch;
+struct CollateOptions;
+class PreferenceDataset;
 }  // namespace ft::data
 namespace ft::model {
 class Transformer;
@@ -44,6 +46,12 @@ class Objective {
                       metrics::MetricSums* metrics = nullptr) const {
     return compute(model, batch, metrics);
   }
+  // Work done on a set of preference pairs before a loader draws from it, with `model` as training starts: the
+  // preference objectives' precomputed reference log-probs (preference.precompute_ref_logps). `options` and
+  // `pairs_per_batch` are the run's batch layout. Nothing for the other objectives.
+  virtual void prepare_pairs(model::Transformer& /*model*/, data::PreferenceDataset& /*pairs*/,
+                             const data::CollateOptions& /*options*/, int64_t /*pairs_per_batch*/,
+                             const RunContext& /*ctx*/) const {}
 
  protected:
   virtual at::Tensor compute(model::Transformer& model, const data::Batch& batch,

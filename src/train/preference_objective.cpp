@@ -1,8 +1,14 @@
 #include "train/preference_objective.h"
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
+#include <vector>
 
 #include "data/batch.h"
+#include "data/batch_source.h"
+#include "data/preference_dataset.h"
+#include "dist/comm.h"
 #include "metrics/record.h"
 #include "model/lora.h"
 #include "model/transformer.h"
@@ -58,8 +64,13 @@ struct PreferenceObjective::ScoredRows {
 };
 
 PreferenceObjective::PreferenceObjective(PreferenceLossOptions loss, PrecisionPolicy precision,
-                                         model::KernelPolicy kernels, std::shared_ptr<model::Transformer> reference)
-    : loss_(loss), precision_(precision), kernels_(std::move(kernels)), reference_(std::move(reference)) {}
+                                         model::KernelPolicy kernels, std::shared_ptr<model::Transformer> reference,
+                                         bool precomputed)
+    : loss_(loss),
+      precision_(precision),
+      kernels_(std::move(kernels)),
+      reference_(std::move(reference)),
+      precomputed_(precomputed && !is_reference_free(loss.kind)) {}
 
 int64_t PreferenceObjective::units(const data::Batch& batch) const {
   FT_CHECK(batch.pairs.has_value(), "a preference objective needs batches of preference pairs");
@@ -82,6 +93,42 @@ at::Tensor PreferenceObjective::reference_logps(model::Transformer& model, const
   if (reference_) return completion_logps(*reference_, inputs, scored, sequences);
   model::AdaptersDisabled base_only(model);
   return completion_logps(model, inputs, scored, sequences);
+}
+
+void PreferenceObjective::prepare_pairs(model::Transformer& model, data::PreferenceDataset& pairs,
+                                        const data::CollateOptions& options, int64_t pairs_per_batch,
+                                        const RunContext& ctx) const {
+  if (!precomputed_) return;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t n = pairs.distinct_pairs();
+  const c10::Device device = kernels_.device;
+  at::Tensor table = at::zeros({n, 2}, at::TensorOptions().dtype(at::kFloat).device(device));  // F32 [N, 2]
+  const bool was_training = model.is_training();
+  model.eval();  // no dropout: the reference is the model as it starts
+  {
+    at::NoGradGuard no_grad;
+    model::AdaptersDisabled base_only(model);
+    const int64_t batches = (n + pairs_per_batch - 1) / pairs_per_batch;
+    for (int64_t b = ctx.rank; b < batches; b += ctx.world_size) {
+      std::vector<int64_t> ids;
+      for (int64_t i = b * pairs_per_batch; i < std::min(n, (b + 1) * pairs_per_batch); ++i) ids.push_back(i);
+      const data::Batch batch = pairs.collate_distinct(ids, options);
+      const auto P = static_cast<int64_t>(ids.size());
+      const DeviceBatch inputs = DeviceBatch::of(batch, device);
+      const ScoredRows scored = ScoredRows::of(batch.labels.to(device), batch.pairs->sequence_ids.to(device),
+                                               batch.num_target_tokens);
+      const at::Tensor logps = completion_logps(model, inputs, scored, 2 * P);  // F32 [2P]
+      table.narrow(0, ids.front(), P).copy_(logps.reshape({2, P}).t());
+    }
+  }
+  model.train(was_training);
+  if (ctx.world_size > 1) {
+    std::vector<at::Tensor> parts{table};
+    ctx.comm->all_reduce_(parts, dist::ReduceOp::kSum);  // every row comes from exactly one rank
+  }
+  pairs.set_reference_logps(table);
+  FT_LOG_INFO("reference log-probs of {} pairs precomputed in {:.1f} s", n,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::Batch& batch,
@@ -118,7 +165,10 @@ at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::B
     in.policy_rejected_logps = logps.narrow(0, P, P);
   }
   if (needs_reference()) {
-    const at::Tensor ref = reference_logps(model, inputs, *completion, S);
+    FT_CHECK(!precomputed_ || batch.pairs->reference_logps.defined(),
+             "a batch of pairs without the precomputed reference log-probs (preference.precompute_ref_logps)");
+    const at::Tensor ref = precomputed_ ? batch.pairs->reference_logps.to(device, /*non_blocking=*/true)
+                                        : reference_logps(model, inputs, *completion, S);  // F32 [2P]
     in.ref_chosen_logps = ref.narrow(0, 0, P);
     in.ref_rejected_logps = ref.narrow(0, P, P);
   }
@@ -176,7 +226,11 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
                                                       const tok::Tokenizer& tokenizer, const RunContext& ctx) {
   const PreferenceLossOptions loss = preference_loss_options(cfg);
   std::shared_ptr<model::Transformer> reference;
-  if (!is_reference_free(loss.kind) && !cfg.lora.enabled) {
+  const bool precomputed = cfg.preference.precompute_ref_logps && !is_reference_free(loss.kind);
+  if (precomputed) {
+    FT_LOG_INFO("{}: the reference log-probs are computed once before training, with the starting model{}",
+                name_of(cfg.train.objective), cfg.lora.enabled ? " (adapters off)" : "");
+  } else if (!is_reference_free(loss.kind) && !cfg.lora.enabled) {
     // A full fine-tune moves every weight: the reference is a frozen copy of the starting model.
     reference = build_base_model(cfg, tokenizer, precision, ctx);
     seed_rank_generators(cfg, ctx);
@@ -187,7 +241,7 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
   } else if (!is_reference_free(loss.kind)) {
     FT_LOG_INFO("{}: the reference model is the base with the adapters switched off", name_of(cfg.train.objective));
   }
-  return std::make_unique<PreferenceObjective>(loss, precision, kernels, std::move(reference));
+  return std::make_unique<PreferenceObjective>(loss, precision, kernels, std::move(reference), precomputed);
 }
 
 }  // namespace ft::train

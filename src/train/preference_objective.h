@@ -19,10 +19,16 @@ class PreferenceObjective final : public Objective {
  public:
   // `reference`: the frozen reference model (DPO and IPO of a full fine-tune); null under LoRA, where the policy
   // model with its adapters off is the reference, and for SimPO and ORPO, which have none.
+  // `precomputed`: the reference's log-probs come with the batches (prepare_pairs), and no reference forward runs.
   PreferenceObjective(PreferenceLossOptions loss, PrecisionPolicy precision, model::KernelPolicy kernels,
-                      std::shared_ptr<model::Transformer> reference);
+                      std::shared_ptr<model::Transformer> reference, bool precomputed = false);
   int64_t units(const data::Batch& batch) const override;  // pairs
   bool needs_reference() const;
+  // With `precomputed`: the reference log-probs of every distinct pair of `pairs`, computed with `model` as it is
+  // now (the starting model; under LoRA with its adapters off), in eval mode and without gradients, and attached to
+  // the set (PreferenceDataset::set_reference_logps). The ranks split the batches and sum their parts.
+  void prepare_pairs(model::Transformer& model, data::PreferenceDataset& pairs, const data::CollateOptions& options,
+                     int64_t pairs_per_batch, const RunContext& ctx) const override;
 
  protected:
   // Adds TRL's metrics as sums over the pairs: rewards/chosen, rewards/rejected, rewards/accuracies,
@@ -42,6 +48,7 @@ class PreferenceObjective final : public Objective {
   PrecisionPolicy precision_;
   model::KernelPolicy kernels_;
   std::shared_ptr<model::Transformer> reference_;
+  bool precomputed_ = false;
 };
 
 // The loss options of cfg.train.objective from cfg.preference (dpo with label_smoothing: cDPO, or robust DPO with

@@ -83,7 +83,10 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   auto objective = build_objective(cfg_, precision, kernels, *tokenizer_, ctx_);
   model_.build_s = seconds_since(model_start);
   const auto data_start = Clock::now();
-  data_ = build_data(cfg_, *tokenizer_, ctx_);
+  const auto collate = loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false).collate();
+  data_ = build_data(cfg_, *tokenizer_, ctx_, [&](data::PreferenceDataset& pairs) {
+    objective->prepare_pairs(*model_.model, pairs, collate, cfg_.train.micro_batch_size, ctx_);
+  });
   data_.build_s = seconds_since(data_start);
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_);
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());

@@ -157,6 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
                                {"train.objective=ipo", "data.train=[{path: train.jsonl, format: preference}]"}},
                       BadValue{"preference.robust=true", "preference.robust: robust applies to train.objective dpo",
                                {"train.objective=orpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"preference.precompute_ref_logps=true",
+                               "preference.precompute_ref_logps: simpo has no reference model (it applies to dpo and "
+                               "ipo)",
+                               {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
                       BadValue{"preference.beta=0", "preference.beta: out of range (expected > 0, got 0)",
                                {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
                       BadValue{"train.objective=kto",

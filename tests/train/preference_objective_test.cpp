@@ -277,19 +277,15 @@ std::filesystem::path dpo_config(const std::filesystem::path& dir, const std::st
   return path;
 }
 
-TEST(PreferenceTraining, FullFineTuneDpoTracksDpoTrainerStepByStep) {
-  REQUIRE_TRL();
-  ScratchDir dir("ft-dpo-train");
-  const auto result = run(train_cmd(dpo_config(dir.path(), "run", ""), "train.max_steps=20"));
-  ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("frozen copy of the starting model"), std::string::npos) << result.output;
-  const auto events = train_events(dir / "run");
-  const auto& want = ref.train.at("metrics");
+// The 20 steps of train_dpo.json's DPOTrainer run: loss, rewards, log-probs and gradient norm at every step.
+void expect_tracks_dpo_trainer(const std::filesystem::path& run_dir) {
+  const auto events = train_events(run_dir);
+  const auto& want = trl().train.at("metrics");
   ASSERT_EQ(events.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& got = events.at(static_cast<int64_t>(i + 1));
     SCOPED_TRACE("step " + std::to_string(i + 1));
-    EXPECT_NEAR(got.at("loss").get<double>(), ref.train.at("losses")[i].get<double>(), 5e-6);
+    EXPECT_NEAR(got.at("loss").get<double>(), trl().train.at("losses")[i].get<double>(), 5e-6);
     for (const char* name : {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"}) {
       EXPECT_NEAR(got.at(name).get<double>(), want[i].at(name).get<double>(), 5e-6) << name;
     }
@@ -301,6 +297,28 @@ TEST(PreferenceTraining, FullFineTuneDpoTracksDpoTrainerStepByStep) {
     EXPECT_NEAR(got.at("grad_norm").get<double>(), want[i].at("grad_norm").get<double>(),
                 1e-4 * want[i].at("grad_norm").get<double>());
   }
+}
+
+TEST(PreferenceTraining, FullFineTuneDpoTracksDpoTrainerStepByStep) {
+  REQUIRE_TRL();
+  ScratchDir dir("ft-dpo-train");
+  const auto result = run(train_cmd(dpo_config(dir.path(), "run", ""), "train.max_steps=20"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("frozen copy of the starting model"), std::string::npos) << result.output;
+  expect_tracks_dpo_trainer(dir / "run");
+}
+
+// preference.precompute_ref_logps: the reference log-probs of every pair come from one pass before training, and no
+// frozen copy is built; the run still tracks DPOTrainer (whose reference is a frozen copy) step by step.
+TEST(PreferenceTraining, PrecomputedReferenceTracksDpoTrainerWithoutAFrozenCopy) {
+  REQUIRE_TRL();
+  ScratchDir dir("ft-dpo-precompute");
+  const auto result =
+      run(train_cmd(dpo_config(dir.path(), "run", ""), "train.max_steps=20 preference.precompute_ref_logps=true"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find("frozen copy"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("precomputed in"), std::string::npos) << result.output;
+  expect_tracks_dpo_trainer(dir / "run");
 }
 
 TEST(PreferenceTraining, DpoResumesMidEpochWithTheSameLosses) {
@@ -317,7 +335,8 @@ TEST(PreferenceTraining, DpoResumesMidEpochWithTheSameLosses) {
 }
 
 // The pairs of a step split over accumulation or over two Gloo ranks: the per-pair losses are averaged over the
-// step's pairs whatever the split, so losses, rewards and the final weights equal one process's 2-pair batches.
+// step's pairs whatever the split, so losses, rewards and the final weights equal one process's 2-pair batches. The
+// same holds with the reference log-probs precomputed, the two ranks sharing that pass.
 TEST(PreferenceTraining, DpoOverAccumulationAndTwoGlooRanksMatchesOneBatchOfPairs) {
   REQUIRE_TRL();
   ScratchDir dir("ft-dpo-ddp");
@@ -329,9 +348,14 @@ TEST(PreferenceTraining, DpoOverAccumulationAndTwoGlooRanksMatchesOneBatchOfPair
   const auto ranks = run(train_cmd(dpo_config(dir.path(), "ranks", fixed),
                                    "--nproc-per-node 2 train.max_steps=6 train.micro_batch_size=1"));
   ASSERT_EQ(ranks.exit_code, 0) << ranks.output;
+  // Precomputed reference log-probs: the two ranks share the pass over the pairs (one pair per batch, alternating).
+  const auto shared = run(train_cmd(dpo_config(dir.path(), "precomputed", fixed),
+                                    "--nproc-per-node 2 train.max_steps=6 train.micro_batch_size=1 "
+                                    "preference.precompute_ref_logps=true"));
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
   const auto want = train_events(dir / "one");
   ASSERT_EQ(want.size(), 6u);
-  for (const char* split : {"accum", "ranks"}) {
+  for (const char* split : {"accum", "ranks", "precomputed"}) {
     SCOPED_TRACE(split);
     const auto got = train_events(dir / split);
     ASSERT_EQ(got.size(), want.size());
@@ -379,6 +403,42 @@ TEST(PreferenceTraining, LoraDpoOnConversationsEvaluatesPairsAndSavesTheAdapter)
   EXPECT_LT(eval->at("loss").get<double>(), std::log(2.0));
   EXPECT_GT(eval->at("rewards/margins").get<double>(), 0.0);
   EXPECT_TRUE(eval->contains("rewards/accuracies") && eval->contains("logps/chosen"));
+}
+
+// Under LoRA, precomputed reference log-probs equal the reference forward with the adapters off at every step, for
+// the training pairs and the eval set alike.
+TEST(PreferenceTraining, LoraDpoWithPrecomputedReferenceEqualsTheAdaptersOffForward) {
+  REQUIRE_TRL();
+  ScratchDir dir("ft-dpo-lora-precompute");
+  const std::string chat = (ref.dir / "pairs_chat.jsonl").string();
+  const std::string sets = "'data.train=[{path: " + chat + ", format: preference}]' " + "'data.eval=[{path: " + chat +
+                           ", format: preference}]' train.max_steps=3 optimizer.lr=1e-3 eval.every_steps=2";
+  const std::string lora = "lora:\n  enabled: true\n  rank: 4\n  alpha: 8\n  targets: [all-linear]\n";
+  for (const char* name : {"forward", "precomputed"}) {
+    const std::string extra = std::string(name) == "precomputed" ? " preference.precompute_ref_logps=true" : "";
+    const auto result = run(train_cmd(dpo_config(dir.path(), name, lora), sets + extra));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  std::map<std::string, std::vector<nlohmann::json>> events;  // run -> its train and eval events in order
+  for (const char* name : {"forward", "precomputed"}) {
+    std::ifstream in(dir / name / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("event") == "train" || j.at("event") == "eval") events[name].push_back(j);
+    }
+  }
+  const auto& want = events["forward"];
+  const auto& got = events["precomputed"];
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_GE(want.size(), 5u);  // 3 steps, the eval at step 2 and the final one
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (const char* name : {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/rejected"}) {
+      const double expected = want[i].at(name).get<double>();
+      EXPECT_NEAR(got[i].at(name).get<double>(), expected, 1e-6 * std::max(1.0, std::abs(expected)))
+          << name << " of " << want[i].dump();
+    }
+  }
 }
 
 TEST(PreferenceTraining, DataInspectShowsEachPairsScoredIds) {
