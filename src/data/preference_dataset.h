@@ -36,8 +36,8 @@ class PreferenceDataset final : public BatchSource {
   // Reads every source (weights as TokenizedDataset's). Throws ft::Error for a missing file, a bad record
   // (file:line, field) unless data.on_error is skip, and when no pair is left.
   static std::shared_ptr<PreferenceDataset> build(const std::vector<DataSource>& sources,
-                                                        const PreferenceOptions& options, OnError on_error,
-                                                        const tok::Tokenizer& tokenizer);
+                                                  const PreferenceOptions& options, OnError on_error,
+                                                  const tok::Tokenizer& tokenizer);
 
   int64_t size() const override { return static_cast<int64_t>(index_.size()); }
   int64_t length(int64_t i) const override;  // chosen + rejected tokens

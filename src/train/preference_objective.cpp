@@ -115,8 +115,8 @@ void PreferenceObjective::prepare_pairs(model::Transformer& model, data::Prefere
       const data::Batch batch = pairs.collate_distinct(ids, options);
       const auto P = static_cast<int64_t>(ids.size());
       const DeviceBatch inputs = DeviceBatch::of(batch, device);
-      const ScoredRows scored = ScoredRows::of(batch.labels.to(device), batch.pairs->sequence_ids.to(device),
-                                               batch.num_target_tokens);
+      const ScoredRows scored =
+          ScoredRows::of(batch.labels.to(device), batch.pairs->sequence_ids.to(device), batch.num_target_tokens);
       const at::Tensor logps = completion_logps(model, inputs, scored, 2 * P);  // F32 [2P]
       table.narrow(0, ids.front(), P).copy_(logps.reshape({2, P}).t());
     }
