@@ -113,13 +113,15 @@ Batch PreferenceDataset::collate(const RowPlan& rows, const CollateOptions& opti
   return batch;
 }
 
+const PreferencePair& PreferenceDataset::distinct_pair(int64_t id) const {
+  FT_CHECK(id >= 0 && id < distinct_pairs(), fmt::format("pair {} outside [0, {})", id, distinct_pairs()));
+  return pairs_[static_cast<size_t>(id)];
+}
+
 Batch PreferenceDataset::collate_distinct(const std::vector<int64_t>& ids, const CollateOptions& options) const {
   std::vector<const PreferencePair*> pairs;
   pairs.reserve(ids.size());
-  for (int64_t id : ids) {
-    FT_CHECK(id >= 0 && id < distinct_pairs(), fmt::format("pair {} outside [0, {})", id, distinct_pairs()));
-    pairs.push_back(&pairs_[static_cast<size_t>(id)]);
-  }
+  for (int64_t id : ids) pairs.push_back(&distinct_pair(id));
   CollateOptions o = options;
   o.seq_len = max_length_;  // options.seq_len is the packed row, two sequences long
   return collate_preference(pairs, o);

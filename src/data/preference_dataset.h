@@ -50,6 +50,7 @@ class PreferenceDataset final : public BatchSource {
 
   // The distinct pairs (items without the weighting's repeats), numbered 0..distinct_pairs()-1 in file order.
   int64_t distinct_pairs() const { return static_cast<int64_t>(pairs_.size()); }
+  const PreferencePair& distinct_pair(int64_t id) const;
   // Distinct pairs `ids` as one collate_preference batch with one pair per row (the reference pass's batches).
   Batch collate_distinct(const std::vector<int64_t>& ids, const CollateOptions& options) const;
   // F32 [distinct_pairs(), 2]: the reference model's completion log-probs of each pair's chosen and rejected

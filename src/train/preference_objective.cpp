@@ -13,6 +13,7 @@
 #include "model/lora.h"
 #include "model/transformer.h"
 #include "train/build.h"
+#include "train/reference_logps_file.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -65,12 +66,12 @@ struct PreferenceObjective::ScoredRows {
 
 PreferenceObjective::PreferenceObjective(PreferenceLossOptions loss, PrecisionPolicy precision,
                                          model::KernelPolicy kernels, std::shared_ptr<model::Transformer> reference,
-                                         bool precomputed)
+                                         std::optional<PrecomputedReference> precomputed)
     : loss_(loss),
       precision_(precision),
       kernels_(std::move(kernels)),
       reference_(std::move(reference)),
-      precomputed_(precomputed && !is_reference_free(loss.kind)) {}
+      precomputed_(is_reference_free(loss.kind) ? std::nullopt : std::move(precomputed)) {}
 
 int64_t PreferenceObjective::units(const data::Batch& batch) const {
   FT_CHECK(batch.pairs.has_value(), "a preference objective needs batches of preference pairs");
@@ -100,6 +101,23 @@ void PreferenceObjective::prepare_pairs(model::Transformer& model, data::Prefere
                                         const RunContext& ctx) const {
   if (!precomputed_) return;
   const auto start = std::chrono::steady_clock::now();
+  const std::string key = reference_logps_key(pairs, precomputed_->context);
+  const int64_t n = pairs.distinct_pairs();
+  if (auto kept = read_reference_logps(precomputed_->dir, key, n, ctx.comm.get(), ctx.rank)) {
+    pairs.set_reference_logps(*kept);
+    FT_LOG_INFO("reference log-probs of {} pairs read from {}", n, (precomputed_->dir / key).string());
+    return;
+  }
+  const at::Tensor table = score_pairs(model, pairs, options, pairs_per_batch, ctx);
+  pairs.set_reference_logps(table);
+  write_reference_logps(precomputed_->dir, key, table, ctx.rank);
+  FT_LOG_INFO("reference log-probs of {} pairs precomputed in {:.1f} s", n,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+at::Tensor PreferenceObjective::score_pairs(model::Transformer& model, const data::PreferenceDataset& pairs,
+                                            const data::CollateOptions& options, int64_t pairs_per_batch,
+                                            const RunContext& ctx) const {
   const int64_t n = pairs.distinct_pairs();
   const c10::Device device = kernels_.device;
   at::Tensor table = at::zeros({n, 2}, at::TensorOptions().dtype(at::kFloat).device(device));  // F32 [N, 2]
@@ -126,9 +144,7 @@ void PreferenceObjective::prepare_pairs(model::Transformer& model, data::Prefere
     std::vector<at::Tensor> parts{table};
     ctx.comm->all_reduce_(parts, dist::ReduceOp::kSum);  // every row comes from exactly one rank
   }
-  pairs.set_reference_logps(table);
-  FT_LOG_INFO("reference log-probs of {} pairs precomputed in {:.1f} s", n,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return table.cpu();
 }
 
 at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::Batch& batch,
@@ -165,10 +181,10 @@ at::Tensor PreferenceObjective::compute(model::Transformer& model, const data::B
     in.policy_rejected_logps = logps.narrow(0, P, P);
   }
   if (needs_reference()) {
-    FT_CHECK(!precomputed_ || batch.pairs->reference_logps.defined(),
+    FT_CHECK(!precomputed_.has_value() || batch.pairs->reference_logps.defined(),
              "a batch of pairs without the precomputed reference log-probs (preference.precompute_ref_logps)");
-    const at::Tensor ref = precomputed_ ? batch.pairs->reference_logps.to(device, /*non_blocking=*/true)
-                                        : reference_logps(model, inputs, *completion, S);  // F32 [2P]
+    const at::Tensor ref = precomputed_.has_value() ? batch.pairs->reference_logps.to(device, /*non_blocking=*/true)
+                                                    : reference_logps(model, inputs, *completion, S);  // F32 [2P]
     in.ref_chosen_logps = ref.narrow(0, 0, P);
     in.ref_rejected_logps = ref.narrow(0, P, P);
   }
@@ -226,8 +242,10 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
                                                       const tok::Tokenizer& tokenizer, const RunContext& ctx) {
   const PreferenceLossOptions loss = preference_loss_options(cfg);
   std::shared_ptr<model::Transformer> reference;
-  const bool precomputed = cfg.preference.precompute_ref_logps && !is_reference_free(loss.kind);
-  if (precomputed) {
+  std::optional<PrecomputedReference> precomputed;
+  if (cfg.preference.precompute_ref_logps && !is_reference_free(loss.kind)) {
+    precomputed = PrecomputedReference{std::filesystem::path(cfg.run.output_dir) / "reference_logps",
+                                       reference_logps_context(cfg, ctx.device)};
     FT_LOG_INFO("{}: the reference log-probs are computed once before training, with the starting model{}",
                 name_of(cfg.train.objective), cfg.lora.enabled ? " (adapters off)" : "");
   } else if (!is_reference_free(loss.kind) && !cfg.lora.enabled) {
@@ -241,7 +259,7 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
   } else if (!is_reference_free(loss.kind)) {
     FT_LOG_INFO("{}: the reference model is the base with the adapters switched off", name_of(cfg.train.objective));
   }
-  return std::make_unique<PreferenceObjective>(loss, precision, kernels, std::move(reference), precomputed);
+  return std::make_unique<PreferenceObjective>(loss, precision, kernels, std::move(reference), std::move(precomputed));
 }
 
 }  // namespace ft::train

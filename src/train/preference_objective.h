@@ -8,12 +8,22 @@
 // optimizer step on all ranks. Nothing reads a value on the host.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "train/objective.h"
 #include "train/preference_loss.h"
 
 namespace ft::train {
+
+// Where precomputed reference log-probs are kept (train/reference_logps_file.h): the directory and the context of
+// their key.
+struct PrecomputedReference {
+  std::filesystem::path dir;
+  std::string context;
+};
 
 class PreferenceObjective final : public Objective {
  public:
@@ -21,12 +31,14 @@ class PreferenceObjective final : public Objective {
   // model with its adapters off is the reference, and for SimPO and ORPO, which have none.
   // `precomputed`: the reference's log-probs come with the batches (prepare_pairs), and no reference forward runs.
   PreferenceObjective(PreferenceLossOptions loss, PrecisionPolicy precision, model::KernelPolicy kernels,
-                      std::shared_ptr<model::Transformer> reference, bool precomputed = false);
+                      std::shared_ptr<model::Transformer> reference,
+                      std::optional<PrecomputedReference> precomputed = std::nullopt);
   int64_t units(const data::Batch& batch) const override;  // pairs
   bool needs_reference() const;
-  // With `precomputed`: the reference log-probs of every distinct pair of `pairs`, computed with `model` as it is
-  // now (the starting model; under LoRA with its adapters off), in eval mode and without gradients, and attached to
-  // the set (PreferenceDataset::set_reference_logps). The ranks split the batches and sum their parts.
+  // With `precomputed`: the reference log-probs of every distinct pair of `pairs`, attached to the set
+  // (PreferenceDataset::set_reference_logps): read from the precomputed directory when it holds them under this key,
+  // else computed with `model` as it is now (the starting model; under LoRA with its adapters off), in eval mode and
+  // without gradients, the ranks splitting the batches and summing their parts, and kept there.
   void prepare_pairs(model::Transformer& model, data::PreferenceDataset& pairs, const data::CollateOptions& options,
                      int64_t pairs_per_batch, const RunContext& ctx) const override;
 
@@ -47,8 +59,12 @@ class PreferenceObjective final : public Objective {
   PreferenceLossOptions loss_;
   PrecisionPolicy precision_;
   model::KernelPolicy kernels_;
+  // F32 [pairs, 2] of prepare_pairs, computed.
+  at::Tensor score_pairs(model::Transformer& model, const data::PreferenceDataset& pairs,
+                         const data::CollateOptions& options, int64_t pairs_per_batch, const RunContext& ctx) const;
+
   std::shared_ptr<model::Transformer> reference_;
-  bool precomputed_ = false;
+  std::optional<PrecomputedReference> precomputed_;
 };
 
 // The loss options of cfg.train.objective from cfg.preference (dpo with label_smoothing: cDPO, or robust DPO with

@@ -334,6 +334,25 @@ TEST(PreferenceTraining, DpoResumesMidEpochWithTheSameLosses) {
   expect_same_losses(losses(dir / "straight"), losses(dir / "resumed"), 0.0);
 }
 
+// The precomputed reference log-probs are kept in the run directory: a resumed run reads them instead of scoring
+// the pairs again, and its losses equal an uninterrupted run's exactly.
+TEST(PreferenceTraining, PrecomputedReferenceIsReadBackOnResume) {
+  REQUIRE_TRL();
+  ScratchDir dir("ft-dpo-precompute-resume");
+  const std::string precompute = " preference.precompute_ref_logps=true";
+  ASSERT_EQ(run(train_cmd(dpo_config(dir.path(), "straight", ""), precompute)).exit_code, 0);
+  const auto config = dpo_config(dir.path(), "resumed", "checkpoint:\n  every_steps: 3\n");
+  const auto first = run(train_cmd(config, "train.max_steps=3" + precompute));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("precomputed in"), std::string::npos) << first.output;
+  const auto second = run(train_cmd(config, precompute));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("pairs read from"), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("precomputed in"), std::string::npos) << second.output;
+  expect_same_losses(losses(dir / "straight"), losses(dir / "resumed"), 0.0);
+}
+
 // The pairs of a step split over accumulation or over two Gloo ranks: the per-pair losses are averaged over the
 // step's pairs whatever the split, so losses, rewards and the final weights equal one process's 2-pair batches. The
 // same holds with the reference log-probs precomputed, the two ranks sharing that pass.
