@@ -26,7 +26,7 @@ besides=()   # "ANCHOR GLOB..." lines
 while read -r verb rest; do
   case $verb in
     ''|\#*) ;;
-    exclude) read -ra words <<<"$rest"; excludes+=("${words[@]}") ;;
+    exclude|driver) read -ra words <<<"$rest"; excludes+=("${words[@]}") ;;
     beside) besides+=("$rest") ;;
     *) echo "assemble-runtime: $rules: unknown rule '$verb'" >&2; exit 1 ;;
   esac

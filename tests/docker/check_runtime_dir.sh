@@ -18,7 +18,8 @@ rt=$tmp/runtime
 runpath=$(readelf -d "$rt/bin/finetune" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 [[ $runpath == "\$ORIGIN/../lib" ]] || fail "RUNPATH is '$runpath', not \$ORIGIN/../lib"
 
-mapfile -t excludes < <(sed -n 's/^exclude[[:space:]]\+//p' "$src/docker/runtime-libs.txt" | tr -s ' \t' '\n')
+mapfile -t excludes < <(sed -n -E 's/^(exclude|driver)[[:space:]]+//p' "$src/docker/runtime-libs.txt" |
+  tr -s ' \t' '\n')
 # shellcheck disable=SC2053 # the exclude globs are meant to match
 excluded() { local g; for g in "${excludes[@]}"; do [[ -n $g && $1 == $g ]] && return 0; done; return 1; }
 
