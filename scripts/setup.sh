@@ -7,7 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-# FT_APT_LISTS: the package lists to install from (scripts/fuzz.sh adds third_party/apt-packages-fuzz.txt).
+# FT_APT_LISTS: the package lists to install from (scripts/fuzz.sh adds third_party/apt-packages-fuzz.txt,
+# scripts/build-image.sh installs third_party/apt-packages-image.txt).
 read -r -a lists <<<"${FT_APT_LISTS:-third_party/apt-packages.txt}"
 mapfile -t wanted < <(cat "${lists[@]}" | grep -v -e '^#' -e '^$')
 missing=()
