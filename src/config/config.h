@@ -263,6 +263,7 @@ struct OptimizerConfig {
   double eps = 1e-8;                         // Adam epsilon
   double weight_decay = 0.0;                 // decoupled weight decay
   bool decay_norms_and_biases = false;       // also decay norms, biases and embeddings
+  bool kahan_summation = false;  // bf16 parameters: Kahan-compensated updates, F32 exp_avg_sq (fp32-quality steps)
 
   template <class V> void visit(V& v) {
     v("name", name);
@@ -271,6 +272,7 @@ struct OptimizerConfig {
     v("eps", eps);
     v("weight_decay", weight_decay);
     v("decay_norms_and_biases", decay_norms_and_biases);
+    v("kahan_summation", kahan_summation, kMustMatch);
   }
 };
 

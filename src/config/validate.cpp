@@ -224,6 +224,14 @@ void check_training(const Config& c, Checker& k) {
   }
   k.positive("optimizer.eps", o.eps);
   k.at_least("optimizer.weight_decay", o.weight_decay, 0.0);
+  const bool bf16_weights_train =
+      !c.lora.enabled &&
+      (t.precision == Precision::kBf16Pure || (c.model.dtype == ModelDType::kBf16 && t.precision != Precision::kFp16));
+  if (o.kahan_summation && !bf16_weights_train) {
+    k.fail("optimizer.kahan_summation",
+           "Kahan summation compensates the rounding of bf16 parameters, and this run trains none; use it with "
+           "train.precision: bf16-pure, or model.dtype: bf16 in a full fine-tune");
+  }
 
   const auto& s = c.scheduler;
   k.at_least<int64_t>("scheduler.warmup_steps", s.warmup_steps, 0);

@@ -22,6 +22,7 @@ AdamWOptions AdamWOptions::from_config(const OptimizerConfig& cfg) {
   o.eps = cfg.eps;
   o.weight_decay = cfg.weight_decay;
   o.decay_norms_and_biases = cfg.decay_norms_and_biases;
+  o.kahan_summation = cfg.kahan_summation;
   return o;
 }
 
@@ -77,13 +78,52 @@ void AdamW::validate() {
   }
 }
 
+bool AdamW::compensated(const at::Tensor& param) const {
+  return opts_.kahan_summation && (param.scalar_type() == at::kBFloat16 || param.scalar_type() == at::kHalf);
+}
+
 AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param) {
   auto it = state_.find(name);
   if (it != state_.end()) return it->second;
   // As torch/optim/adamw.py does for fused=True: zero moments like the param, a F32 step on the param's device.
   State s{at::zeros_like(param, at::MemoryFormat::Preserve), at::zeros_like(param, at::MemoryFormat::Preserve),
-          at::zeros({}, param.options().dtype(at::kFloat))};
+          at::zeros({}, param.options().dtype(at::kFloat)), at::Tensor()};
+  if (compensated(param)) {
+    // exp_avg_sq in F32: with beta2 near 1 its per-step change is far below bf16's resolution, the same loss
+    // Kahan summation removes from the weights (exp_avg moves by 1 - beta1 of itself and keeps the param dtype).
+    s.exp_avg_sq = s.exp_avg_sq.to(at::kFloat);
+    s.compensation = at::zeros_like(param, at::MemoryFormat::Preserve);
+  }
   return state_.emplace(name, std::move(s)).first->second;
+}
+
+// AdamW's update u = -lr * (wd * p + m_hat / (sqrt(v_hat) + eps)), computed in F32, then added to the parameter with
+// Kahan summation: y = u + c; p' = round(p + y); c' = y - (p' - p). What the rounding of p' drops stays in c and joins
+// the next update, so p + c follows the F32 trajectory to within c's own rounding. A step skipped by `found_inf` (1)
+// changes nothing, through keep = 1 - found_inf in every formula, and the bias corrections come from the step tensor:
+// nothing is read on the host.
+void AdamW::compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
+                             const std::optional<at::Tensor>& grad_scale,
+                             const std::optional<at::Tensor>& found_inf) const {
+  const at::Tensor keep = found_inf ? 1.0 - found_inf->to(param.device(), at::kFloat)
+                                    : at::ones({}, param.options().dtype(at::kFloat));  // F32 []
+  at::Tensor grad = param.grad().to(at::kFloat);                                        // F32, param shape
+  if (grad_scale) grad.div_(grad_scale->to(param.device(), at::kFloat));
+  if (found_inf) grad = at::where(keep.gt(0), grad, 0.0);  // a skipped step's gradient may hold Inf/NaN
+  s.step.add_(keep);
+  s.exp_avg.copy_(s.exp_avg.to(at::kFloat).lerp_(grad, keep * (1.0 - opts_.beta1)));
+  s.exp_avg_sq.mul_(1.0 - keep * (1.0 - opts_.beta2)).add_(grad.square().mul_(keep * (1.0 - opts_.beta2)));
+  const at::Tensor step = s.step.clamp_min(1.0);                            // a first step skipped divides by 1
+  const at::Tensor bias1 = 1.0 - at::pow(opts_.beta1, step);                // F32 []
+  const at::Tensor bias2_sqrt = (1.0 - at::pow(opts_.beta2, step)).sqrt();  // F32 []
+  const at::Tensor p = param.to(at::kFloat);
+  const at::Tensor denom = s.exp_avg_sq.sqrt().div_(bias2_sqrt).add_(opts_.eps);
+  at::Tensor y = s.exp_avg.to(at::kFloat).div_(denom).div_(bias1).mul_(-lr);  // -lr * m_hat / (sqrt(v_hat) + eps)
+  if (weight_decay != 0.0) y.add_(p, -lr * weight_decay);
+  const at::Tensor c = s.compensation.to(at::kFloat);
+  y.add_(c).mul_(keep);
+  param.copy_(p + y);
+  s.compensation.copy_(y.sub_(param.to(at::kFloat).sub_(p)).add_(c * (1.0 - keep)));
 }
 
 void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
@@ -106,6 +146,10 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       for (size_t i : indices) {
         const at::Tensor& p = g.params[i];
         State& s = state_for(g.names[i], p);
+        if (compensated(p)) {
+          compensated_step(p, s, g.lr, g.weight_decay, grad_scale, found_inf);
+          continue;
+        }
         b.params.push_back(p);
         b.grads.push_back(p.grad());
         b.exp_avgs.push_back(s.exp_avg);
@@ -114,6 +158,7 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       }
     }
     for (auto& b : buckets) {
+      if (b.params.empty()) continue;  // every parameter of the bucket was compensated
       const at::Device device = b.params.front().device();
       std::optional<at::Tensor> scale_here, inf_here;
       if (grad_scale) scale_here = grad_scale->to(device, at::kFloat, /*non_blocking=*/true);
@@ -146,6 +191,7 @@ std::map<std::string, at::Tensor> AdamW::state_tensors() const {
     out[name + ".exp_avg"] = s.exp_avg.detach();
     out[name + ".exp_avg_sq"] = s.exp_avg_sq.detach();
     out[name + ".step"] = s.step.detach();
+    if (s.compensation.defined()) out[name + ".compensation"] = s.compensation.detach();
   }
   return out;
 }
@@ -157,7 +203,7 @@ std::map<std::string, at::Tensor> AdamW::state_dict() const {
 }
 
 void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
-  static const std::vector<std::string> kSuffixes = {".exp_avg", ".exp_avg_sq", ".step"};
+  static const std::vector<std::string> kSuffixes = {".exp_avg", ".exp_avg_sq", ".step", ".compensation"};
   std::map<std::string, const at::Tensor*> params;
   for (const auto& g : groups_)
     for (size_t i = 0; i < g.params.size(); ++i) params[g.names[i]] = &g.params[i];
@@ -202,8 +248,21 @@ void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
                     "the model shape changed since the checkpoint was written; resume with the same model");
     if (st.numel() != 1)
       throw Error(fmt::format("optimizer state '{}.step' has shape [{}], expected a scalar", name, shape_str(st)));
-    State s{m.to(p.device(), p.scalar_type()).clone(), v.to(p.device(), p.scalar_type()).clone(),
-            st.reshape({}).to(p.device(), at::kFloat).clone()};
+    const bool kahan = compensated(p);
+    if (kahan != (state.count(name + ".compensation") > 0)) {
+      throw Error(
+          fmt::format("optimizer state for '{}' was written {} Kahan summation", name, kahan ? "without" : "with"),
+          "resume with the optimizer.kahan_summation setting of the run that wrote the checkpoint");
+    }
+    State s{m.to(p.device(), p.scalar_type()).clone(), v.to(p.device(), kahan ? at::kFloat : p.scalar_type()).clone(),
+            st.reshape({}).to(p.device(), at::kFloat).clone(), at::Tensor()};
+    if (kahan) {
+      const at::Tensor& c = get(".compensation");
+      if (!c.sizes().equals(p.sizes()))
+        throw Error(fmt::format("optimizer state '{}.compensation' has shape [{}], the parameter [{}]", name,
+                                shape_str(c), shape_str(p)));
+      s.compensation = c.to(p.device(), p.scalar_type()).clone();
+    }
     loaded.emplace(name, std::move(s));
   }
   state_ = std::move(loaded);

@@ -21,6 +21,11 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool decay_norms_and_biases = false;  // false: norms, biases and embeddings get weight_decay 0
+  // bf16/fp16 parameters: Kahan-compensated updates, as torchdistx's AnyPrecisionAdamW(use_kahan_summation=True):
+  // each keeps a compensation buffer of its dtype holding what rounding the parameter dropped, and an F32 exp_avg_sq
+  // (exp_avg stays in the parameter's dtype), so steps far below the dtype's resolution add up as they do on fp32
+  // master weights. F32 parameters step through the fused kernel as without it.
+  bool kahan_summation = false;
 
   static AdamWOptions from_config(const OptimizerConfig& cfg);  // the optimizer.* section
 };
@@ -62,8 +67,9 @@ class AdamW {
   std::vector<ParamGroup>& groups() { return groups_; }
   const AdamWOptions& options() const { return opts_; }
 
-  // State as "<param>.exp_avg" (param dtype/shape), "<param>.exp_avg_sq" (param dtype/shape) and
-  // "<param>.step" (F32 []) for every parameter stepped at least once. Tensors are detached copies on the CPU.
+  // State as "<param>.exp_avg" (param dtype/shape), "<param>.exp_avg_sq" (param dtype/shape; F32 under Kahan
+  // summation), "<param>.step" (F32 []) and, under Kahan summation, "<param>.compensation" (param dtype/shape) for
+  // every parameter stepped at least once. Tensors are detached copies on the CPU.
   std::map<std::string, at::Tensor> state_dict() const;
   // The same entries as the optimizer's own tensors (detached, on their devices, changed by the next step): for a
   // checkpoint that writes or copies them at once.
@@ -74,11 +80,17 @@ class AdamW {
 
  private:
   struct State {
-    at::Tensor exp_avg;     // param dtype/shape
-    at::Tensor exp_avg_sq;  // param dtype/shape
-    at::Tensor step;        // F32 [] on the param's device
+    at::Tensor exp_avg;       // param dtype/shape
+    at::Tensor exp_avg_sq;    // param dtype/shape (F32 when compensated)
+    at::Tensor step;          // F32 [] on the param's device
+    at::Tensor compensation;  // param dtype/shape when compensated, else undefined
   };
+  // Whether `param` steps with Kahan summation.
+  bool compensated(const at::Tensor& param) const;
   State& state_for(const std::string& name, const at::Tensor& param);
+  // One parameter's Kahan-compensated AdamW step (ATen ops, no host sync).
+  void compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
+                        const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) const;
   void validate();
 
   std::vector<ParamGroup> groups_;

@@ -161,6 +161,9 @@ INSTANTIATE_TEST_SUITE_P(
                                "preference.precompute_ref_logps: simpo has no reference model (it applies to dpo and "
                                "ipo)",
                                {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+                      BadValue{"optimizer.kahan_summation=true",
+                               "optimizer.kahan_summation: Kahan summation compensates the rounding of bf16 "
+                               "parameters, and this run trains none"},
                       BadValue{"preference.beta=0", "preference.beta: out of range (expected > 0, got 0)",
                                {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
                       BadValue{"train.objective=kto",

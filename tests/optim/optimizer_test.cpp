@@ -1,5 +1,8 @@
-// Fused AdamW against torch.optim.AdamW(fused=True), parameter grouping, the found_inf skip and state round trips.
+// Fused AdamW against torch.optim.AdamW(fused=True), parameter grouping, the found_inf skip and state round trips;
+// Kahan-compensated bf16 steps against F32 AdamW.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "optim/optimizer.h"
 #include "support/torch_reference.h"
@@ -164,6 +167,150 @@ TEST(AdamW, LoadRejectsUnknownNamesAndShapeChanges) {
   missing.erase("model.norm.weight.step");  // not a param: no-op
   missing.erase("model.layers.0.input_layernorm.weight.step");
   EXPECT_THROW(opt.load_state_dict(missing), Error);
+}
+
+// N steps of the same gradients on an F32 weight (the reference: the fused kernel, which matches torch above) and on
+// bf16 copies, with and without Kahan summation. lr 1e-5 moves weights of magnitude ~1 by far less than bf16's
+// resolution there (2^-7): plain bf16 rounds every update away, the compensated copy follows the F32 weights.
+struct Bf16Trajectories {
+  at::Tensor start, f32, kahan, kahan_compensation, plain;
+};
+Bf16Trajectories run_bf16_trajectories(int steps, double weight_decay) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor w0 = (at::rand({64, 32}, gen) + 0.5).to(at::kBFloat16).to(at::kFloat);  // exact in bf16
+  AdamWOptions opts;
+  opts.lr = 1e-5;
+  opts.weight_decay = weight_decay;
+  opts.decay_norms_and_biases = true;
+  auto f32 = w0.clone().requires_grad_(true);
+  auto kahan = w0.to(at::kBFloat16).requires_grad_(true);
+  auto plain = w0.to(at::kBFloat16).requires_grad_(true);
+  AdamW opt_f32({{"w", f32}}, opts);
+  AdamW opt_plain({{"w", plain}}, opts);
+  opts.kahan_summation = true;
+  AdamW opt_kahan({{"w", kahan}}, opts);
+  for (int s = 0; s < steps; ++s) {
+    // A drift plus noise, the same values for all three (bf16 gradients, as a bf16 model's backward gives).
+    const at::Tensor g = (at::randn({64, 32}, gen) + 0.3).to(at::kBFloat16);
+    f32.mutable_grad() = g.to(at::kFloat);
+    kahan.mutable_grad() = g.clone();
+    plain.mutable_grad() = g.clone();
+    opt_f32.step();
+    opt_kahan.step();
+    opt_plain.step();
+  }
+  const auto state = opt_kahan.state_dict();
+  return {w0, f32.detach(), kahan.detach().to(at::kFloat), state.at("w.compensation").to(at::kFloat),
+          plain.detach().to(at::kFloat)};
+}
+
+double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
+
+TEST(AdamW, KahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
+  for (double wd : {0.0, 0.1}) {
+    SCOPED_TRACE("weight_decay " + std::to_string(wd));
+    const auto t = run_bf16_trajectories(400, wd);
+    const double moved = max_abs(t.f32 - t.start);
+    ASSERT_GT(moved, 1e-3);  // 400 steps of a few 1e-6
+    EXPECT_LT(max_abs(t.plain - t.start), 1e-9) << "plain bf16 should not move at this lr";
+    // The bf16 weights stay within one rounding of the F32 ones (2^-8 for weights in [0.5, 2)), and with the
+    // compensation they follow them to a small part of the way moved: the compensation itself is rounded to bf16
+    // every step (as AnyPrecisionAdamW's), which leaves 3-4 % of the path on average (1/100 of a bf16 spacing here).
+    const double mean_moved = (t.f32 - t.start).abs().mean().item<double>();
+    const double mean_error = (t.kahan + t.kahan_compensation - t.f32).abs().mean().item<double>();
+    EXPECT_LT(max_abs(t.kahan - t.f32), std::pow(2.0, -8));
+    EXPECT_LT(mean_error, 0.06 * mean_moved) << mean_error << " of " << mean_moved;
+    EXPECT_LT(max_abs(t.kahan + t.kahan_compensation - t.f32), 0.25 * moved);
+  }
+}
+
+TEST(AdamW, KahanSummationLeavesF32ParametersOnTheFusedKernel) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  auto a = make_params(gen);
+  std::vector<optim::NamedParam> b;
+  for (const auto& [name, p] : a) b.emplace_back(name, p.detach().clone().requires_grad_(true));
+  AdamWOptions opts;
+  AdamW plain(a, opts);
+  opts.kahan_summation = true;
+  AdamW kahan(b, opts);
+  for (int s = 0; s < 3; ++s) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const at::Tensor g = at::randn_like(a[i].second);
+      a[i].second.mutable_grad() = g;
+      b[i].second.mutable_grad() = g.clone();
+    }
+    plain.step();
+    kahan.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  EXPECT_EQ(kahan.state_dict().count(a[0].first + ".compensation"), 0u);
+}
+
+// The trainer passes found_inf on every step (a non-finite loss skips it): under Kahan summation a skipped step
+// leaves weights, moments, compensation and step count untouched, and grad_scale divides the gradients.
+TEST(AdamW, KahanSummationSkipsFoundInfStepsAndUnscalesGradients) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  AdamWOptions opts;
+  opts.lr = 1e-3;
+  opts.weight_decay = 0.1;
+  opts.decay_norms_and_biases = true;
+  opts.kahan_summation = true;
+  auto w = at::randn({6, 5}, gen).to(at::kBFloat16).requires_grad_(true);
+  auto twin = w.detach().clone().requires_grad_(true);
+  AdamW opt({{"w", w}}, opts);
+  AdamW opt_twin({{"w", twin}}, opts);
+  const at::Tensor g1 = at::randn({6, 5}, gen).to(at::kBFloat16);
+  w.mutable_grad() = g1;
+  opt.step(std::nullopt, at::zeros({}, at::kFloat));
+  const at::Tensor before = w.detach().clone();
+  const auto state_before = opt.state_dict();
+  w.mutable_grad() = at::full({6, 5}, NAN, at::kBFloat16);
+  opt.step(std::nullopt, at::ones({}, at::kFloat));
+  EXPECT_TRUE(at::equal(w, before));
+  for (const auto& [key, value] : opt.state_dict()) EXPECT_TRUE(at::equal(value, state_before.at(key))) << key;
+  // The twin saw only the real step; gradients scaled by 1024 (exact in bf16) then step both alike.
+  twin.mutable_grad() = g1.clone();
+  opt_twin.step();
+  const at::Tensor g2 = at::randn({6, 5}, gen).to(at::kBFloat16);
+  w.mutable_grad() = g2 * 1024.0;
+  twin.mutable_grad() = g2.clone();
+  opt.step(at::full({}, 1024.0, at::kFloat), at::zeros({}, at::kFloat));
+  opt_twin.step();
+  EXPECT_TRUE(at::equal(w, twin));
+  EXPECT_EQ(opt.state_dict().at("w.step").item<float>(), 2.0f);
+}
+
+TEST(AdamW, KahanStateRoundTripContinuesIdentically) {
+  AdamWOptions opts;
+  opts.lr = 1e-4;
+  opts.kahan_summation = true;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  auto w = at::randn({8, 4}, gen).to(at::kBFloat16).requires_grad_(true);
+  AdamW first({{"w", w}}, opts);
+  auto grad = [&] { return at::randn({8, 4}, gen).to(at::kBFloat16); };
+  for (int s = 0; s < 4; ++s) {
+    w.mutable_grad() = grad();
+    first.step();
+  }
+  const auto saved = first.state_dict();
+  ASSERT_EQ(saved.at("w.exp_avg_sq").scalar_type(), at::kFloat);
+  ASSERT_EQ(saved.at("w.compensation").scalar_type(), at::kBFloat16);
+  auto w2 = w.detach().clone().requires_grad_(true);
+  AdamW second({{"w", w2}}, opts);
+  second.load_state_dict(saved);
+  for (int s = 0; s < 4; ++s) {
+    const at::Tensor g = grad();
+    w.mutable_grad() = g;
+    w2.mutable_grad() = g.clone();
+    first.step();
+    second.step();
+  }
+  EXPECT_TRUE(at::equal(w, w2));
+  // A checkpoint written without Kahan summation cannot resume one with it, and the reverse.
+  AdamWOptions without = opts;
+  without.kahan_summation = false;
+  AdamW other({{"w", w2}}, without);
+  EXPECT_THROW(other.load_state_dict(saved), Error);
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "data/synth.h"
@@ -326,6 +330,39 @@ TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("non-finite loss at step 1"), std::string::npos) << result.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "nan" / "checkpoints" / "step-000001"));
+}
+
+// A long run at a small learning rate, where bf16 rounds most AdamW updates away: bf16-pure falls behind F32
+// master weights (train.precision bf16), and bf16-pure with optimizer.kahan_summation keeps up with them.
+TEST_F(TrainLoop, KahanSummationKeepsBf16WeightsOnTheF32MasterTrajectory) {
+  const std::string fixed =
+      "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n"
+      "scheduler: {type: constant, warmup_steps: 0}\n";
+  const std::string common = "train.max_steps=60 optimizer.lr=1.0e-4 optimizer.weight_decay=0 ";
+  const std::map<std::string, std::string> runs = {{"master", "train.precision=bf16"},
+                                                   {"pure", "train.precision=bf16-pure"},
+                                                   {"kahan", "train.precision=bf16-pure optimizer.kahan_summation=true"}};
+  std::map<std::string, double> final_loss;  // the mean of the last 10 steps
+  for (const auto& [name, overrides] : runs) {
+    const auto result = run(train_cmd(write_config(name, fixed), common + overrides));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto l = losses(dir_ / name);
+    ASSERT_EQ(l.size(), 60u);
+    double sum = 0;
+    for (auto it = l.rbegin(); it != std::next(l.rbegin(), 10); ++it) sum += it->second;
+    final_loss[name] = sum / 10;
+  }
+  const double start = losses(dir_ / "master").begin()->second;
+  const double learned = start - final_loss["master"];
+  ASSERT_GT(learned, 0.05) << "the master run should learn at this rate";
+  std::cerr << "losses from " << start << ": master " << final_loss["master"] << ", kahan " << final_loss["kahan"]
+            << ", pure " << final_loss["pure"] << "\n";
+  const double kahan_gap = std::abs(final_loss["kahan"] - final_loss["master"]);
+  const double pure_gap = std::abs(final_loss["pure"] - final_loss["master"]);
+  EXPECT_LT(kahan_gap, 0.005 * final_loss["master"]) << "kahan " << final_loss["kahan"] << ", master "
+                                                      << final_loss["master"];
+  EXPECT_GT(pure_gap, 3.0 * kahan_gap) << "pure " << final_loss["pure"] << ", kahan " << final_loss["kahan"]
+                                       << ", master " << final_loss["master"];
 }
 
 TEST_F(TrainLoop, Fp16TrainsWithDynamicLossScaling) {
