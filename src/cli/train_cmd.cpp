@@ -1,4 +1,5 @@
-// `finetune train --config FILE [--nproc-per-node N|auto] [key=value ...]`.
+// `finetune train --config FILE [--nproc-per-node N|auto] [--nnodes M --node-rank R --master-addr A
+// [--master-port P]] [key=value ...]`.
 #include <chrono>
 #include <iostream>
 
@@ -20,25 +21,16 @@ namespace {
 struct TrainOptions {
   std::string config;                  // YAML file
   std::string nproc_per_node;          // empty = this process is the (only) worker
+  std::string nnodes, node_rank;       // the built-in launcher on several nodes, as torchrun spells it
+  std::string master_addr, master_port;
   std::vector<std::string> overrides;  // key=value
   bool overwrite = false;              // --overwrite: run.overwrite=true
 };
 
-// The command line without --nproc-per-node, for the workers the launcher starts.
-std::vector<std::string> worker_args(const std::vector<std::string>& argv) {
-  std::vector<std::string> out;
-  for (size_t i = 1; i < argv.size(); ++i) {
-    if (argv[i] == "--nproc-per-node") {
-      ++i;
-      continue;
-    }
-    if (argv[i].rfind("--nproc-per-node=", 0) == 0) continue;
-    out.push_back(argv[i]);
-  }
-  return out;
-}
-
 int run_train(const TrainOptions& options, const Globals& globals) {
+  // The launcher's options first, also where they go unused (in a worker): a typo fails at once, with exit code 2.
+  dist::LaunchOptions launch =
+      dist::parse_node_options(options.nnodes, options.node_rank, options.master_addr, options.master_port);
   // Load and validate before anything starts, so a bad config fails once, with exit code 2.
   std::vector<std::string> overrides = options.overrides;
   if (options.overwrite) overrides.emplace_back("run.overwrite=true");
@@ -48,9 +40,12 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   const auto env = dist::read_env();
   log::init(log::parse_level(level_name).value_or(log::Level::kInfo), env.rank, env.world_size);
 
-  if (!options.nproc_per_node.empty() && !env.distributed()) {
-    const int nproc = dist::parse_nproc(options.nproc_per_node);
-    if (nproc > 1) return dist::launch_local(nproc, worker_args(globals.argv));
+  if (!env.distributed()) {
+    const int nproc = options.nproc_per_node.empty() ? 1 : dist::parse_nproc(options.nproc_per_node);
+    if (nproc > 1 || launch.nnodes > 1) {
+      launch.timeout = std::chrono::seconds(cfg.distributed.timeout_s);
+      return dist::launch_local(nproc, dist::worker_args(globals.argv), launch);
+    }
   }
   train::RunContext ctx;
   ctx.rank = env.rank;
@@ -80,12 +75,22 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
       "  finetune train --config my.yaml optimizer.lr=1e-4 train.max_steps=100\n"
       "  finetune train --config my.yaml --overwrite                # delete the earlier run there, start again\n"
       "  finetune train --config my.yaml --nproc-per-node auto      # one worker per GPU\n"
+      "  finetune train --config my.yaml --nproc-per-node 8 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1\n"
+      "                                                             # node 0 of 2 (node 1: --node-rank 1)\n"
       "  torchrun --nproc-per-node 8 --no-python finetune train --config my.yaml\n"
       "Exit codes: 0 done, 1 failure, 2 bad config or usage, 130 stopped by a signal (checkpoint written).");
   auto options = std::make_shared<TrainOptions>();
   sub->add_option("--config,-c", options->config, "YAML config file")->required()->check(CLI::ExistingFile);
-  sub->add_option("--nproc-per-node", options->nproc_per_node,
+  sub->add_option("--nproc-per-node,--nproc_per_node", options->nproc_per_node,
                   "Start N local worker processes (or 'auto': one per visible GPU), like torchrun");
+  sub->add_option("--nnodes", options->nnodes,
+                  "Nodes in the run, each running this command with its own --node-rank (default 1)");
+  sub->add_option("--node-rank,--node_rank", options->node_rank,
+                  "This node's index, 0 .. nnodes-1; node 0 hosts the rendezvous store (default 0)");
+  sub->add_option("--master-addr,--master_addr", options->master_addr,
+                  "Node 0's address, the same on every node; required with --nnodes > 1 (one node: 127.0.0.1)");
+  sub->add_option("--master-port,--master_port", options->master_port,
+                  "The store's TCP port on node 0, the same on every node (default 29500; one node: a free port)");
   sub->add_flag("--overwrite", options->overwrite,
                 "Delete an earlier run in run.output_dir and start again (as run.overwrite=true); without it a run "
                 "that would start at step 0 refuses a directory that holds one");

@@ -181,6 +181,58 @@ TEST(DistPlainEnv, HandStartedRanksRunCollectivesAndExitCleanly) {
   EXPECT_EQ(r.output.find("TCPStore"), std::string::npos) << r.output;
 }
 
+// The built-in launcher as two nodes of 2 workers (--nnodes 2 --node-rank 0|1): the workers get torchrun's ranks
+// (RANK = node * 2 + local) and form one run through node 0's store.
+TEST(DistLauncher, TwoNodesGiveTorchrunsRanks) {
+  const std::string node = worker() + " launch-node 2 2 ";
+  const std::string where = " 127.0.0.1 " + std::to_string(free_port()) + " collectives";
+  const Result r =
+      run("(" + node + "1" + where + ") & " + node + "0" + where + "; a=$?; wait $!; b=$?; exit $((a + b))");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.output.find("[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + "/4 (local " +
+                            std::to_string(rank % 2) + "/2, node " + std::to_string(rank / 2) + "), store 127.0.0.1:"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("collectives ok on rank " + std::to_string(rank) + " of 4 (gloo)"), std::string::npos)
+        << r.output;
+  }
+}
+
+// Launchers that disagree are refused before any worker starts, each with a usage error (exit code 2): another
+// --nproc-per-node than the other node's, or a --node-rank that another launcher holds. A node that never joins is
+// named by the others after their timeout.
+TEST(DistLauncher, NodesThatDisagreeOrNeverJoinAreRefused) {
+  const std::string where = " 127.0.0.1 " + std::to_string(free_port()) + " collectives";
+  const Result r = run("(" + worker() + " launch-node 2 2 0" + where + "; echo node0=$?) & " + worker() +
+                       " launch-node 1 2 1" + where + "; echo node1=$?; wait");
+  EXPECT_NE(r.output.find("node 0 starts 2 workers, node 1 1: every node needs the same --nproc-per-node"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("node 1 starts 1 workers, node 0 2: every node needs the same --nproc-per-node"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("node0=2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node1=2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank "), std::string::npos) << "no worker started\n" << r.output;
+
+  // Node 0 and node 1 run; once they have started their workers, a second node 1 tries to join.
+  TempDir dir;
+  const std::string log1 = (dir / "node1.log").string();
+  const std::string steps = " 127.0.0.1 " + std::to_string(free_port()) + " steps 300";
+  const Result twice =
+      run(worker() + " launch-node 2 2 0" + steps + " > /dev/null 2>&1 & p0=$!; " + worker() + " launch-node 2 2 1" +
+          steps + " > " + log1 + " 2>&1 & p1=$!; " + "until grep -q \"launcher: node 1 of 2\" " + log1 +
+          "; do sleep 0.1; done; " + worker() + " launch-node 2 2 1" + steps + "; echo again=$?; kill $p0 $p1; wait");
+  EXPECT_NE(twice.output.find("--node-rank 1 is taken: the launcher "), std::string::npos) << twice.output;
+  EXPECT_NE(twice.output.find("again=2"), std::string::npos) << twice.output;
+
+  const Result alone = run("FT_DIST_TIMEOUT=3 " + worker() + " launch-node 2 2 0 127.0.0.1 " +
+                           std::to_string(free_port()) + " collectives");
+  EXPECT_EQ(alone.code, 1) << alone.output;
+  EXPECT_NE(alone.output.find("launcher of node 0: node 1 did not join within 3 s"), std::string::npos) << alone.output;
+}
+
 TEST(DistLauncher, WorkerExitCodeStopsTheRunNamingTheRank) {
   const Result r = run(worker() + " launch 2 exit3");
   EXPECT_EQ(r.code, 3) << r.output;
@@ -253,6 +305,39 @@ TEST(DistLauncher, KilledWorkerStopsTheOthersNamingIt) {
   EXPECT_NE(std::stoi(code), 0) << log;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed_at).count(), 20.0) << log;
   EXPECT_NE(log.find("rank 1 (pid " + std::to_string(pid) + ") was killed by signal 9"), std::string::npos) << log;
+}
+
+// Two nodes of the built-in launcher; node 1's launcher is SIGKILLed (its workers die with it): node 0's ranks fail
+// their next all-reduce naming the lost ranks, and node 0's launcher names the node that went silent.
+TEST(DistLauncher, LostNodeIsNamedByTheOtherNode) {
+  TempDir dir;
+  const std::string where = " 127.0.0.1 " + std::to_string(free_port()) + " steps 300";
+  for (int node : {1, 0}) {
+    const std::string n = std::to_string(node);
+    const std::string cmd = "(timeout -k 5 60 " + worker() + " launch-node 2 2 " + n + where + " > " +
+                            (dir / ("node" + n + ".log")).string() + " 2>&1 & echo $! > " +
+                            (dir / ("pid" + n)).string() + "; wait $!; echo $? > " + (dir / ("rc" + n)).string() +
+                            ") &";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+  ASSERT_FALSE(wait_for(dir / "node0.log", "[rank 0] step 3", 30).empty()) << slurp(dir / "node0.log");
+  ASSERT_FALSE(wait_for(dir / "node1.log", "[rank 3] step 3", 30).empty()) << slurp(dir / "node1.log");
+  // `timeout` runs the launcher as its child: the launcher is the only child of that pid.
+  const std::string timeout_pid = wait_for(dir / "pid1", "\n", 5);
+  ASSERT_FALSE(timeout_pid.empty());
+  const Result child = run("pgrep -P " + std::to_string(std::stoi(timeout_pid)));
+  ASSERT_EQ(child.code, 0) << child.output;
+  ASSERT_EQ(::kill(std::stoi(child.output), SIGKILL), 0);
+  const auto killed_at = Clock::now();
+  const std::string code = wait_for(dir / "rc0", "\n", 40);
+  const std::string log = slurp(dir / "node0.log");
+  ASSERT_FALSE(code.empty()) << log;
+  EXPECT_EQ(std::stoi(code), 1) << log;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed_at).count(), 15.0) << log;
+  EXPECT_NE(log.find("(lost ranks 2, 3)"), std::string::npos) << log;
+  EXPECT_NE(log.find("finetune launcher: lost node 1 (ranks 2-3): its launcher has sent no heartbeat for "),
+            std::string::npos)
+      << log;
 }
 
 TEST(DistLauncher, ForwardsSigtermToWorkers) {

@@ -8,6 +8,8 @@
 //   exit3                 rank 1 fails with exit code 3, rank 0 waits in a barrier
 //   steps <n>             n all-reduces 0.2 s apart, printing "pid <pid>" and "step <i>" (for kill -9 tests)
 //   launch <n> <mode...>  the built-in launcher running this binary's <mode...> in n workers
+//   launch-node <n> <nnodes> <node_rank> <addr> <port> <mode...>
+//                         the same, as node <node_rank> of a multi-node run (--nnodes ... --master-port)
 // Exits 0 on success; failures print "error: ..." and exit non-zero.
 #include <torch/nn/modules/linear.h>
 #include <torch/torch.h>
@@ -206,6 +208,13 @@ int run_mode(const std::vector<std::string>& args) {
   const std::string mode = args.at(0);
   if (mode == "launch") {
     return ft::dist::launch_local(ft::dist::parse_nproc(args.at(1)), {args.begin() + 2, args.end()});
+  }
+  if (mode == "launch-node") {
+    ft::dist::LaunchOptions options = ft::dist::parse_node_options(args.at(2), args.at(3), args.at(4), args.at(5));
+    const char* t = std::getenv("FT_DIST_TIMEOUT");
+    options.timeout = std::chrono::seconds(t != nullptr ? std::atoi(t) : 20);
+    ft::log::init(ft::log::Level::kInfo, 0, 1);
+    return ft::dist::launch_local(ft::dist::parse_nproc(args.at(1)), {args.begin() + 6, args.end()}, options);
   }
   const ft::dist::DistEnv env = ft::dist::read_env();
   ft::log::init(ft::log::Level::kInfo, env.rank, env.world_size);

@@ -136,4 +136,67 @@ TEST(DistEnv, ParseNproc) {
   EXPECT_THROW(ft::dist::parse_nproc("two"), ft::ConfigError);
 }
 
+// The built-in launcher's multi-node options, as torchrun spells them.
+TEST(LaunchOptions, DefaultsAreOneNodeOnAFreePort) {
+  const auto o = ft::dist::parse_node_options("", "", "", "");
+  EXPECT_EQ(o.nnodes, 1);
+  EXPECT_EQ(o.node_rank, 0);
+  EXPECT_EQ(o.master_addr, "127.0.0.1");
+  EXPECT_EQ(o.master_port, 0);
+}
+
+TEST(LaunchOptions, SeveralNodesTakeTorchrunsDefaultPort) {
+  const auto o = ft::dist::parse_node_options("2", "1", "10.0.0.1", "");
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.master_port, 29500);
+  EXPECT_EQ(ft::dist::parse_node_options("2", "0", "h", "1234").master_port, 1234);
+}
+
+std::string launch_error(const std::string& nnodes, const std::string& node_rank, const std::string& addr,
+                         const std::string& port) {
+  try {
+    ft::dist::parse_node_options(nnodes, node_rank, addr, port);
+  } catch (const ft::ConfigError& e) {
+    EXPECT_EQ(e.code(), ft::ExitCode::kUsage);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(LaunchOptions, BadValuesAreUsageErrorsNamingTheOption) {
+  EXPECT_EQ(launch_error("2", "2", "h", ""), "--node-rank 2 is not below --nnodes 2");
+  EXPECT_EQ(launch_error("", "1", "", ""), "--node-rank 1 is not below --nnodes 1");
+  EXPECT_NE(launch_error("2", "1", "", "").find("--nnodes 2 needs --master-addr"), std::string::npos);
+  EXPECT_EQ(launch_error("2", "0", "h", "70000"), "--master-port '70000' is not a number in 1..65535");
+  EXPECT_EQ(launch_error("2", "0", "h", "0"), "--master-port '0' is not a number in 1..65535");
+  EXPECT_EQ(launch_error("0", "", "h", ""), "--nnodes '0' is not a number in 1..65536");
+  EXPECT_EQ(launch_error("two", "", "h", ""), "--nnodes 'two' is not a number in 1..65536");
+  EXPECT_NE(launch_error("1:4", "", "h", "").find("elastic range"), std::string::npos);
+  EXPECT_EQ(launch_error("2", "-1", "h", ""), "--node-rank '-1' is not a number in 0..2147483647");
+}
+
+TEST(LaunchOptions, WorkerCommandLineLosesTheLaunchersOptionsInBothSpellings) {
+  const std::vector<std::string> argv = {"finetune",
+                                         "train",
+                                         "--nproc-per-node",
+                                         "2",
+                                         "--config",
+                                         "c.yaml",
+                                         "--nnodes=2",
+                                         "--node-rank",
+                                         "1",
+                                         "--master-addr=10.0.0.1",
+                                         "--master_port",
+                                         "29400",
+                                         "--nproc_per_node=2",
+                                         "--node_rank=1",
+                                         "--master_addr",
+                                         "h",
+                                         "train.max_steps=3"};
+  EXPECT_EQ(ft::dist::worker_args(argv),
+            (std::vector<std::string>{"train", "--config", "c.yaml", "train.max_steps=3"}));
+}
+
 }  // namespace
