@@ -8,7 +8,10 @@
 #   - the CPU demo `train --config /opt/finetune/configs/demo.yaml` writes its run through the working directory's
 #     runs/ link into the mounted directory, owned by the image's user, and `generate` on that model reverses a list;
 #   - ldd of every ELF file of the image resolves inside it, except the driver libraries of
-#     docker/runtime-libs.txt (the NVIDIA Container Toolkit mounts those from the host).
+#     docker/runtime-libs.txt (the NVIDIA Container Toolkit mounts those from the host);
+#   - where podman is installed (third_party/apt-packages-image.txt), a container engine: `podman load` reads
+#     finetune.tar as `docker load` would, and `podman run` runs `info` and `generate` on the demo's model, mounted
+#     with -v, in a store of its own under the test's directory.
 # Opt-in, as it builds and unpacks a multi-GB image (docs/docker.md gives the minutes): runs with FT_IMAGE_TEST=1 or
 # FT_IMAGE_DIR set, and as root (chroot, mounts); otherwise exits 77 (skipped).
 set -euo pipefail
@@ -23,8 +26,18 @@ if [[ -z ${FT_IMAGE_DIR:-} && ${FT_IMAGE_TEST:-0} != 1 ]]; then
   exit 77
 fi
 [[ $(id -u) -eq 0 ]] || { echo "skipped: needs root (umoci unpack, chroot, mounts)"; exit 77; }
-tmp=$(mktemp -d "$build/image-test.XXXXXX") # on the build's disk: the image and its unpacked copy take ~10 GB
-trap 'rm -rf "$tmp"' EXIT
+# In a mount namespace of its own, so that nothing podman mounts outlives the test.
+if [[ -z ${FT_CHECK_IMAGE_INSIDE:-} ]]; then
+  FT_CHECK_IMAGE_INSIDE=1 exec unshare --mount --propagation private bash "$0" "$@"
+fi
+tmp=$(mktemp -d "$build/image-test.XXXXXX") # on the build's disk: the image, its unpacked copy and podman's ~14 GB
+runroot=$(mktemp -d /tmp/ft-podman.XXXXXX)    # podman's state: its path must be short (50 characters at most)
+cleanup() {
+  local m
+  for m in $(findmnt -rn -o TARGET | grep -e "^$tmp/" -e "^$runroot/" | sort -r); do umount -l "$m"; done
+  rm -rf "$tmp" "$runroot"
+}
+trap cleanup EXIT
 SECONDS=0
 timing=""
 lap() { timing+="$1 ${SECONDS}s, " && SECONDS=0; }
@@ -34,6 +47,7 @@ if [[ -z ${FT_IMAGE_DIR:-} ]]; then
   "$src/scripts/build-image.sh" --build-dir "$build" "$image" || fail "scripts/build-image.sh failed"
   lap build
 fi
+[[ -f $image/oci/index.json ]] || fail "no OCI layout in $image/oci (scripts/build-image.sh OUT writes OUT/oci)"
 ref=$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' "$image/oci/index.json")
 config=$tmp/config.json
 skopeo inspect --config "oci:$image/oci:$ref" >"$config"
@@ -119,7 +133,7 @@ unresolved() {
 check_ldd() {
   mapfile -t elfs < <(cd "$rootfs" && find . -type f -size +64c -print0 |
     xargs -0 python3 -c 'import sys; [print(f[1:]) for f in sys.argv[1:] if open(f, "rb").read(4) == b"\x7fELF"]')
-  printf '%s\n' "${elfs[@]}" | grep -qx /opt/finetune/bin/finetune || fail "/opt/finetune/bin/finetune is not an ELF file"
+  printf '%s\n' "${elfs[@]}" | grep -qx /opt/finetune/bin/finetune || fail "/opt/finetune/bin/finetune is no ELF file"
   local missing
   missing=$(unresolved "${elfs[@]}")
   [[ -z $missing ]] || fail "libraries missing from the image: $missing"
@@ -133,6 +147,24 @@ check_ldd() {
     fail "a hidden $(basename "$lib") was not reported: '$missing'"
 }
 
+# check_engine: podman loads finetune.tar and runs it. The flags suit the build host, whose root lacks
+# CAP_SYS_RESOURCE and whose cgroups are hybrid: ulimits it may set, runc (crun refuses hybrid cgroups), cgroupfs.
+engine="podman not installed: no engine check"
+check_engine() {
+  command -v podman >/dev/null && [[ -f $image/finetune.tar ]] || return 0
+  local podman=(podman --root "$tmp/podman" --runroot "$runroot" --runtime runc --cgroup-manager cgroupfs)
+  local run=(run --rm --network=none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 -v "$tmp/runs:/runs")
+  local out
+  out=$("${podman[@]}" load -i "$image/finetune.tar" 2>&1) || fail "podman load failed: $out"
+  grep -q "Loaded image.*finetune:$ref" <<<"$out" || fail "podman load named no finetune:$ref: $out"
+  out=$("${podman[@]}" "${run[@]}" "finetune:$ref" info 2>&1) || fail "podman run ... info failed: $out"
+  grep -q '^LibTorch' <<<"$out" || fail "podman run ... info printed no LibTorch line: $out"
+  out=$("${podman[@]}" "${run[@]}" "finetune:$ref" generate --model runs/demo/model \
+    --prompt $'Reverse: 1 2 3 4 5\nAnswer:' --max-new-tokens 24 2>&1) || fail "podman run ... generate failed: $out"
+  grep -q '5 4 3 2 1' <<<"$out" || fail "generate under podman did not reverse 1 2 3 4 5: $out"
+  engine="podman $(podman --version | awk '{print $3}'): load, info, generate"
+}
+
 check_user
 out=$(run_image 2>&1) || fail "the bare image (Cmd $(jq -c .config.Cmd "$config")) failed: $out"
 grep -q '^Subcommands:' <<<"$out" || fail "the bare image did not print the help: $out"
@@ -143,4 +175,6 @@ check_demo
 lap "info, demo, generate"
 check_ldd
 lap "ldd of ${#elfs[@]} ELF files"
-echo "image $(jq -r '.config.Labels["org.opencontainers.image.revision"]' "$config") (uid $uid): ${timing%, }"
+check_engine
+lap "engine"
+echo "image $(jq -r '.config.Labels["org.opencontainers.image.revision"]' "$config") (uid $uid): ${timing%, }; $engine"
