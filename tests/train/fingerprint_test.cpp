@@ -37,10 +37,19 @@ model::ModelArgs shape(int64_t hidden = 64) {
 }
 
 TEST(Fingerprint, MarkedKeysAreTheSettingsThatShapeTheModelOrTheData) {
-  const std::vector<std::string> want = {"model.quantize",  "lora.enabled",           "lora.rank",
-                                         "lora.targets",    "tokenizer.add_tokens",   "data.train",
-                                         "data.template",   "data.seq_len",           "data.packing",
-                                         "train.objective", "train.micro_batch_size", "train.grad_accum_steps"};
+  const std::vector<std::string> want = {"model.quantize",
+                                         "lora.enabled",
+                                         "lora.rank",
+                                         "lora.targets",
+                                         "tokenizer.add_tokens",
+                                         "data.train",
+                                         "data.template",
+                                         "data.seq_len",
+                                         "data.packing",
+                                         "train.objective",
+                                         "train.micro_batch_size",
+                                         "train.grad_accum_steps",
+                                         "optimizer.kahan_summation"};
   EXPECT_EQ(config::must_match_keys(), want);
   const auto values = config::must_match_values(config_with("/d/a.jsonl", 48));
   EXPECT_EQ(values.at("data.seq_len"), 48);
