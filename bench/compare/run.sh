@@ -9,9 +9,10 @@
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
 # 80 layers (against the same contender with gradient checkpointing), f70 = q70 with an FP8 base beside the NF4 one
 # (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
-# Llama-3-8B shape beside its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
+# Llama-3-8B shape beside itself with precomputed reference log-probs, its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
-# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only),
+# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml, the latter also with Kahan-compensated AdamW and with F32
+# master weights (finetune only),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -191,6 +192,9 @@ for w in "${workloads[@]}"; do
   dpo) random_model llama3-8b  # configs/llama3-8b-dpo-lora.yaml: 4 pairs of 2 x 1024 tokens per micro-batch
      pairs=("data.train=[{path: $work/pairs.jsonl, format: preference}]" train.grad_accum_steps=1)
      ft dpo dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}"
+     # The reference log-probs scored once before the first step (its first_step_s holds that pass).
+     ft dpo-pre dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}" \
+       preference.precompute_ref_logps=true
      # Without the reference forward (SimPO), and SFT over the same tokens (8 rows of 1024): what the pairs cost.
      ft dpo-simpo dpo --config configs/llama3-8b-dpo-lora.yaml model.path="$work/model-llama3-8b" "${pairs[@]}" \
        train.objective=simpo preference.beta=2.0
@@ -252,7 +256,12 @@ for w in "${workloads[@]}"; do
       for cfg in llama3-8b-lora llama3-8b-full; do
         ft "$cfg" 8b --config "configs/$cfg.yaml" model.path="$work/model-llama3-8b" "${pretok[@]}" \
           train.grad_accum_steps=1
-      done ;;
+      done
+      # The full fine-tune's other optimizer states: Kahan-compensated bf16 AdamW, and F32 master weights (autocast).
+      ft llama3-8b-full-kahan 8b --config configs/llama3-8b-full.yaml model.path="$work/model-llama3-8b" \
+        "${pretok[@]}" train.grad_accum_steps=1 optimizer.kahan_summation=true
+      ft llama3-8b-full-f32 8b --config configs/llama3-8b-full.yaml model.path="$work/model-llama3-8b" \
+        "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16 ;;
   esac
 done
 python3 bench/compare/summarize.py "$results" | tee "$out/compare.md"

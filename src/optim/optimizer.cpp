@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "optim/kahan_kernel.h"
 #include "optim/tensor_groups.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -101,16 +102,19 @@ AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param)
 // Kahan summation: y = u + c; p' = round(p + y); c' = y - (p' - p). What the rounding of p' drops stays in c and joins
 // the next update, so p + c follows the F32 trajectory to within c's own rounding. A step skipped by `found_inf` (1)
 // changes nothing, through keep = 1 - found_inf in every formula, and the bias corrections come from the step tensor:
-// nothing is read on the host.
+// nothing is read on the host. The CUDA kernel computes the same in one pass (kernels/adamw_kahan.h).
 void AdamW::compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
                              const std::optional<at::Tensor>& grad_scale,
                              const std::optional<at::Tensor>& found_inf) const {
-  const at::Tensor keep = found_inf ? 1.0 - found_inf->to(param.device(), at::kFloat)
-                                    : at::ones({}, param.options().dtype(at::kFloat));  // F32 []
-  at::Tensor grad = param.grad().to(at::kFloat);                                        // F32, param shape
-  if (grad_scale) grad.div_(grad_scale->to(param.device(), at::kFloat));
+  KahanState kahan{s.exp_avg, s.exp_avg_sq, s.compensation, s.step};
+  if (opts_.cuda_kernels && kahan_kernel_takes(param, kahan)) {
+    kahan_kernel_step(param, kahan, {lr, opts_.beta1, opts_.beta2, opts_.eps, weight_decay}, grad_scale, found_inf);
+    return;
+  }
+  const at::Tensor keep = found_inf ? 1.0 - *found_inf : at::ones({}, param.options().dtype(at::kFloat));  // F32 []
+  at::Tensor grad = param.grad().to(at::kFloat);  // F32, param shape
+  if (grad_scale) grad.div_(*grad_scale);
   if (found_inf) grad = at::where(keep.gt(0), grad, 0.0);  // a skipped step's gradient may hold Inf/NaN
-  s.step.add_(keep);
   s.exp_avg.copy_(s.exp_avg.to(at::kFloat).lerp_(grad, keep * (1.0 - opts_.beta1)));
   s.exp_avg_sq.mul_(1.0 - keep * (1.0 - opts_.beta2)).add_(grad.square().mul_(keep * (1.0 - opts_.beta2)));
   const at::Tensor step = s.step.clamp_min(1.0);                            // a first step skipped divides by 1
@@ -129,10 +133,6 @@ void AdamW::compensated_step(const at::Tensor& param, State& s, double lr, doubl
 void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   c10::NoGradGuard no_grad;
   for (const auto& g : groups_) {
-    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists.
-    struct Bucket {
-      std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
-    };
     std::vector<at::Tensor> with_grad(g.params.size());  // the parameters that have a gradient, else undefined
     for (size_t i = 0; i < g.params.size(); ++i) {
       const at::Tensor& grad = g.params[i].grad();
@@ -140,38 +140,42 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       if (grad.is_sparse()) throw Error("AdamW: parameter '" + g.names[i] + "' has a sparse gradient (unsupported)");
       with_grad[i] = g.params[i];
     }
-    std::vector<Bucket> buckets;
+    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists. Compensated parameters step one
+    // by one after it, their counters advanced together first.
     for (const auto& [key, indices] : group_by_device(with_grad, /*by_dtype=*/true)) {
-      Bucket& b = buckets.emplace_back();
+      std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps, kahan_steps;
+      std::vector<std::pair<at::Tensor, State*>> kahan;
       for (size_t i : indices) {
         const at::Tensor& p = g.params[i];
         State& s = state_for(g.names[i], p);
         if (compensated(p)) {
-          compensated_step(p, s, g.lr, g.weight_decay, grad_scale, found_inf);
+          kahan.emplace_back(p, &s);
+          kahan_steps.push_back(s.step);
           continue;
         }
-        b.params.push_back(p);
-        b.grads.push_back(p.grad());
-        b.exp_avgs.push_back(s.exp_avg);
-        b.exp_avg_sqs.push_back(s.exp_avg_sq);
-        b.steps.push_back(s.step);
+        params.push_back(p);
+        grads.push_back(p.grad());
+        exp_avgs.push_back(s.exp_avg);
+        exp_avg_sqs.push_back(s.exp_avg_sq);
+        steps.push_back(s.step);
       }
-    }
-    for (auto& b : buckets) {
-      if (b.params.empty()) continue;  // every parameter of the bucket was compensated
-      const at::Device device = b.params.front().device();
+      const at::Device device = g.params[indices.front()].device();
       std::optional<at::Tensor> scale_here, inf_here;
       if (grad_scale) scale_here = grad_scale->to(device, at::kFloat, /*non_blocking=*/true);
       if (found_inf) inf_here = found_inf->to(device, at::kFloat, /*non_blocking=*/true);
-      at::_foreach_add_(b.steps, 1);
-      at::_fused_adamw_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, b.steps, g.lr,
-                        opts_.beta1, opts_.beta2, g.weight_decay, opts_.eps, /*amsgrad=*/false, /*maximize=*/false,
-                        scale_here, inf_here);
+      if (!params.empty()) {
+        at::_foreach_add_(steps, 1);
+        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, g.lr, opts_.beta1,
+                          opts_.beta2, g.weight_decay, opts_.eps, /*amsgrad=*/false, /*maximize=*/false, scale_here,
+                          inf_here);
+      }
+      if (!kahan.empty()) at::_foreach_add_(kahan_steps, 1);
       if (inf_here) {
         // A skipped step must not advance the bias-correction counters (torch/optim/adam.py does the same).
-        std::vector<at::Tensor> infs(b.steps.size(), *inf_here);
-        at::_foreach_sub_(b.steps, infs);
+        steps.insert(steps.end(), kahan_steps.begin(), kahan_steps.end());
+        at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), *inf_here));
       }
+      for (auto& [p, s] : kahan) compensated_step(p, *s, g.lr, g.weight_decay, scale_here, inf_here);
     }
   }
 }

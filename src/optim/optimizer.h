@@ -26,6 +26,9 @@ struct AdamWOptions {
   // (exp_avg stays in the parameter's dtype), so steps far below the dtype's resolution add up as they do on fp32
   // master weights. F32 parameters step through the fused kernel as without it.
   bool kahan_summation = false;
+  // Kahan steps of CUDA parameters run in one kernel each (kernels/adamw_kahan.h) instead of the ATen composite:
+  // the run's KernelPolicy::kernels (train.fused_kernels in a build with our kernels).
+  bool cuda_kernels = false;
 
   static AdamWOptions from_config(const OptimizerConfig& cfg);  // the optimizer.* section
 };
@@ -88,7 +91,8 @@ class AdamW {
   // Whether `param` steps with Kahan summation.
   bool compensated(const at::Tensor& param) const;
   State& state_for(const std::string& name, const at::Tensor& param);
-  // One parameter's Kahan-compensated AdamW step (ATen ops, no host sync).
+  // One parameter's Kahan-compensated AdamW step, its step count already advanced (no host sync): the CUDA kernel
+  // where opts_.cuda_kernels and it takes the parameter, else ATen ops.
   void compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
                         const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) const;
   void validate();

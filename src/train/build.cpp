@@ -358,9 +358,10 @@ data::LoaderOptions loader_options(const Config& cfg, const tok::Tokenizer& toke
 }
 
 OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
-                               int64_t total_steps, const RunContext& ctx) {
+                               int64_t total_steps, const RunContext& ctx, bool cuda_kernels) {
   OptimizerParts parts;
-  const auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
+  auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
+  opts.cuda_kernels = cuda_kernels;
   if (cfg.distributed.zero == 1 && ctx.world_size > 1) {
     // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h).
     std::vector<int64_t> numels;

@@ -112,8 +112,9 @@ struct OptimizerParts {
   std::vector<int> zero_owners;             // ZeRO-1: owner rank of each trainable entry; empty without ZeRO-1
   std::unique_ptr<optim::LrSchedule> schedule;
 };
+// cuda_kernels: the run's KernelPolicy::kernels (the optimizer's own CUDA kernels may run).
 OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
-                               int64_t total_steps, const RunContext& ctx);
+                               int64_t total_steps, const RunContext& ctx, bool cuda_kernels);
 
 // Dynamic loss scaling under fp16; a pass-through scaler otherwise.
 std::unique_ptr<optim::GradScaler> build_scaler(const Config& cfg, const PrecisionPolicy& precision,

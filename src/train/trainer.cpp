@@ -88,7 +88,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
     objective->prepare_pairs(*model_.model, pairs, collate, cfg_.train.micro_batch_size, ctx_);
   });
   data_.build_s = seconds_since(data_start);
-  optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_);
+  optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_, kernels.kernels);
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   step_ = std::make_unique<TrainStep>(cfg_, ctx_, model_, optim_, std::move(objective),
                                       build_scaler(cfg_, precision, ctx_.device),
