@@ -1,6 +1,7 @@
 """The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
 the g workloads; eager or torch.compile, PEFT for LoRA, bitsandbytes for the NF4 base of q, torchao for the FP8 base of f8) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
-random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters), fused AdamW, gradient
+random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters; --float8: torchao's float8
+training), fused AdamW, gradient
 clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line. With --save DIR, instead of
 timing steps: the time transformers' Trainer stops training for one checkpoint after the warm-up steps
 (save_pretrained of the model and torch.save of the optimizer state into DIR, as Trainer._save_checkpoint does)."""
@@ -58,6 +59,9 @@ p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--steps", type=int, default=15)
 p.add_argument("--save", help="time one checkpoint into this directory instead of the steps")
 p.add_argument("--model-dir", help="a Hugging Face model directory to load (q, f8, q70; optional for c)")
+p.add_argument("--float8", choices=["tensorwise", "rowwise"],
+               help="full fine-tunes: torchao's float8 training (convert_to_float8_training with this recipe) on the "
+                    "decoder layers' projections, as torchtitan applies it (the LM head stays bf16)")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
 
@@ -87,6 +91,10 @@ else:
     with torch.device("cuda"):
         model = getattr(transformers, w.get("cls", "LlamaForCausalLM"))(cfg).to(
             torch.bfloat16 if w["lora"] else torch.float32)
+if a.float8:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(a.float8),
+                               module_filter_fn=lambda m, fqn: ".layers." in fqn)
 if w.get("grad_ckpt"):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.enable_input_require_grads()
@@ -130,7 +138,8 @@ for _ in range(a.steps):
 torch.cuda.synchronize()
 dt = (time.perf_counter() - t0) / a.steps
 print(json.dumps(dict(workload=a.workload,
-                      runner=("peft-" if w["lora"] else "hf-") + ("torchao-fp8-" if w.get("fp8") else "") + a.mode,
+                      runner=("peft-" if w["lora"] else "hf-") + ("torchao-fp8-" if w.get("fp8") else "") +
+                      (f"torchao-float8-{a.float8}-" if a.float8 else "") + a.mode,
                       tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
                       peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
                       peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30, first_step_s=first_step_s)),

@@ -20,6 +20,8 @@
 # and the disk's sequential write bandwidth (dd, O_DIRECT); rows in OUT/ckpt.md; ckpt-c = the same stall for c.
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
+# f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
+# importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
 # PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
 # configs, KEEP_MODELS=1 to keep their random models for a later call.
@@ -83,7 +85,8 @@ ft() {
   rm -rf "$work/$name"
   local launch
   launch=$(date +%s.%N)
-  "$bin" train "$@" "${common[@]}" train.max_steps=$((last + 100)) \
+  # The workload's own arguments after the common ones, so that they win (train.precision of a config, say).
+  "$bin" train "${common[@]}" "$@" train.max_steps=$((last + 100)) \
     run.output_dir="$work/$name" "${prof[@]}" >"$out/$name.log" 2>&1 &
   local pid=$!
   while kill -0 $pid 2>/dev/null; do
@@ -158,6 +161,14 @@ for w in "${workloads[@]}"; do
      contender a eager; contender a compile ;;
   b) ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
      contender b eager; contender b compile ;;
+  f8t) # (b) with FP8 training (train.fp8, both recipes) beside bf16, against torchao's float8 training + compile
+      ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
+      for r in tensorwise rowwise; do
+        ft "b-fp8-$r" b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8 \
+          train.fp8=$r
+        contender b compile --float8 "$r"
+      done
+      contender b compile ;;
   ds) ft ds-a ds "${scratch[@]}" "${shape_a[@]}" "${packed_tiny[@]}" data.seq_len=1024 train.micro_batch_size=32
       ft ds-b ds "${scratch[@]}" "${shape_b[@]}" "${packed_tiny[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   a-aten|b-aten)  # finetune with train.fused_kernels=false: what the fused paths add

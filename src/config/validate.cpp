@@ -239,6 +239,21 @@ void check_training(const Config& c, Checker& k) {
   k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
   k.within("scheduler.decay_ratio", s.decay_ratio, 0.0, 1.0, false);
   if (t.max_steps > 0 && s.warmup_steps > t.max_steps) {
+  if (t.fp8 != Fp8Training::kOff) {
+    if (c.lora.enabled) {
+      k.fail("train.fp8",
+             "FP8 training runs the GEMMs of trained weights; under LoRA they are frozen: use "
+             "model.quantize: fp8 for an FP8 base, or lora.enabled: false for a full fine-tune");
+    } else if (c.model.quantize != BaseQuantization::kNone) {
+      k.fail("train.fp8", "a quantized base is frozen; FP8 training needs a full fine-tune of dense weights");
+    } else if (t.precision != Precision::kBf16 && t.precision != Precision::kBf16Pure) {
+      k.fail("train.fp8", "FP8 GEMMs compute in bf16 around them; set train.precision: bf16 or bf16-pure");
+    }
+  }
+  for (size_t i = 0; i < t.fp8_skip.size(); ++i) {
+    if (t.fp8_skip[i].empty()) k.fail("train.fp8_skip[" + std::to_string(i) + "]", "empty (expected a name part)");
+  }
+
     k.fail("scheduler.warmup_steps", "warmup (" + std::to_string(s.warmup_steps) +
                                          " steps) is longer than "
                                          "train.max_steps (" +

@@ -80,6 +80,19 @@ __device__ __forceinline__ MaxSum block_max_sum(MaxSum v) {
 }
 
 // Throws with the CUDA error of the last launch, if any.
+// The block's maximum (of non-negative values); every thread gets it. blockDim.x is a multiple of 32.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_max[32];
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  float t = lane < static_cast<int>(blockDim.x / 32) ? warp_max[lane] : 0.0f;
+  for (int off = 16; off > 0; off /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, off));
+  __syncthreads();
+  return t;
+}
+
 inline void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));

@@ -12,19 +12,6 @@ namespace {
 
 constexpr float kE4m3Max = 448.0f;
 
-// The block's maximum; every thread gets it. blockDim.x is a multiple of 32.
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_max[32];
-  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_max[warp] = v;
-  __syncthreads();
-  float t = lane < static_cast<int>(blockDim.x / 32) ? warp_max[lane] : 0.0f;
-  for (int off = 16; off > 0; off /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, off));
-  __syncthreads();
-  return t;
-}
-
 // amax / 448 as ATen's CUDA kernel divides a tensor of T by a scalar: times the F32 reciprocal of the scalar, in F32,
 // rounded once to T.
 template <class T>

@@ -2,17 +2,24 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "kernels/fp8.h"
+#include "kernels/fp8_cast.h"
 #include "model/fp8_linear.h"
+#include "model/fp8_training.h"
 #include "model/kernel_dtype.h"
 
 namespace ft::model {
+
+bool fp8_tensor_cores(at::Device device) {
+  if (!device.is_cuda()) return false;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  return prop->major > 8 || (prop->major == 8 && prop->minor >= 9);  // Ada, Hopper and later
+}
 
 bool fp8_gemm_available(at::Device device, at::ScalarType dtype, const quant::Fp8Tensor& w) {
   if (!device.is_cuda() || dtype != at::kBFloat16 || w.data.device() != device) return false;
   // _scaled_mm needs the reduced and the output dimension in multiples of 16, both ways.
   if (w.rows() % 16 != 0 || w.cols() % 16 != 0 || !w.data.is_contiguous()) return false;
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
-  return prop->major > 8 || (prop->major == 8 && prop->minor >= 9);  // FP8 tensor cores: Ada, Hopper and later
+  return fp8_tensor_cores(device);
 }
 
 quant::Fp8Tensor fp8_quantize_rows_cuda(const at::Tensor& x, const at::Tensor& col_scale) {
@@ -38,6 +45,53 @@ at::Tensor fp8_transpose_cuda(const at::Tensor& codes) {
   kernels::transpose_bytes(static_cast<const uint8_t*>(codes.const_data_ptr()), codes.size(0), codes.size(1),
                            static_cast<uint8_t*>(out.data_ptr()), stream_of(codes));
   return out;
+}
+
+namespace {
+
+kernels::Fp8Code code_of(quant::Fp8Format format) {
+  return format == quant::Fp8Format::kE4m3 ? kernels::Fp8Code::kE4m3 : kernels::Fp8Code::kE5m2;
+}
+
+void check_cast_input(const at::Tensor& x, const char* op) {
+  FT_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kBFloat16 && x.numel() > 0,
+           std::string(op) + ": x must be a contiguous 2-D BF16 CUDA tensor with elements");
+}
+
+uint8_t* bytes_of(at::Tensor& codes) {
+  return static_cast<uint8_t*>(codes.data_ptr());
+}
+
+}  // namespace
+
+quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor& x, quant::Fp8Format format) {
+  check_cast_input(x, "fp8_cast_tensorwise_cuda");
+  quant::Fp8Scaled q{at::empty(x.sizes(), x.options().dtype(quant::fp8_dtype(format))),
+                     at::empty({}, x.options().dtype(at::kFloat))};
+  at::Tensor amax = at::empty({}, q.inverse.options());
+  kernels::fp8_cast_tensorwise(x.const_data_ptr(), x.numel(), code_of(format), amax.data_ptr<float>(),
+                               bytes_of(q.codes), q.inverse.data_ptr<float>(), stream_of(x));
+  return q;
+}
+
+quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format) {
+  check_cast_input(x, "fp8_cast_rows_cuda");
+  quant::Fp8Scaled q{at::empty(x.sizes(), x.options().dtype(quant::fp8_dtype(format))),
+                     at::empty({x.size(0)}, x.options().dtype(at::kFloat))};
+  kernels::fp8_cast_rows_pow2(x.const_data_ptr(), x.size(0), x.size(1), code_of(format), bytes_of(q.codes),
+                              q.inverse.data_ptr<float>(), stream_of(x));
+  return q;
+}
+
+quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x, quant::Fp8Format format) {
+  check_cast_input(x, "fp8_cast_columns_cuda");
+  FT_CHECK(x.size(0) % 4 == 0 && x.size(1) % 4 == 0, "fp8_cast_columns_cuda: sizes must be multiples of 4");
+  quant::Fp8Scaled q{at::empty({x.size(1), x.size(0)}, x.options().dtype(quant::fp8_dtype(format))),
+                     at::empty({x.size(1)}, x.options().dtype(at::kFloat))};
+  at::Tensor amax = at::empty({x.size(1)}, q.inverse.options());
+  kernels::fp8_cast_columns_pow2(x.const_data_ptr(), x.size(0), x.size(1), code_of(format), amax.data_ptr<float>(),
+                                 bytes_of(q.codes), q.inverse.data_ptr<float>(), stream_of(x));
+  return q;
 }
 
 }  // namespace ft::model

@@ -82,7 +82,14 @@ at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, const Kern
 }  // namespace
 
 LinearWeight LinearImpl::gemm_weight() const {
-  if (!quantized()) return LinearWeight::dense(weight, bias);
+  if (!quantized()) {
+    LinearWeight w = LinearWeight::dense(weight, bias);
+    if (fp8_training != Fp8Training::kOff) {
+      w.format = LinearWeight::Format::kFp8Training;
+      w.recipe = fp8_training;
+    }
+    return w;
+  }
   LinearWeight w;
   if (nf4) {
     w.format = LinearWeight::Format::kNf4;
@@ -331,6 +338,11 @@ GroupPlan quantized_plan(const at::Tensor& x, const std::vector<LinearImpl*>& la
 GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& layers, const KernelPolicy& policy) {
   GroupPlan plan;
   if (!policy.group_gemms || layers.size() < 2) return plan;
+  // FP8 training casts each weight with its own scales: each layer runs its own GEMMs.
+  if (std::any_of(layers.begin(), layers.end(),
+                  [](const LinearImpl* l) { return l->fp8_training != Fp8Training::kOff; })) {
+    return plan;
+  }
   if (std::any_of(layers.begin(), layers.end(), [](const LinearImpl* l) { return l->quantized(); })) {
     return quantized_plan(x, layers);
   }

@@ -22,7 +22,8 @@ class LinearImpl : public torch::nn::Module {
   // [..., in] -> [..., out]: the base GEMM through ops::linear, and the adapter's dropout through the CUDA kernel
   // (model/lora_dropout.h) where the policy and the input allow.
   at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);
-  // The base weight as ops::linear reads it: dense, or the codes after quantize_nf4 / quantize_fp8.
+  // The base weight as ops::linear reads it: dense (with fp8_training's FP8 GEMMs where set), or the codes after
+  // quantize_nf4 / quantize_fp8.
   LinearWeight gemm_weight() const;
 
   // Replaces the frozen weight by the NF4 codes of `dense` ([out, in], the values the weight is to hold, on the
@@ -54,6 +55,7 @@ class LinearImpl : public torch::nn::Module {
   std::shared_ptr<const quant::Nf4Tensor> nf4;  // the frozen weight's NF4 codes [out, in], or null
   std::shared_ptr<const quant::Fp8Tensor> fp8;  // the frozen weight's FP8 codes [out, in], or null
   at::ScalarType quantized_dtype = at::kFloat;  // the dtype the quantized weight had
+  Fp8Training fp8_training = Fp8Training::kOff;  // a dense weight's GEMMs in FP8 (train.fp8, enable_fp8_training)
   at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
   at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
   double lora_scaling = 0.0;

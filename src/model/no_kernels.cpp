@@ -4,6 +4,7 @@
 // short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp and
 // cross_entropy_rows.cpp instead (model/CMakeLists.txt).
 #include "model/fp8_linear.h"
+#include "model/fp8_training.h"
 #include "model/linear_cross_entropy.h"
 #include "model/lora_dropout.h"
 #include "model/nf4_linear.h"
@@ -44,6 +45,18 @@ void nf4_dequantize_into(const quant::Nf4Tensor&, at::Tensor&) {
 
 bool fp8_gemm_available(at::Device, at::ScalarType, const quant::Fp8Tensor&) {
   return false;
+}
+bool fp8_tensor_cores(at::Device) {
+  return false;
+}
+quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor&, quant::Fp8Format) {
+  no_kernels("fp8_cast_tensorwise_cuda");
+}
+quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor&, quant::Fp8Format) {
+  no_kernels("fp8_cast_rows_cuda");
+}
+quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor&, quant::Fp8Format) {
+  no_kernels("fp8_cast_columns_cuda");
 }
 quant::Fp8Tensor fp8_quantize_rows_cuda(const at::Tensor&, const at::Tensor&) {
   no_kernels("fp8_quantize_rows_cuda");

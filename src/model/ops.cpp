@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "model/fp8_linear.h"
+#include "model/fp8_training.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "model/swiglu.h"
@@ -100,21 +101,24 @@ at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, const 
 }
 
 at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelPolicy& policy) {
+  at::Tensor y;  // [..., out]
   switch (weight.format) {
     case LinearWeight::Format::kDense:
-      break;
+      return at::linear(x, weight.values, weight.bias);
     case LinearWeight::Format::kNf4:
-    case LinearWeight::Format::kFp8: {
-      at::Tensor y = weight.format == LinearWeight::Format::kNf4
-                         ? nf4_linear(x, weight.nf4, weight.dtype, policy)
-                         : fp8_linear(x, weight.fp8, weight.dtype, policy);  // [..., out]
-      // In place: the GEMM's output is not saved for its backward. The bias in the GEMM's dtype, as at::linear
-      // under autocast.
-      if (weight.bias.defined()) y.add_(weight.bias.to(y.scalar_type()));
-      return y;
-    }
+      y = nf4_linear(x, weight.nf4, weight.dtype, policy);
+      break;
+    case LinearWeight::Format::kFp8:
+      y = fp8_linear(x, weight.fp8, weight.dtype, policy);
+      break;
+    case LinearWeight::Format::kFp8Training:
+      y = fp8_training_linear(x, weight.values, weight.recipe, policy);
+      break;
   }
-  return at::linear(x, weight.values, weight.bias);  // [..., out]
+  // In place: the GEMM's output is not saved for its backward. The bias in the GEMM's dtype, as at::linear under
+  // autocast.
+  if (weight.bias.defined()) y.add_(weight.bias.to(y.scalar_type()));
+  return y;
 }
 
 }  // namespace ops

@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "config/settings.h"
 #include "model/kernel_policy.h"
 #include "model/nf4_linear.h"
 #include "quant/fp8.h"
@@ -24,9 +25,10 @@ struct NormSpec {
 // A projection's weight as its GEMM reads it: each Format has its own GEMM in ops::linear.
 struct LinearWeight {
   enum class Format {
-    kDense,  // `values`
-    kNf4,    // `nf4`: frozen 4-bit row blocks (model/nf4_linear.h), dequantized to `dtype` outside autocast
-    kFp8,    // `fp8`: frozen e4m3 codes with row scales (model/fp8_linear.h), GEMMs in `dtype` outside autocast
+    kDense,        // `values`
+    kNf4,          // `nf4`: frozen 4-bit row blocks (model/nf4_linear.h), dequantized to `dtype` outside autocast
+    kFp8,          // `fp8`: frozen e4m3 codes with row scales (model/fp8_linear.h), GEMMs in `dtype` outside autocast
+    kFp8Training,  // `values` trained with FP8 GEMMs of dynamic scales, `recipe` (model/fp8_training.h)
   };
   Format format = Format::kDense;
   at::Tensor values;  // kDense: [out, in]
@@ -34,6 +36,7 @@ struct LinearWeight {
   Nf4Rows nf4;        // kNf4: [out_i, in] blocks, stacked to [out, in]
   quant::Fp8Tensor fp8;               // kFp8: codes [out, in], scales [out]
   at::ScalarType dtype = at::kFloat;  // kNf4, kFp8: the dtype of the model's parameters
+  Fp8Training recipe = Fp8Training::kOff;  // kFp8Training
 
   static LinearWeight dense(at::Tensor values, at::Tensor bias) {
     LinearWeight w;

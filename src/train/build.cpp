@@ -22,6 +22,7 @@
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
+#include "model/fp8_training.h"
 #include "model/kernel_policy.h"
 #include "model/lora.h"
 #include "model/pretrained.h"
@@ -193,15 +194,18 @@ std::vector<int64_t> created_token_ids(const tok::Tokenizer& tokenizer) {
   return created;
 }
 
-// model.quantize: fp8 where its FP8 GEMMs cannot run: refused on CUDA (fp8_base_refusal), logged on the CPU, where
-// the F32 emulation serves tests and small runs.
-void check_fp8_base(const Config& cfg, const PrecisionPolicy& precision, c10::Device device) {
-  if (cfg.model.quantize != BaseQuantization::kFp8) return;
+// FP8 GEMMs (model.quantize: fp8, train.fp8) where they cannot run: refused on CUDA (fp8_gemm_refusal), logged on
+// the CPU, where the F32 emulation serves tests and small runs.
+void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::Device device) {
+  std::string setting;
+  if (cfg.model.quantize == BaseQuantization::kFp8) setting = "model.quantize: fp8";
+  if (cfg.train.fp8 != Fp8Training::kOff) setting = std::string("train.fp8: ") + name_of(cfg.train.fp8);
+  if (setting.empty()) return;
   if (!device.is_cuda()) {
     FT_LOG_WARN(
-        "model.quantize: fp8 on {}: the FP8 GEMMs are emulated in F32 (exact, but slow: FP8 GEMMs need a "
-        "CUDA GPU of compute capability 8.9 or later)",
-        device.str());
+        "{} on {}: the FP8 GEMMs are emulated in F32 (exact, but slow: FP8 GEMMs need a CUDA GPU of compute "
+        "capability 8.9 or later)",
+        setting, device.str());
     return;
   }
   int capability = 0;
@@ -210,10 +214,11 @@ void check_fp8_base(const Config& cfg, const PrecisionPolicy& precision, c10::De
   capability = prop->major * 10 + prop->minor;
 #endif
   const bool kernels = cfg.train.fused_kernels && model::KernelPolicy::built_with_kernels();
-  if (const std::string why = fp8_base_refusal(precision, capability, kernels); !why.empty()) {
-    throw ConfigError(why,
-                      "use model.quantize: nf4 (or none), or train.precision: bf16 with train.fused_kernels: "
-                      "true on an FP8-capable GPU");
+  if (const std::string why = fp8_gemm_refusal(setting, precision, capability, kernels); !why.empty()) {
+    throw ConfigError(why, cfg.train.fp8 != Fp8Training::kOff
+                               ? "set train.fp8: off, or train.fused_kernels: true on an FP8-capable GPU"
+                               : "use model.quantize: nf4 (or none), or train.precision: bf16 with "
+                                 "train.fused_kernels: true on an FP8-capable GPU");
   }
 }
 
@@ -221,7 +226,7 @@ void check_fp8_base(const Config& cfg, const PrecisionPolicy& precision, c10::De
 
 std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
                                                      const PrecisionPolicy& precision, const RunContext& ctx) {
-  check_fp8_base(cfg, precision, ctx.device);
+  check_fp8_gemms(cfg, precision, ctx.device);
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
@@ -277,6 +282,14 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   const std::vector<int64_t> created = created_token_ids(tokenizer);
   if (cfg.lora.enabled) model::apply_lora(*m, cfg.lora, seed);
   if (cfg.lora.enabled && !created.empty()) m->add_token_rows(created);
+  if (cfg.train.fp8 != Fp8Training::kOff) {
+    const auto left = model::enable_fp8_training(*m, cfg.train.fp8, cfg.train.fp8_skip);
+    FT_LOG_INFO("train.fp8: {}: {} of {} projections train with FP8 GEMMs{}", name_of(cfg.train.fp8),
+                m->projections().size() - left.size(), m->projections().size(),
+                left.empty() ? ""
+                             : fmt::format(" (in bf16, by train.fp8_skip or a size not a multiple of 16: {})",
+                                           fmt::join(left, ", ")));
+  }
   m->set_activation_checkpointing(cfg.model.activation_checkpointing);
   m->train();
   int64_t trainable_count = 0;

@@ -22,20 +22,21 @@ std::string PrecisionPolicy::describe() const {
                      loss_scaling ? ", dynamic loss scaling" : "", c10::toString(reduce));
 }
 
-std::string fp8_base_refusal(const PrecisionPolicy& policy, int capability, bool kernels) {
+std::string fp8_gemm_refusal(const std::string& setting, const PrecisionPolicy& policy, int capability, bool kernels) {
   if (capability < 89) {
     return fmt::format(
-        "model.quantize: fp8 needs FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
-        "Blackwell), but the GPU has {}.{}",
-        capability / 10, capability % 10);
+        "{} needs FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper, Blackwell), but the GPU has "
+        "{}.{}",
+        setting, capability / 10, capability % 10);
   }
   if (policy.compute != at::kBFloat16) {
-    return fmt::format("model.quantize: fp8 runs its GEMMs with BF16 results, but the run computes in {}",
+    return fmt::format("{} runs its GEMMs with BF16 results, but the run computes in {}", setting,
                        c10::toString(policy.compute));
   }
   if (!kernels) {
-    return "model.quantize: fp8 quantizes the activations with our CUDA kernels, which train.fused_kernels: false "
-           "(or a build without them) turns off";
+    return setting +
+           " quantizes the activations with our CUDA kernels, which train.fused_kernels: false (or a build without "
+           "them) turns off";
   }
   return {};
 }

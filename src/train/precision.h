@@ -30,9 +30,10 @@ struct PrecisionPolicy {
 // The config is validated already (config/validate.cpp).
 PrecisionPolicy resolve_precision(const Config& cfg);
 
-// Why a frozen FP8 base (model.quantize: fp8) would not run its FP8 GEMMs on a CUDA device of compute capability
-// `capability` (major * 10 + minor) under `policy`, with or without our `kernels`: an F32 emulation there would be
-// much slower than the bf16 base it replaces, so the run refuses. Empty when they run.
-std::string fp8_base_refusal(const PrecisionPolicy& policy, int capability, bool kernels);
+// Why the FP8 GEMMs of `setting` (a frozen FP8 base, "model.quantize: fp8", or FP8 training, "train.fp8: ...")
+// would not run on a CUDA device of compute capability `capability` (major * 10 + minor) under `policy`, with or
+// without our `kernels`: an F32 emulation there would be much slower than the bf16 GEMMs it replaces, so the run
+// refuses. Empty when they run.
+std::string fp8_gemm_refusal(const std::string& setting, const PrecisionPolicy& policy, int capability, bool kernels);
 
 }  // namespace ft::train

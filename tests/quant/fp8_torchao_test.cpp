@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "python_reference.h"
 #include "quant/fp8.h"
-#include "support/scratch_dir.h"
 #include "support/tensor_bits.h"
 #include "support/test_support.h"
 
@@ -43,29 +43,10 @@ io::TensorMap inputs() {
   return in;
 }
 
-struct Reference {
-  io::TensorMap tensors;
-  std::string skip_reason, failure;
-};
+using Reference = PythonReference;
 
 const Reference& reference() {
-  static const Reference ref = [] {
-    Reference r;
-    ScratchDir dir("ft-fp8-ref");
-    io::write_safetensors(dir / "in.safetensors", inputs());
-    const std::string script = (source_dir() / "tests" / "quant" / "ref" / "torchao_fp8_ref.py").string();
-    const auto result =
-        run(shell_quote(python()) + " " + shell_quote(script) + " " + shell_quote((dir / "in.safetensors").string()) +
-            " " + shell_quote((dir / "out.safetensors").string()));
-    if (result.exit_code == 3) {
-      r.skip_reason = result.output;
-    } else if (result.exit_code != 0) {
-      r.failure = "torchao_fp8_ref.py failed (exit " + std::to_string(result.exit_code) + "): " + result.output;
-    } else {
-      for (const auto& [name, t] : io::read_safetensors(dir / "out.safetensors")) r.tensors[name] = t.clone();
-    }
-    return r;
-  }();
+  static const Reference ref = run_python_reference("torchao_fp8_ref.py", inputs());
   return ref;
 }
 

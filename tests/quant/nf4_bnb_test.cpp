@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "python_reference.h"
 #include "quant/nf4.h"
-#include "support/scratch_dir.h"
 #include "support/tensor_bits.h"
 #include "support/test_support.h"
 
@@ -105,37 +105,17 @@ std::vector<Case> all_cases() {
 }
 
 // bnb_ref.py's outputs for all_cases(), or why there are none.
-struct Reference {
-  io::TensorMap tensors;
-  std::string skip_reason;
-  std::string failure;
-};
+using Reference = PythonReference;
 
 const Reference& reference() {
   static const Reference ref = [] {
-    Reference r;
-    ScratchDir dir("ft-nf4-ref");
     io::TensorMap inputs;
     nlohmann::json jobs = {{"cases", nlohmann::json::array()}};
     for (const auto& c : all_cases()) {
       inputs[c.name] = c.w;
       jobs["cases"].push_back({{"name", c.name}, {"blocksize", c.blocksize}, {"double_quant", c.double_quant}});
     }
-    io::write_safetensors(dir / "in.safetensors", inputs);
-    write_file(dir / "jobs.json", jobs.dump());
-    const std::string script = (source_dir() / "tests" / "quant" / "ref" / "bnb_ref.py").string();
-    const auto result =
-        run(shell_quote(python()) + " " + shell_quote(script) + " " + shell_quote((dir / "in.safetensors").string()) +
-            " " + shell_quote((dir / "jobs.json").string()) + " " + shell_quote((dir / "out.safetensors").string()));
-    if (result.exit_code == 3) {
-      r.skip_reason = result.output;
-    } else if (result.exit_code != 0) {
-      r.failure = "bnb_ref.py failed (exit " + std::to_string(result.exit_code) + "): " + result.output;
-    } else {
-      // Cloned: the mapping goes away with the scratch directory.
-      for (const auto& [name, t] : io::read_safetensors(dir / "out.safetensors")) r.tensors[name] = t.clone();
-    }
-    return r;
+    return run_python_reference("bnb_ref.py", inputs, {{"jobs.json", jobs.dump()}});
   }();
   return ref;
 }

@@ -23,7 +23,29 @@
 namespace ft::test {
 namespace {
 
-class TrainLoop : public TinyRunTest {};
+class TrainLoop : public TinyRunTest {
+ protected:
+  // Runs each of `runs` (name -> overrides, after `common`) for `steps` steps from the tiny config plus `fixed`;
+  // returns each run's mean loss over its last `tail` steps (and, with `outputs`, what each run printed).
+  std::map<std::string, double> final_losses(const std::map<std::string, std::string>& runs, const std::string& fixed,
+                                             const std::string& common, size_t steps, size_t tail,
+                                             std::map<std::string, std::string>* outputs = nullptr) {
+    std::map<std::string, double> out;
+    for (const auto& [name, overrides] : runs) {
+      const auto result = run(train_cmd(write_config(name, fixed), common + overrides));
+      EXPECT_EQ(result.exit_code, 0) << result.output;
+      if (outputs) (*outputs)[name] = result.output;
+      const auto l = losses(dir_ / name);
+      EXPECT_EQ(l.size(), steps) << name;
+      if (l.size() < tail) continue;
+      double sum = 0;
+      for (auto it = l.rbegin(); it != std::next(l.rbegin(), static_cast<std::ptrdiff_t>(tail)); ++it)
+        sum += it->second;
+      out[name] = sum / static_cast<double>(tail);
+    }
+    return out;
+  }
+};
 
 TEST_F(TrainLoop, ResumeAfterSigtermAndAfterKill9GivesBitIdenticalLosses) {
   const auto reference = write_config("reference");
@@ -342,16 +364,8 @@ TEST_F(TrainLoop, KahanSummationKeepsBf16WeightsOnTheF32MasterTrajectory) {
   const std::map<std::string, std::string> runs = {{"master", "train.precision=bf16"},
                                                    {"pure", "train.precision=bf16-pure"},
                                                    {"kahan", "train.precision=bf16-pure optimizer.kahan_summation=true"}};
-  std::map<std::string, double> final_loss;  // the mean of the last 10 steps
-  for (const auto& [name, overrides] : runs) {
-    const auto result = run(train_cmd(write_config(name, fixed), common + overrides));
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-    const auto l = losses(dir_ / name);
-    ASSERT_EQ(l.size(), 60u);
-    double sum = 0;
-    for (auto it = l.rbegin(); it != std::next(l.rbegin(), 10); ++it) sum += it->second;
-    final_loss[name] = sum / 10;
-  }
+  std::map<std::string, double> final_loss = final_losses(runs, fixed, common, 60, 10);  // the last 10 steps' mean
+  ASSERT_EQ(final_loss.size(), runs.size());
   const double start = losses(dir_ / "master").begin()->second;
   const double learned = start - final_loss["master"];
   ASSERT_GT(learned, 0.05) << "the master run should learn at this rate";
@@ -363,6 +377,34 @@ TEST_F(TrainLoop, KahanSummationKeepsBf16WeightsOnTheF32MasterTrajectory) {
                                                       << final_loss["master"];
   EXPECT_GT(pure_gap, 3.0 * kahan_gap) << "pure " << final_loss["pure"] << ", kahan " << final_loss["kahan"]
                                        << ", master " << final_loss["master"];
+}
+
+// train.fp8 (FP8 GEMMs emulated in F32 on the CPU, as the casts and GEMMs of a GPU compute them): both recipes learn
+// as bf16 does, and the log names what stays in bf16.
+TEST_F(TrainLoop, Fp8TrainingFollowsTheBf16LossCurve) {
+  const std::string fixed = "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n";
+  const std::string common = "train.max_steps=30 train.precision=bf16-pure ";
+  const std::map<std::string, std::string> runs = {{"bf16", ""},
+                                                   {"tensorwise", "train.fp8=tensorwise"},
+                                                   {"rowwise", "train.fp8=rowwise 'train.fp8_skip=[down_proj]'"}};
+  std::map<std::string, std::string> outputs;
+  std::map<std::string, double> final_loss = final_losses(runs, fixed, common, 30, 5, &outputs);  // the last 5 steps
+  ASSERT_EQ(final_loss.size(), runs.size());
+  EXPECT_NE(outputs["tensorwise"].find("train.fp8: tensorwise: 14 of 14 projections"), std::string::npos)
+      << outputs["tensorwise"];
+  EXPECT_NE(outputs["rowwise"].find("train.fp8: rowwise: 12 of 14 projections train with FP8 GEMMs (in bf16, by "
+                                    "train.fp8_skip or a size not a multiple of 16: model.layers.0.mlp.down_proj, "
+                                    "model.layers.1.mlp.down_proj)"),
+            std::string::npos)
+      << outputs["rowwise"];
+  const double start = losses(dir_ / "bf16").begin()->second;
+  const double learned = start - final_loss["bf16"];
+  ASSERT_GT(learned, 0.3) << "the bf16 run should learn in 30 steps";
+  std::cerr << "losses from " << start << ": bf16 " << final_loss["bf16"] << ", tensorwise " << final_loss["tensorwise"]
+            << ", rowwise " << final_loss["rowwise"] << "\n";
+  for (const char* name : {"tensorwise", "rowwise"}) {
+    EXPECT_LT(std::abs(final_loss[name] - final_loss["bf16"]), 0.1 * learned) << name;
+  }
 }
 
 TEST_F(TrainLoop, Fp16TrainsWithDynamicLossScaling) {

@@ -49,18 +49,21 @@ TEST(Precision, EachSettingResolvesToItsParameterComputeAndScalingDtypes) {
   EXPECT_EQ(bf16.describe(), "Float parameters, BFloat16 compute (autocast), Float gradient reduction");
 }
 
-// model.quantize: fp8 runs only where its FP8 GEMMs run: FP8 tensor cores, BF16 compute, our kernels.
+// model.quantize: fp8 and train.fp8 run only where their FP8 GEMMs run: FP8 tensor cores, BF16 compute, our kernels.
 TEST(Fp8BaseRefusal, NamesWhatKeepsTheFp8GemmsFromRunning) {
   train::PrecisionPolicy bf16;
   bf16.compute = at::kBFloat16;
-  EXPECT_EQ(train::fp8_base_refusal(bf16, 90, true), "");
-  EXPECT_EQ(train::fp8_base_refusal(bf16, 89, true), "") << "Ada has FP8 tensor cores";
-  EXPECT_NE(train::fp8_base_refusal(bf16, 80, true).find("compute capability 8.9 or later"), std::string::npos);
-  EXPECT_NE(train::fp8_base_refusal(bf16, 80, true).find("has 8.0"), std::string::npos);
+  EXPECT_EQ(train::fp8_gemm_refusal("model.quantize: fp8", bf16, 90, true), "");
+  EXPECT_EQ(train::fp8_gemm_refusal("model.quantize: fp8", bf16, 89, true), "") << "Ada has FP8 tensor cores";
+  EXPECT_NE(train::fp8_gemm_refusal("model.quantize: fp8", bf16, 80, true).find("compute capability 8.9 or later"),
+            std::string::npos);
+  EXPECT_NE(train::fp8_gemm_refusal("model.quantize: fp8", bf16, 80, true).find("has 8.0"), std::string::npos);
   train::PrecisionPolicy fp16 = bf16;
   fp16.compute = at::kHalf;
-  EXPECT_NE(train::fp8_base_refusal(fp16, 90, true).find("computes in Half"), std::string::npos);
-  EXPECT_NE(train::fp8_base_refusal(bf16, 90, false).find("train.fused_kernels"), std::string::npos);
+  EXPECT_NE(train::fp8_gemm_refusal("model.quantize: fp8", fp16, 90, true).find("computes in Half"), std::string::npos);
+  EXPECT_NE(train::fp8_gemm_refusal("model.quantize: fp8", bf16, 90, false).find("train.fused_kernels"),
+            std::string::npos);
+  EXPECT_EQ(train::fp8_gemm_refusal("train.fp8: rowwise", bf16, 80, true).rfind("train.fp8: rowwise needs", 0), 0u);
 }
 
 }  // namespace

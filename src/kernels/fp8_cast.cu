@@ -1,0 +1,191 @@
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/block.cuh"
+#include "kernels/fp8_cast.h"
+
+namespace ft::kernels {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// torchao's amax_to_scale: max / max(amax, 1e-12) in F64, rounded to F32; `pow2` keeps its exponent only.
+__device__ __forceinline__ float scale_of(float amax, Fp8Code code, bool pow2) {
+  const double max = code == Fp8Code::kE4m3 ? 448.0 : 57344.0;
+  const float s = static_cast<float>(max / fmax(static_cast<double>(amax), 1e-12));
+  return pow2 ? __int_as_float(__float_as_int(s) & 0x7f800000) : s;
+}
+
+__device__ __forceinline__ uint8_t code_of(float v, float scale, Fp8Code code) {
+  return static_cast<uint8_t>(
+      __nv_cvt_float_to_fp8(__fmul_rn(v, scale), __NV_SATFINITE, code == Fp8Code::kE4m3 ? __NV_E4M3 : __NV_E5M2));
+}
+
+// A non-negative float's bits order as the float does, so an integer atomicMax is a float max.
+__device__ __forceinline__ void atomic_max_nonneg(float* target, float v) {
+  atomicMax(reinterpret_cast<int*>(target), __float_as_int(v));
+}
+
+constexpr int kV = 8;  // bf16 elements per 16-byte load
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Grid-stride over groups of kV elements; `vector`: whole groups as one 16-byte load.
+template <bool kVector>
+__global__ void tensor_amax_kernel(const bf16* x, int64_t n, float* amax) {
+  float m = 0.0f;
+  const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    if (kVector && (g + 1) * kV <= n) {
+      const auto p = load<bf16, kV>(x, g * kV);
+      for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
+    } else {
+      for (int64_t i = g * kV; i < n && i < (g + 1) * kV; ++i) m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+    }
+  }
+  m = block_max(m);
+  if (threadIdx.x == 0) atomic_max_nonneg(amax, m);
+}
+
+template <bool kVector>
+__global__ void tensor_cast_kernel(const bf16* x, int64_t n, Fp8Code code, const float* amax, uint8_t* codes,
+                                   float* inverse) {
+  const float s = scale_of(*amax, code, false);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *inverse = __frcp_rn(s);
+  const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    if (kVector && (g + 1) * kV <= n) {
+      const auto p = load<bf16, kV>(x, g * kV);
+      Pack<uint8_t, kV> q;
+      for (int k = 0; k < kV; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+      store<uint8_t, kV>(codes, g * kV, q);
+    } else {
+      for (int64_t i = g * kV; i < n && i < (g + 1) * kV; ++i) codes[i] = code_of(__bfloat162float(x[i]), s, code);
+    }
+  }
+}
+
+// One block per row: the row's amax, then its codes (the second read hits L2).
+template <int V>
+__global__ void rows_cast_kernel(const bf16* x, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse) {
+  const bf16* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+  uint8_t* out = codes + static_cast<int64_t>(blockIdx.x) * cols;
+  float m = 0.0f;
+  for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
+    const auto p = load<bf16, V>(row, c);
+    for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
+  }
+  const float s = scale_of(block_max(m), code, true);
+  if (threadIdx.x == 0) inverse[blockIdx.x] = __frcp_rn(s);
+  for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
+    const auto p = load<bf16, V>(row, c);
+    Pack<uint8_t, V> q;
+    for (int k = 0; k < V; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+    store<uint8_t, V>(out, c, q);
+  }
+}
+
+// Column amax: each thread keeps two adjacent columns' maxima over a slab of kSlab rows (a warp reads 128
+// consecutive bytes of a row), then one atomic per column and thread.
+constexpr int kSlab = 128;
+
+__global__ void columns_amax_kernel(const bf16* x, int64_t rows, int64_t cols, float* amax) {
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 2;
+  if (c >= cols) return;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kSlab;
+  float m0 = 0.0f, m1 = 0.0f;
+  for (int64_t r = r0; r < rows && r < r0 + kSlab; ++r) {
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(x + r * cols + c);
+    m0 = fmaxf(m0, fabsf(__low2float(v)));
+    m1 = fmaxf(m1, fabsf(__high2float(v)));
+  }
+  atomic_max_nonneg(amax + c, m0);
+  atomic_max_nonneg(amax + c + 1, m1);
+}
+
+// 64 x 64 tiles through shared memory: a tile of x [rows, cols] in, its codes out transposed, scaled per column.
+constexpr int kTile = 64;
+
+__global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
+                                    uint8_t* codes_t, float* inverse) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;  // 16 x 16
+  for (int i = 0; i < kTile; i += 16) {
+    const int64_t r = r0 + ty + i, c = c0 + tx * 4;
+    if (r < rows && c < cols) {
+      const auto p = load<bf16, 4>(x, r * cols + c);
+      for (int k = 0; k < 4; ++k) tile[ty + i][tx * 4 + k] = __bfloat162float(p.v[k]);
+    }
+  }
+  __syncthreads();
+  for (int i = 0; i < kTile; i += 16) {
+    const int64_t c = c0 + ty + i, r = r0 + tx * 4;  // out row c, out columns r .. r + 3
+    if (c < cols && r < rows) {
+      const float s = scale_of(amax[c], code, true);
+      if (blockIdx.y == 0 && tx == 0) inverse[c] = __frcp_rn(s);
+      Pack<uint8_t, 4> q;
+      for (int k = 0; k < 4; ++k) q.v[k] = code_of(tile[tx * 4 + k][ty + i], s, code);
+      store<uint8_t, 4>(codes_t, c * rows + r, q);
+    }
+  }
+}
+
+unsigned grid_for(int64_t groups, int threads) {
+  const int64_t blocks = (groups + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+}  // namespace
+
+void fp8_cast_tensorwise(const void* x, int64_t n, Fp8Code code, float* amax_scratch, uint8_t* codes, float* inverse,
+                         void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto* xb = static_cast<const bf16*>(x);
+  constexpr int kThreads = 256;
+  const unsigned grid = grid_for((n + kV - 1) / kV, kThreads);
+  cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
+  if (aligned16(x) && aligned16(codes)) {
+    tensor_amax_kernel<true><<<grid, kThreads, 0, st>>>(xb, n, amax_scratch);
+    tensor_cast_kernel<true><<<grid, kThreads, 0, st>>>(xb, n, code, amax_scratch, codes, inverse);
+  } else {
+    tensor_amax_kernel<false><<<grid, kThreads, 0, st>>>(xb, n, amax_scratch);
+    tensor_cast_kernel<false><<<grid, kThreads, 0, st>>>(xb, n, code, amax_scratch, codes, inverse);
+  }
+  check_launch("fp8_cast_tensorwise");
+}
+
+void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,
+                        void* stream) {
+  if (rows == 0 || cols == 0) return;
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto* xb = static_cast<const bf16*>(x);
+  const int threads = cols >= 4096 ? 512 : 256;
+  if (cols % kV == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(codes) % kV == 0) {
+    rows_cast_kernel<kV><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
+  } else {
+    rows_cast_kernel<1><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
+  }
+  check_launch("fp8_cast_rows_pow2");
+}
+
+void fp8_cast_columns_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+                           uint8_t* codes_t, float* inverse, void* stream) {
+  if (rows == 0 || cols == 0) return;
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto* xb = static_cast<const bf16*>(x);
+  cudaMemsetAsync(amax_scratch, 0, sizeof(float) * static_cast<size_t>(cols), st);
+  const dim3 amax_grid(static_cast<unsigned>((cols / 2 + 127) / 128),
+                       static_cast<unsigned>((rows + kSlab - 1) / kSlab));
+  columns_amax_kernel<<<amax_grid, 128, 0, st>>>(xb, rows, cols, amax_scratch);
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  columns_cast_kernel<<<grid, dim3(16, 16), 0, st>>>(xb, rows, cols, code, amax_scratch, codes_t, inverse);
+  check_launch("fp8_cast_columns_pow2");
+}
+
+}  // namespace ft::kernels

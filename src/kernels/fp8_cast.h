@@ -1,0 +1,26 @@
+// The casts of FP8 training (model/fp8_training.h) on BF16 tensors, as quant/fp8_cast.h computes them (torchao's
+// dynamic scaling): scale = max / max(amax, 1e-12) in F64, then F32; code = fp8(saturate(F32(x) * scale)), rounded
+// to nearest even; `inverse` = 1 / scale (IEEE), what the scaled GEMM takes. Power-of-two scales (rows, columns)
+// keep only the scale's exponent: torchao's exp2(floor(log2(scale))), except within 2^-24 below a power of two,
+// where F32's log2 rounds up to the integer and torchao keeps the higher power.
+// Plain CUDA: no LibTorch header; the caller passes raw pointers and a stream.
+#pragma once
+
+#include <cstdint>
+
+namespace ft::kernels {
+
+enum class Fp8Code { kE4m3, kE5m2 };
+
+// One scale for x [n]: amax into *amax_scratch (an F32 the call zeroes), then codes [n] and *inverse.
+void fp8_cast_tensorwise(const void* x, int64_t n, Fp8Code code, float* amax_scratch, uint8_t* codes, float* inverse,
+                         void* stream);
+// One power-of-two scale per row of x [rows, cols]: codes [rows, cols], inverse [rows].
+void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,
+                        void* stream);
+// One power-of-two scale per column of x [rows, cols], written transposed: codes_t [cols, rows] (x^T's codes),
+// inverse [cols]; amax_scratch F32 [cols] (the call zeroes it); rows and cols multiples of 4.
+void fp8_cast_columns_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+                           uint8_t* codes_t, float* inverse, void* stream);
+
+}  // namespace ft::kernels

@@ -1,0 +1,164 @@
+#include "model/fp8_training.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "model/fp8_linear.h"
+#include "model/transformer.h"
+#include "quant/fp8_cast.h"
+#include "util/error.h"
+
+namespace ft::model {
+namespace {
+
+using quant::Fp8Format;
+using quant::Fp8Scaled;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// How one call casts and multiplies: the recipe, and whether our kernels and _scaled_mm run it.
+struct Fp8Plan {
+  Fp8Training recipe = Fp8Training::kTensorwise;
+  bool fast = false;
+
+  bool rowwise() const { return recipe == Fp8Training::kRowwise; }
+  // Gradients: e5m2 under tensorwise scaling (its range), e4m3 under rowwise (torchao's ROWWISE).
+  Fp8Format grad_format() const { return rowwise() ? Fp8Format::kE4m3 : Fp8Format::kE5m2; }
+};
+
+// x [rows, cols] for a GEMM that reduces over cols: scaled per row (rowwise) or once (tensorwise).
+Fp8Scaled cast_rows(const at::Tensor& x, Fp8Format format, const Fp8Plan& plan) {
+  if (plan.fast) return plan.rowwise() ? fp8_cast_rows_cuda(x, format) : fp8_cast_tensorwise_cuda(x, format);
+  return plan.rowwise() ? quant::cast_fp8_rowwise(x, format, /*pow2=*/true) : quant::cast_fp8_tensorwise(x, format);
+}
+
+// x [rows, cols] for a GEMM that reduces over rows (rowwise only): x^T's codes [cols, rows], scaled per column of x.
+Fp8Scaled cast_columns(const at::Tensor& x, Fp8Format format, const Fp8Plan& plan) {
+  if (plan.fast) return fp8_cast_columns_cuda(x, format);
+  return quant::cast_fp8_rowwise(x.t().contiguous(), format, /*pow2=*/true);
+}
+
+// A tensorwise cast of x read as x^T: the codes transposed, the one scale kept.
+Fp8Scaled transposed(const Fp8Scaled& q, const Fp8Plan& plan) {
+  return {plan.fast ? fp8_transpose_cuda(q.codes) : q.codes.t().contiguous(), q.inverse};
+}
+
+// a [m, k] . b [n, k]^T with both operands' scales: [m, n] in `dtype`.
+at::Tensor scaled_gemm(const Fp8Scaled& a, const Fp8Scaled& b, at::ScalarType dtype, bool fast_accum,
+                       const Fp8Plan& plan) {
+  if (!plan.fast) return quant::fp8_scaled_gemm_reference(a, b, dtype);
+  if (!plan.rowwise()) {
+    return at::_scaled_mm(a.codes, b.codes.t(), a.inverse, b.inverse, std::nullopt, std::nullopt, dtype, fast_accum);
+  }
+  const at::Tensor sa = a.inverse.unsqueeze(1), sb = b.inverse.unsqueeze(0);  // F32 [m, 1], [1, n]
+  if (fast_accum) {
+    return at::_scaled_mm(a.codes, b.codes.t(), sa, sb, std::nullopt, std::nullopt, at::kBFloat16, true).to(dtype);
+  }
+  // As torchao: the row-scaled GEMM without fast accumulation is slow, so the tensor-scaled one runs with unit scales
+  // and the power-of-two scales multiply its result (exactly).
+  const at::Tensor one = at::ones({}, a.inverse.options());
+  at::Tensor y = at::_scaled_mm(a.codes, b.codes.t(), one, one, std::nullopt, std::nullopt, at::kBFloat16, false);
+  return y.mul_(sa * sb).to(dtype);  // [m, n]
+}
+
+// The rows of x [n, cols] padded with zeros to a multiple of 16, for the fast path's GEMMs that reduce over them
+// (zero rows add nothing to them). FP8 codes pad as bytes (code 0 is +0).
+at::Tensor rows_to_16(const at::Tensor& x, const Fp8Plan& plan) {
+  const int64_t extra = (16 - x.size(0) % 16) % 16;
+  if (!plan.fast || extra == 0) return x;
+  if (x.element_size() != 1) return at::constant_pad_nd(x, {0, 0, 0, extra});
+  return at::constant_pad_nd(x.view(at::kByte), {0, 0, 0, extra}).view(x.scalar_type());
+}
+
+// y [N, out] = x [N, in] W^T [in, out] and its backward with FP8 GEMMs (the file comment has the scheme).
+class Fp8TrainedGemm : public torch::autograd::Function<Fp8TrainedGemm> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, int64_t recipe,
+                            bool fast, at::ScalarType dtype) {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // it casts for itself
+    const Fp8Plan plan{static_cast<Fp8Training>(recipe), fast};
+    const at::Tensor xin = x.to(dtype).contiguous();       // [N, in]
+    const at::Tensor win = weight.to(dtype).contiguous();  // [out, in]
+    const Fp8Scaled xq = cast_rows(xin, Fp8Format::kE4m3, plan), wq = cast_rows(win, Fp8Format::kE4m3, plan);
+    ctx->saved_data["recipe"] = recipe;
+    ctx->saved_data["fast"] = fast;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    if (plan.rowwise()) {
+      ctx->save_for_backward({xin, weight});  // the backward casts them along the other dimension
+    } else {
+      ctx->save_for_backward({xq.codes, xq.inverse, wq.codes, wq.inverse, weight});  // 1 byte per element
+    }
+    return scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan);  // [N, out]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const Fp8Plan plan{static_cast<Fp8Training>(ctx->saved_data["recipe"].toInt()), ctx->saved_data["fast"].toBool()};
+    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& weight = saved.back();
+    const at::Tensor dy = grads[0].to(dtype).contiguous();  // [N, out]
+    const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
+    at::Tensor dx, dw;  // [N, in], [out, in]
+    if (plan.rowwise()) {
+      const at::Tensor& xin = saved[0];
+      dx = scaled_gemm(dyq, cast_columns(weight.to(dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
+      const at::Tensor dy16 = rows_to_16(dy, plan), x16 = rows_to_16(xin, plan);
+      dw = scaled_gemm(cast_columns(dy16, plan.grad_format(), plan), cast_columns(x16, Fp8Format::kE4m3, plan),
+                       weight.scalar_type(), false, plan);
+    } else {
+      const Fp8Scaled xq{saved[0], saved[1]}, wq{saved[2], saved[3]};
+      dx = scaled_gemm(dyq, transposed(wq, plan), dtype, false, plan);
+      const Fp8Scaled dyq16{rows_to_16(dyq.codes, plan), dyq.inverse}, xq16{rows_to_16(xq.codes, plan), xq.inverse};
+      dw = scaled_gemm(transposed(dyq16, plan), transposed(xq16, plan), weight.scalar_type(), false, plan);
+    }
+    return {dx.to(x_dtype), dw, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Whether the fast path takes this GEMM: our kernels on an FP8 GPU, BF16 compute, sizes multiples of 16.
+bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype, const KernelPolicy& policy) {
+  return policy.kernels_for(x) && dtype == at::kBFloat16 && fp8_tensor_cores(x.device()) && weight.size(0) % 16 == 0 &&
+         weight.size(1) % 16 == 0;
+}
+
+}  // namespace
+
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
+                               const KernelPolicy& policy) {
+  FT_CHECK(recipe != Fp8Training::kOff, "fp8_training_linear: the recipe is off");
+  const auto device_type = x.device().type();
+  const at::ScalarType dtype = at::autocast::is_autocast_enabled(device_type)
+                                   ? at::autocast::get_autocast_dtype(device_type)
+                                   : weight.scalar_type();
+  const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
+  const at::Tensor y = Fp8TrainedGemm::apply(x2d, weight, static_cast<int64_t>(recipe),
+                                             fast_path(x2d, weight, dtype, policy), dtype);  // [N, out]
+  if (x.dim() == 2) return y;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = y.size(1);
+  return y.view(shape);
+}
+
+std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
+                                             const std::vector<std::string>& skip) {
+  std::vector<std::string> left;
+  for (auto& [path, lin] : model.projections()) {
+    const bool named = std::any_of(skip.begin(), skip.end(),
+                                   [&](const std::string& part) { return path.find(part) != std::string::npos; });
+    const bool sized = lin->weight.defined() && lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0;
+    if (named || !sized || lin->quantized()) {
+      left.push_back(path);
+      continue;
+    }
+    lin->fp8_training = recipe;
+  }
+  return left;
+}
+
+}  // namespace ft::model

@@ -1,0 +1,50 @@
+// Full fine-tuning with FP8 GEMMs (train.fp8), as torchao's float8 training recipes compute them (torchao 0.18,
+// float8_linear.py: matmul_with_hp_or_float8_args; config.py: Float8LinearRecipeName). A trainable projection keeps
+// its weight in its own dtype (bf16, or F32 master weights under autocast); each step its three GEMMs cast their
+// operands to FP8 with dynamic scales (quant/fp8_cast.h) and multiply them with a scaled FP8 GEMM:
+//   y  = x W^T:   x scaled per row (token),  W per row (output feature)         [tensorwise: one scale each]
+//   dx = dy W:    dy per row (token),        W per column (input feature)
+//   dW = dy^T x:  dy per column (output),    x per column (input feature)
+// tensorwise: e4m3 for x and W, e5m2 for dy, one scale per tensor, so the backward GEMMs read the forward's codes
+// transposed; rowwise: e4m3 throughout, power-of-two scales along each GEMM's reduced dimension. The forward GEMM
+// accumulates fast (as torchao's gemm_config_output), the backward ones do not.
+//
+// The fast path (our cast kernels and at::_scaled_mm) runs where the policy has our kernels, the GPU has FP8 tensor
+// cores (sm_89+), the compute dtype is BF16 and every size is a multiple of 16; elsewhere the same casts run through
+// ATen and the GEMMs through quant::fp8_scaled_gemm_reference (F32), forward and backward alike.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "config/settings.h"
+#include "model/kernel_policy.h"
+#include "quant/fp8_cast.h"
+
+namespace ft::model {
+
+class Transformer;
+
+// x [..., in] times weight^T ([out, in], trainable): [..., out] in the compute dtype (autocast's, else the weight's).
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
+                               const KernelPolicy& policy);
+
+// Marks the decoder's projections for FP8 training with `recipe`, except those whose path contains one of `skip`
+// and those with a size that is no multiple of 16 (the FP8 GEMMs need it). Returns the paths left in bf16.
+std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
+                                             const std::vector<std::string>& skip);
+
+// The casts' CUDA glue (kernels/fp8_cast.h, in fp8_kernels.cpp; no_kernels.cpp stands in), on contiguous 2-D BF16
+// CUDA tensors, bit for bit quant/fp8_cast.h's (see the kernels' header for the one power-of-two edge).
+// Whether `device` has FP8 tensor cores (sm_89+) in a build with our kernels.
+bool fp8_tensor_cores(at::Device device);
+// quant::cast_fp8_tensorwise(x, format).
+quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor& x, quant::Fp8Format format);
+// quant::cast_fp8_rowwise(x, format, pow2 = true).
+quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format);
+// quant::cast_fp8_rowwise(x^T, format, pow2 = true), without the transposed copy; sizes multiples of 4.
+quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x, quant::Fp8Format format);
+
+}  // namespace ft::model
