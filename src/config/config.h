@@ -39,7 +39,8 @@ struct RunConfig {
 
 struct ModelConfig {
   std::string path;                        // Hugging Face model dir (config.json + safetensors); empty = from scratch
-  ModelFamily architecture = ModelFamily::kLlama;  // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
+  // from scratch: llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text | qwen3_moe | mixtral
+  ModelFamily architecture = ModelFamily::kLlama;
   int64_t vocab_size = 0;                  // from scratch: 0 = the tokenizer's vocabulary size
   int64_t hidden_size = 256;               // from scratch: model width
   int64_t intermediate_size = 688;         // from scratch: SwiGLU hidden width
@@ -53,6 +54,11 @@ struct ModelConfig {
   double init_std = 0.02;                  // from scratch: normal init standard deviation
   ModelDType dtype = ModelDType::kFp32;   // parameter dtype: fp32 | bf16
   bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
+  int64_t num_experts = 8;                 // from scratch, qwen3_moe / mixtral: experts per MoE layer
+  int64_t num_experts_per_tok = 2;         // from scratch, qwen3_moe / mixtral: experts each token is routed to
+  int64_t moe_intermediate_size = 0;       // from scratch, qwen3_moe: experts' SwiGLU width (0 = intermediate_size)
+  // MoE: add the router's load-balancing loss to the training loss: auto (config.json's output_router_logits) | on | off
+  RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto;
   // LoRA's frozen projections: none | nf4 (4-bit, QLoRA) | fp8 (e4m3 with row scales; FP8 GEMMs on sm_89+)
   BaseQuantization quantize = BaseQuantization::kNone;
 
@@ -72,6 +78,10 @@ struct ModelConfig {
     v("init_std", init_std);
     v("dtype", dtype);
     v("activation_checkpointing", activation_checkpointing);
+    v("num_experts", num_experts);
+    v("num_experts_per_tok", num_experts_per_tok);
+    v("moe_intermediate_size", moe_intermediate_size);
+    v("router_aux_loss", router_aux_loss);
     v("quantize", quantize, kMustMatch);
   }
 };

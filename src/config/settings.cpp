@@ -26,6 +26,7 @@ void from_json(const nlohmann::json& j, E& value) {
 FT_SETTING_JSON(ModelDType)
 FT_SETTING_JSON(BaseQuantization)
 FT_SETTING_JSON(ModelFamily)
+FT_SETTING_JSON(RouterAuxLoss)
 FT_SETTING_JSON(TokenizerModel)
 FT_SETTING_JSON(SourceFormat)
 FT_SETTING_JSON(ChatTemplateName)

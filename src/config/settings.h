@@ -40,16 +40,28 @@ struct EnumTable<BaseQuantization> {
 };
 
 // A model family, named by config.json's model_type (model/args.h holds each one's transformers class).
-enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3Text };
+enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3Text, kQwen3Moe, kMixtral };
 template <>
 struct EnumTable<ModelFamily> {
-  static constexpr std::array<EnumName<ModelFamily>, 7> entries{{{ModelFamily::kLlama, "llama"},
+  static constexpr std::array<EnumName<ModelFamily>, 9> entries{{{ModelFamily::kLlama, "llama"},
                                                                  {ModelFamily::kMistral, "mistral"},
                                                                  {ModelFamily::kQwen2, "qwen2"},
                                                                  {ModelFamily::kQwen3, "qwen3"},
                                                                  {ModelFamily::kPhi3, "phi3"},
                                                                  {ModelFamily::kGemma2, "gemma2"},
-                                                                 {ModelFamily::kGemma3Text, "gemma3_text"}}};
+                                                                 {ModelFamily::kGemma3Text, "gemma3_text"},
+                                                                 {ModelFamily::kQwen3Moe, "qwen3_moe"},
+                                                                 {ModelFamily::kMixtral, "mixtral"}}};
+};
+
+// model.router_aux_loss: whether a mixture-of-experts model adds the router's load-balancing loss to the training
+// loss. auto: as config.json's output_router_logits says (transformers' switch; false in the Qwen3-MoE and Mixtral
+// releases), on / off: regardless of it.
+enum class RouterAuxLoss { kAuto, kOn, kOff };
+template <>
+struct EnumTable<RouterAuxLoss> {
+  static constexpr std::array<EnumName<RouterAuxLoss>, 3> entries{
+      {{RouterAuxLoss::kAuto, "auto"}, {RouterAuxLoss::kOn, "on"}, {RouterAuxLoss::kOff, "off"}}};
 };
 
 enum class TokenizerModel { kBpe, kUnigram };

@@ -82,6 +82,12 @@ void check_model(const Config& c, Checker& k) {
   k.positive("model.rope_theta", m.rope_theta);
   k.positive("model.rms_norm_eps", m.rms_norm_eps);
   k.positive("model.init_std", m.init_std);
+  k.at_least<int64_t>("model.num_experts", m.num_experts, 1);
+  k.at_least<int64_t>("model.num_experts_per_tok", m.num_experts_per_tok, 1);
+  k.at_least<int64_t>("model.moe_intermediate_size", m.moe_intermediate_size, 0);
+  if (m.num_experts_per_tok > m.num_experts) {
+    k.fail("model.num_experts_per_tok", "must not exceed model.num_experts (" + std::to_string(m.num_experts) + ")");
+  }
   if (m.path.empty()) {
     if (m.num_heads >= 1 && m.hidden_size % m.num_heads != 0) {
       k.fail("model.hidden_size", "must be a multiple of model.num_heads (" + std::to_string(m.num_heads) + ")");

@@ -1,5 +1,6 @@
 // Per-layer activation checkpointing: a reentrant autograd Function that stores only the layer input (the sum of the
-// residual and pending delta it is given) and reruns the layer under grad mode in backward. The layer's trainable
+// residual and pending delta it is given) and reruns the layer under grad mode in backward (an MoE layer's router
+// logits, when collected, are outputs of it as well). The layer's trainable
 // parameters are inputs of the Function, so their gradients flow back through the ordinary engine (and its hooks) even
 // when the hidden state itself does not require grad (frozen embeddings under LoRA).
 #include <ATen/autocast_mode.h>
@@ -115,9 +116,16 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->saved_data["pending_dtype"] = pending ? static_cast<int64_t>(pending->scalar_type()) : int64_t{-1};
     const auto [h, normed] = layer->input_norm(residual, pending ? *pending : at::Tensor(), *lc->policy);
     ctx->save_for_backward({h, cos, sin});
-    const LayerContext layer_ctx{cos, sin, lc->mask, nullptr, lc->policy};
+    // An MoE layer's router logits, when the model collects them, are outputs too: the load-balancing loss's
+    // gradient reaches the router through them.
+    std::vector<at::Tensor> router_logits;
+    const bool collect = lc->router_logits != nullptr;
+    ctx->saved_data["collect"] = collect;
+    const LayerContext layer_ctx{cos, sin, lc->mask, nullptr, lc->policy, collect ? &router_logits : nullptr};
     const auto [out_residual, out_delta] = layer->forward_normed(h, normed, layer_ctx);
-    return {out_residual, out_delta};
+    variable_list out = {out_residual, out_delta};
+    out.insert(out.end(), router_logits.begin(), router_logits.end());
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -140,6 +148,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     }
     FT_CHECK(static_cast<int64_t>(params.size()) == n, "activation checkpointing: trainable parameters changed");
     at::Tensor out_residual, out_delta;
+    std::vector<at::Tensor> router_logits;  // recomputed, when the forward returned them
+    const bool collect = ctx->saved_data["collect"].toBool();
     {
       at::AutoGradMode grad_on(true);
       RngScope rng(h.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
@@ -148,12 +158,15 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       const AttentionMask mask = saved_mask(ctx);
       // The norm of h alone gives the bits the forward's fused add + norm gave (ops::add_rms_norm).
       const auto normed = layer->input_norm(h, at::Tensor(), *policy).second;
-      const LayerContext layer_ctx{saved[1], saved[2], &mask, nullptr, policy};
+      const LayerContext layer_ctx{saved[1], saved[2], &mask, nullptr, policy, collect ? &router_logits : nullptr};
       std::tie(out_residual, out_delta) = layer->forward_normed(h, normed, layer_ctx);
     }
+    variable_list recomputed = {out_residual, out_delta};
+    recomputed.insert(recomputed.end(), router_logits.begin(), router_logits.end());
+    FT_CHECK(recomputed.size() == grad_out.size(), "activation checkpointing: the recompute's outputs changed");
     variable_list outputs, grads_of_outputs;
-    for (size_t i = 0; i < 2; ++i) {
-      const at::Tensor& out = i == 0 ? out_residual : out_delta;
+    for (size_t i = 0; i < recomputed.size(); ++i) {
+      const at::Tensor& out = recomputed[i];
       if (out.requires_grad() && grad_out[i].defined()) {
         outputs.push_back(out);
         grads_of_outputs.push_back(grad_out[i]);
@@ -192,6 +205,7 @@ std::pair<at::Tensor, at::Tensor> checkpointed_layer(DecoderLayerImpl& layer, co
   const auto out = CheckpointFunction::apply(&layer, &ctx, residual,
                                              pending.defined() ? std::optional<at::Tensor>(pending) : std::nullopt,
                                              ctx.cos, ctx.sin, at::TensorList(params));
+  for (size_t i = 2; i < out.size(); ++i) ctx.router_logits->push_back(out[i]);
   return {out[0], out[1]};
 }
 

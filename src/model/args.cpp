@@ -39,6 +39,8 @@ const std::vector<Family>& families() {
       family(ModelFamily::kPhi3, "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"),
       family(ModelFamily::kGemma2, "Gemma2ForCausalLM", "Gemma 2"),
       family(ModelFamily::kGemma3Text, "Gemma3ForCausalLM", "Gemma 3 1B and other text-only Gemma 3 checkpoints"),
+      family(ModelFamily::kQwen3Moe, "Qwen3MoeForCausalLM", "Qwen3-30B-A3B, Qwen3-235B-A22B"),
+      family(ModelFamily::kMixtral, "MixtralForCausalLM", "Mixtral 8x7B, 8x22B"),
   };
   return table;
 }
@@ -86,7 +88,14 @@ ModelArgs args_from_config(const ft::ModelConfig& cfg, int64_t vocab_size) {
   a.rms_norm_eps = cfg.rms_norm_eps;
   a.tie_word_embeddings = cfg.tie_embeddings;
   a.attention_bias = family == ModelFamily::kQwen2;
-  a.qk_norm = family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3Text;
+  a.qk_norm = family == ModelFamily::kQwen3 || family == ModelFamily::kGemma3Text || family == ModelFamily::kQwen3Moe;
+  if (family == ModelFamily::kQwen3Moe || family == ModelFamily::kMixtral) {  // every layer MoE
+    a.num_experts = cfg.num_experts;
+    a.num_experts_per_tok = cfg.num_experts_per_tok;
+    const bool own_width = family == ModelFamily::kQwen3Moe && cfg.moe_intermediate_size > 0;
+    a.moe_intermediate_size = own_width ? cfg.moe_intermediate_size : cfg.intermediate_size;
+    a.norm_topk_prob = family == ModelFamily::kMixtral;
+  }
   a.fused_projections = family == ModelFamily::kPhi3;
   if (family == ModelFamily::kGemma2 || family == ModelFamily::kGemma3Text) {
     // The Gemma block with full attention in every layer, no soft-capping, the usual 1/sqrt(head_dim) scale.

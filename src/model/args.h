@@ -26,7 +26,8 @@ struct RopeScaling {
 };
 
 struct ModelArgs {
-  std::string model_type = "llama";  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
+  // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text | qwen3_moe | mixtral
+  std::string model_type = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -60,6 +61,18 @@ struct ModelArgs {
   std::optional<double> query_pre_attn_scalar;    // gemma: attention scores scale by its -1/2 power, not head_dim's
   std::optional<double> attn_logit_softcapping;   // gemma2: scores = cap * tanh(scores / cap) before the mask
   std::optional<double> final_logit_softcapping;  // gemma2: logits = cap * tanh(logits / cap)
+  // Mixture of experts (qwen3_moe, mixtral; num_experts > 0): transformers' *SparseMoeBlock in place of the MLP
+  // in the layers moe_layer() names. The router takes the softmax of its logits over all experts, keeps the top
+  // num_experts_per_tok, and (norm_topk_prob; mixtral always) rescales them to sum to 1.
+  int64_t num_experts = 0;               // config.json: num_experts (qwen3_moe) / num_local_experts (mixtral)
+  int64_t num_experts_per_tok = 0;       // experts each token is routed to
+  int64_t moe_intermediate_size = 0;     // each expert's SwiGLU width (mixtral: intermediate_size)
+  bool norm_topk_prob = false;           // renormalise the top-k probabilities
+  int64_t decoder_sparse_step = 1;       // qwen3_moe: layer i is MoE when (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;  // qwen3_moe: ... and i is not listed here (those keep the dense MLP)
+  double router_aux_loss_coef = 0.001;   // the load-balancing loss's weight in the training loss
+  bool output_router_logits = false;     // transformers adds that loss only when this is on
+  double router_jitter_noise = 0.0;      // mixtral, training: the block's input times U(1 - j, 1 + j)
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;  // the first id when config.json lists several
   std::vector<int64_t> eos_token_ids;   // every EOS id config.json lists
@@ -69,6 +82,14 @@ struct ModelArgs {
 
   // The dims of each head that RoPE rotates (transformers: int(head_dim * partial_rotary_factor)).
   int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor); }
+  // Whether layer `i` routes its tokens to experts instead of running the dense MLP.
+  bool moe_layer(int64_t i) const {
+    if (num_experts <= 0) return false;
+    for (int64_t j : mlp_only_layers) {
+      if (j == i) return false;
+    }
+    return decoder_sparse_step > 0 && (i + 1) % decoder_sparse_step == 0;
+  }
   // Whether layer `i` masks keys beyond sliding_window.
   bool layer_slides(int64_t i) const {
     return sliding_window.has_value() &&

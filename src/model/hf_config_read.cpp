@@ -188,7 +188,7 @@ void parse_rope(const Reader& r, ModelArgs& a) {
   // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
   const char* key =
       j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters" : "rope_scaling";
-  a.rope_theta = r.num(j, "rope_theta", 10000.0);
+  a.rope_theta = r.num(j, "rope_theta", a.model_type == "mixtral" ? 1000000.0 : 10000.0);  // MixtralConfig's
   if (!j.contains(key) || j[key].is_null()) return;
   parse_rope_object(r, j[key], std::string(key) + ".", a);
 }
@@ -316,6 +316,8 @@ void parse_shape(const Reader& r, ModelArgs& a) {
                                   .value_or(a.model_type == "phi3"          ? 4096
                                             : a.model_type == "gemma2"      ? 8192
                                             : a.model_type == "gemma3_text" ? 131072
+                                            : a.model_type == "mixtral"     ? 131072
+                                            : a.model_type == "qwen3_moe"   ? 32768
                                                                             : 2048);
 }
 
@@ -334,9 +336,54 @@ void parse_qwen(const Reader& r, ModelArgs& a) {
   }
 }
 
-// The fields only some families have: biases, q/k norms, sliding windows, partial rotary, Gemma's extras.
+// num_experts, or its alias num_local_experts (both configs' attribute_map), whichever the file has.
+int64_t expert_count(const Reader& r, bool mixtral) {
+  const char* own = mixtral ? "num_local_experts" : "num_experts";
+  const char* alias = mixtral ? "num_experts" : "num_local_experts";
+  return r.opt_int(own).value_or(r.opt_int(alias).value_or(mixtral ? 8 : 128));
+}
+
+// qwen3_moe's dense layers: decoder_sparse_step and mlp_only_layers (Qwen3MoeConfig's defaults: 1, none).
+void parse_sparse_layers(const Reader& r, ModelArgs& a) {
+  a.decoder_sparse_step = r.opt_int("decoder_sparse_step").value_or(1);
+  if (a.decoder_sparse_step <= 0) throw ConfigError(r.source + ": decoder_sparse_step must be positive");
+  const json& j = r.j;
+  if (!j.contains("mlp_only_layers") || j["mlp_only_layers"].is_null()) return;
+  if (!j["mlp_only_layers"].is_array()) throw ConfigError(r.source + ": mlp_only_layers must be a list of layers");
+  for (const auto& e : j["mlp_only_layers"]) {
+    if (!e.is_number_integer()) throw ConfigError(r.source + ": mlp_only_layers must hold layer indices");
+    a.mlp_only_layers.push_back(e.get<int64_t>());
+  }
+}
+
+// Qwen3-MoE and Mixtral: the experts and the router, with Qwen3MoeConfig's / MixtralConfig's defaults.
+void parse_moe(const Reader& r, ModelArgs& a) {
+  const json& j = r.j;
+  const bool mixtral = a.model_type == "mixtral";
+  a.num_experts = expert_count(r, mixtral);
+  a.num_experts_per_tok = r.opt_int("num_experts_per_tok").value_or(mixtral ? 2 : 8);
+  if (a.num_experts <= 0 || a.num_experts_per_tok <= 0 || a.num_experts_per_tok > a.num_experts) {
+    throw ConfigError(
+        r.source + ": num_experts_per_tok (" + std::to_string(a.num_experts_per_tok) +
+            ") must be in [1, the number of experts (" + std::to_string(a.num_experts) + ")]",
+        "config.json must come from transformers' " + std::string(mixtral ? "Mixtral" : "Qwen3Moe") + "Config");
+  }
+  a.moe_intermediate_size = mixtral ? a.intermediate_size : r.opt_int("moe_intermediate_size").value_or(768);
+  if (a.moe_intermediate_size <= 0) throw ConfigError(r.source + ": moe_intermediate_size must be positive");
+  a.norm_topk_prob = mixtral || r.flag("norm_topk_prob", false);  // Mixtral's router always renormalises
+  if (!mixtral) parse_sparse_layers(r, a);
+  a.router_aux_loss_coef = r.num(j, "router_aux_loss_coef", 0.001);
+  a.output_router_logits = r.flag("output_router_logits", false);
+  a.router_jitter_noise = mixtral ? r.num(j, "router_jitter_noise", 0.0) : 0.0;
+  if (!(a.router_jitter_noise >= 0.0 && a.router_jitter_noise < 1.0)) {
+    throw ConfigError(r.source + ": router_jitter_noise must be in [0, 1)");
+  }
+}
+
+// The fields only some families have: biases, q/k norms, sliding windows, partial rotary, Gemma's extras, experts.
 void parse_family_fields(const Reader& r, ModelArgs& a) {
-  if (a.model_type == "qwen2" || a.model_type == "qwen3") {
+  if (a.model_type == "qwen3_moe" || a.model_type == "mixtral") parse_moe(r, a);
+  if (a.model_type == "qwen2" || a.model_type == "qwen3" || a.model_type == "qwen3_moe") {
     parse_qwen(r, a);
   } else if (a.model_type == "llama") {
     a.attention_bias = r.flag("attention_bias", false);
@@ -377,8 +424,8 @@ ModelArgs parse_fields(const std::string& json_text, const std::string& source) 
   a.raw_config_json = json_text;
   parse_family(r, a);
   parse_shape(r, a);
-  // Phi3Config's default differs from Llama's.
-  a.rms_norm_eps = r.num(j, "rms_norm_eps", a.model_type == "phi3" ? 1e-5 : 1e-6);
+  // Phi3Config's and MixtralConfig's default differs from Llama's.
+  a.rms_norm_eps = r.num(j, "rms_norm_eps", a.model_type == "phi3" || a.model_type == "mixtral" ? 1e-5 : 1e-6);
   a.tie_word_embeddings = r.flag("tie_word_embeddings", is_gemma(a));
   parse_rope(r, a);
   parse_family_fields(r, a);

@@ -43,6 +43,25 @@ void save_gemma_fields(const ModelArgs& a, json& j) {
   j["layer_types"] = types;
 }
 
+// The experts and router under the family's own keys (the alias of num_experts is dropped: transformers 5's strict
+// configs refuse both).
+void save_moe_fields(const ModelArgs& a, json& j) {
+  const bool mixtral = a.model_type == "mixtral";
+  j.erase(mixtral ? "num_experts" : "num_local_experts");
+  j[mixtral ? "num_local_experts" : "num_experts"] = a.num_experts;
+  j["num_experts_per_tok"] = a.num_experts_per_tok;
+  j["router_aux_loss_coef"] = a.router_aux_loss_coef;
+  j["output_router_logits"] = a.output_router_logits;
+  if (mixtral) {
+    j["router_jitter_noise"] = a.router_jitter_noise;
+    return;
+  }
+  j["moe_intermediate_size"] = a.moe_intermediate_size;
+  j["norm_topk_prob"] = a.norm_topk_prob;
+  j["decoder_sparse_step"] = a.decoder_sparse_step;
+  j["mlp_only_layers"] = a.mlp_only_layers;
+}
+
 }  // namespace
 
 void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
@@ -100,9 +119,11 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
     j["attention_bias"] = a.attention_bias;
     j["mlp_bias"] = a.mlp_bias;
   }
-  if (a.model_type == "qwen2" || a.model_type == "qwen3") j["use_sliding_window"] = false;
-  if (a.model_type == "qwen3") j["attention_bias"] = a.attention_bias;
-  if (a.model_type == "mistral" || a.model_type == "phi3")
+  const bool qwen3 = a.model_type == "qwen3" || a.model_type == "qwen3_moe";
+  if (a.model_type == "qwen2" || qwen3) j["use_sliding_window"] = false;
+  if (qwen3) j["attention_bias"] = a.attention_bias;
+  if (a.num_experts > 0) save_moe_fields(a, j);
+  if (a.model_type == "mistral" || a.model_type == "phi3" || a.model_type == "mixtral")
     j["sliding_window"] = a.sliding_window ? json(*a.sliding_window) : json(nullptr);
   if (a.model_type == "phi3") {
     j["partial_rotary_factor"] = a.partial_rotary_factor;

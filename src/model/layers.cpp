@@ -139,7 +139,11 @@ at::Tensor MLPImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelArgs& a, int64_t index_) : index(index_) {
   self_attn = register_module("self_attn", Attention(a));
-  mlp = register_module("mlp", MLP(a));
+  if (a.moe_layer(index)) {
+    moe = register_module("mlp", SparseMoe(a));
+  } else {
+    mlp = register_module("mlp", MLP(a));
+  }
   input_layernorm = register_module("input_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, a.gemma));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(a.hidden_size, a.rms_norm_eps, a.gemma));
@@ -172,7 +176,7 @@ std::pair<at::Tensor, at::Tensor> DecoderLayerImpl::forward_normed(const at::Ten
     return {h2, post_feedforward_layernorm->forward(mlp->forward(normed2, policy), policy)};
   }
   const auto [h2, normed2] = post_attention_layernorm->add_forward(h, attn, /*gemm_input=*/true, policy);
-  return {h2, mlp->forward(normed2, policy)};
+  return {h2, moe ? moe->forward(normed2, policy, ctx.router_logits) : mlp->forward(normed2, policy)};
 }
 
 }  // namespace ft::model

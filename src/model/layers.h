@@ -14,6 +14,7 @@
 #include "model/attention.h"
 #include "model/kernel_policy.h"
 #include "model/linear.h"
+#include "model/moe.h"
 #include "model/ops.h"
 
 namespace ft::model {
@@ -24,6 +25,7 @@ struct LayerContext {
   const AttentionMask* mask = nullptr;   // the layer kind's part of the batch's AttentionPlan
   KVCache* cache = nullptr;              // incremental decoding, else nullptr
   const KernelPolicy* policy = nullptr;  // the run's kernels
+  std::vector<at::Tensor>* router_logits = nullptr;  // MoE layers append their router's logits [N, E], when given
 };
 
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale (Llama). With `unit_offset` (Gemma):
@@ -103,6 +105,7 @@ class DecoderLayerImpl : public torch::nn::Module {
                                                    const LayerContext& ctx);
   Attention self_attn{nullptr};
   MLP mlp{nullptr};
+  SparseMoe moe{nullptr};  // qwen3_moe, mixtral (ModelArgs::moe_layer): in place of mlp, under the same name "mlp"
   // Llama: post_attention_layernorm is the norm before the MLP. Gemma: it norms the attention output, and
   // pre_feedforward_layernorm / post_feedforward_layernorm norm the MLP's input and output (null elsewhere).
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};

@@ -17,6 +17,21 @@ bool target_matches(const std::string& path, const std::string& target) {
           path[path.size() - target.size() - 1] == '.');
 }
 
+// PEFT (0.21, on transformers 5) turns these names on an MoE model into adapters on the fused experts' weights
+// (target_parameters experts.gate_up_proj / down_proj), dense layers' MLPs included in the name; so do not adapt
+// the dense layers under them either.
+void check_not_expert_names(const std::string& target, const ModelArgs& args, const std::string& where) {
+  if (args.num_experts <= 0) return;
+  for (const std::string name : {"gate_proj", "up_proj", "down_proj", "w1", "w2", "w3", "gate", "gate_up_proj"}) {
+    if (target_matches(target, name)) {
+      throw ConfigError(where + ": '" + target + "' on " + args.model_type +
+                            " names the experts' or the router's weights (PEFT adapts them as target_parameters), "
+                            "which this build does not adapt yet",
+                        "adapt the attention projections: q_proj, k_proj, v_proj, o_proj");
+    }
+  }
+}
+
 void check_targets(const std::vector<std::string>& targets, const Transformer& model, const std::string& where) {
   const ModelArgs& args = model.args();
   const auto ok = lora_target_names(args);
@@ -25,6 +40,7 @@ void check_targets(const std::vector<std::string>& targets, const Transformer& m
   if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list + ", or all-linear");
   const auto paths = model.projections();
   for (const auto& t : targets) {
+    check_not_expert_names(t, args, where);
     const bool found =
         std::any_of(paths.begin(), paths.end(), [&](const auto& p) { return target_matches(p.first, t); });
     if (!found) {
@@ -57,10 +73,11 @@ void join_frozen_groups(Transformer& model) {
   for (int64_t i = 0; i < model.args().num_layers; ++i) {
     DecoderLayer layer = model.layer(i);
     auto& attn = *layer->self_attn;
-    auto& mlp = *layer->mlp;
     if (attn.q_proj && attn.k_proj && attn.v_proj) {
       join_frozen_weights({attn.q_proj.get(), attn.k_proj.get(), attn.v_proj.get()});
     }
+    if (!layer->mlp) continue;  // an MoE layer: its experts are 3-D weights, not projections
+    auto& mlp = *layer->mlp;
     if (mlp.gate_proj && mlp.up_proj) join_frozen_weights({mlp.gate_proj.get(), mlp.up_proj.get()});
   }
 }
@@ -71,6 +88,7 @@ using namespace lora_detail;  // PEFT's names and the projection walk (lora_inte
 
 std::vector<std::string> lora_target_names(const ModelArgs& args) {
   if (args.fused_projections) return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
+  if (args.num_experts > 0) return {"q_proj", "k_proj", "v_proj", "o_proj"};  // check_not_expert_names
   return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 }
 

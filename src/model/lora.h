@@ -14,7 +14,8 @@
 namespace ft::model {
 
 // The projections of this model's family: q/k/v/o_proj, gate/up/down_proj, or for phi3 qkv_proj, o_proj,
-// gate_up_proj, down_proj.
+// gate_up_proj, down_proj. MoE models (qwen3_moe, mixtral): q/k/v/o_proj, as PEFT reads gate/up/down_proj there as
+// the experts' weights, which take no adapters in this build (yet).
 std::vector<std::string> lora_target_names(const ModelArgs& args);
 
 // lora.targets with PEFT's shorthand all-linear (alone) replaced by every projection name of the family; other lists

@@ -192,6 +192,10 @@ void check_supported(const nlohmann::json& j, const std::string& src) {
   if (j.contains("modules_to_save") && j["modules_to_save"].is_array() && !j["modules_to_save"].empty()) {
     throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
   }
+  if (j.contains("target_parameters") && j["target_parameters"].is_array() && !j["target_parameters"].empty()) {
+    throw ConfigError(src + ": target_parameters (adapters on MoE experts' or routers' weights) are not supported yet",
+                      "this build loads adapters on the attention projections of MoE models");
+  }
 }
 
 // r, lora_alpha and target_modules (a regex already matched against `model`'s projections).

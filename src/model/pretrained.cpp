@@ -10,6 +10,7 @@
 
 #include "io/safe_path.h"
 #include "io/safetensors.h"
+#include "model/moe_checkpoint.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -58,7 +59,10 @@ namespace {
 void check_no_unexpected(const io::CheckpointReader& reader, const Transformer& model,
                          const std::vector<std::pair<std::string, at::Tensor>>& params) {
   std::set<std::string> expected;
-  for (const auto& [name, _] : params) expected.insert(name);
+  for (const auto& [name, _] : params) {
+    expected.insert(name);
+    for (const auto& group : stored_parts(name, model.args())) expected.insert(group.begin(), group.end());
+  }
   for (const auto& name : reader.names()) {
     if (expected.count(name)) continue;
     if (name == "lm_head.weight" && model.args().tie_word_embeddings) continue;  // tied: transformers ignores it
@@ -94,6 +98,30 @@ at::Tensor checked_tensor(const io::CheckpointReader& reader, const std::filesys
   return reader.read(name, to_device);
 }
 
+// Parameter `name` of `shape`: stored as it is (as transformers 5 saves with save_original_format=False), else
+// assembled from its stored parts (model/moe_checkpoint.h: the per-expert tensors of the released MoE checkpoints),
+// each part checked as checked_tensor does.
+at::Tensor read_parameter(const io::CheckpointReader& reader, const std::filesystem::path& dir, const std::string& name,
+                          at::IntArrayRef shape, at::ScalarType dtype, const ModelArgs& args,
+                          io::DeviceReader& to_device, bool& logged_cast) {
+  const auto groups = stored_parts(name, args);
+  if (reader.contains(name) || (groups.size() == 1 && groups[0].size() == 1 && groups[0][0] == name)) {
+    return checked_tensor(reader, dir, name, shape, dtype, to_device, logged_cast);
+  }
+  if (shape.size() != 3) return checked_tensor(reader, dir, groups[0][0], shape, dtype, to_device, logged_cast);
+  // An experts' weight [E, rows, cols]: each group holds E tensors of [rows / groups, cols].
+  const std::vector<int64_t> part_shape{shape[1] / static_cast<int64_t>(groups.size()), shape[2]};
+  std::vector<at::Tensor> stacked;
+  for (const auto& group : groups) {
+    std::vector<at::Tensor> experts;
+    for (const auto& part : group) {
+      experts.push_back(checked_tensor(reader, dir, part, part_shape, dtype, to_device, logged_cast));
+    }
+    stacked.push_back(at::stack(experts, 0));  // [E, rows / groups, cols]
+  }
+  return stacked.size() == 1 ? stacked[0] : at::cat(stacked, 1);
+}
+
 // bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig).
 constexpr int64_t kNf4Blocksize = 64;
 
@@ -115,7 +143,8 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
   io::DeviceReader to_device(device);
   for (const auto& [name, param] : params) {
     // Cast where the weights will live: on a GPU that takes milliseconds.
-    at::Tensor value = checked_tensor(reader, dir, name, param.sizes(), dtype, to_device, logged_cast).to(dtype);
+    at::Tensor value =
+        read_parameter(reader, dir, name, param.sizes(), dtype, model.args(), to_device, logged_cast).to(dtype);
     const auto projection = projections.find(name);
     if (projection != projections.end()) {
       if (quantize == BaseQuantization::kNf4) {
@@ -141,7 +170,8 @@ void load_weights(Transformer& model, const std::filesystem::path& dir) {
   // The model lives on one device (Transformer::to).
   io::DeviceReader to_device(params.empty() ? at::Device(at::kCPU) : params.front().second.device());
   for (const auto& [name, param] : params) {
-    param.copy_(checked_tensor(reader, dir, name, param.sizes(), param.scalar_type(), to_device, logged_cast));
+    param.copy_(
+        read_parameter(reader, dir, name, param.sizes(), param.scalar_type(), model.args(), to_device, logged_cast));
   }
 }
 
@@ -179,7 +209,11 @@ void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c
 }
 
 ModelFiles pretrained_files(const Transformer& model) {
-  ModelFiles files{base_parameters(model), model.args(), nullptr};
+  // Under the released checkpoints' names (the experts one tensor each), which every transformers version reads.
+  ModelFiles files{{}, model.args(), nullptr};
+  for (const auto& [name, value] : base_parameters(model)) {
+    for (auto& part : split_for_checkpoint(name, value, model.args())) files.tensors.push_back(std::move(part));
+  }
   FT_CHECK(!files.tensors.empty(), "save_pretrained: model has no parameters");
   return files;
 }

@@ -100,16 +100,16 @@ std::vector<std::pair<std::string, Linear>> Transformer::projections() const {
     DecoderLayer decoder = layer(i);
     const std::string base = "model.layers." + std::to_string(i) + ".";
     auto& attn = *decoder->self_attn;
-    auto& mlp = *decoder->mlp;
+    const MLP& mlp = decoder->mlp;  // null in an MoE layer (its experts are 3-D weights, not projections)
     for (const auto& [name, lin] : {std::pair<const char*, Linear>{"self_attn.q_proj", attn.q_proj},
                                     {"self_attn.k_proj", attn.k_proj},
                                     {"self_attn.v_proj", attn.v_proj},
                                     {"self_attn.qkv_proj", attn.qkv_proj},
                                     {"self_attn.o_proj", attn.o_proj},
-                                    {"mlp.gate_proj", mlp.gate_proj},
-                                    {"mlp.up_proj", mlp.up_proj},
-                                    {"mlp.gate_up_proj", mlp.gate_up_proj},
-                                    {"mlp.down_proj", mlp.down_proj}}) {
+                                    {"mlp.gate_proj", mlp ? mlp->gate_proj : Linear{nullptr}},
+                                    {"mlp.up_proj", mlp ? mlp->up_proj : Linear{nullptr}},
+                                    {"mlp.gate_up_proj", mlp ? mlp->gate_up_proj : Linear{nullptr}},
+                                    {"mlp.down_proj", mlp ? mlp->down_proj : Linear{nullptr}}}) {
       if (lin) out.emplace_back(base + name, lin);
     }
   }
@@ -191,7 +191,8 @@ std::pair<at::Tensor, at::Tensor> Transformer::run_layers(
     auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
     const bool slides = args_.layer_slides(static_cast<int64_t>(i));
     const auto& [cos, sin] = rope[slides && local_rotary_ ? 1 : 0];
-    const LayerContext ctx{cos, sin, &plan.for_layer(args_, static_cast<int64_t>(i)), cache, &policy_};
+    LayerContext ctx{cos, sin, &plan.for_layer(args_, static_cast<int64_t>(i)), cache, &policy_};
+    ctx.router_logits = collect_router_logits_ ? &router_logits_ : nullptr;
     std::tie(residual, pending) =
         recompute ? checkpointed_layer(layer, residual, pending, ctx) : layer.forward(residual, pending, ctx);
   }

@@ -1,4 +1,5 @@
-// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text),
+// The decoder-only transformer of the LLaMA family (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, and the
+// mixtures of experts qwen3_moe and mixtral, model/moe.h),
 // parameter names exactly as transformers' *ForCausalLM: model.embed_tokens.weight,
 // model.layers.N.self_attn.q_proj.weight (phi3: qkv_proj, mlp.gate_up_proj), ..., model.norm.weight, lm_head.weight
 // (absent when the embeddings are tied).
@@ -102,6 +103,12 @@ class Transformer : public torch::nn::Module {
   // the attention path (AttentionPlan::describe), the loss, and the fused ops, or why they are composite.
   std::string kernel_summary(bool packed) const;
   bool activation_checkpointing() const { return checkpointing_; }
+  // Mixture of experts: while on, every forward keeps its MoE layers' router logits for take_router_logits() (the
+  // load-balancing loss reads them, with their autograd history); off, as for inference, nothing is kept.
+  void set_collect_router_logits(bool on) { collect_router_logits_ = on; }
+  bool collect_router_logits() const { return collect_router_logits_; }
+  // The router logits [N, E] of the MoE layers, in layer order, of the forwards since the last call; clears them.
+  std::vector<at::Tensor> take_router_logits() { return std::exchange(router_logits_, {}); }
   const ModelArgs& args() const { return args_; }
   DecoderLayer layer(int64_t i) const;
   // Every projection of the decoder layers (the LoRA-capable and quantizable ones), keyed by its HF module path
@@ -127,6 +134,8 @@ class Transformer : public torch::nn::Module {
   std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
   bool checkpointing_ = false;
   KernelPolicy policy_;
+  bool collect_router_logits_ = false;
+  std::vector<at::Tensor> router_logits_;  // [N, E] per MoE layer and forward, while collect_router_logits_
 };
 
 // Runs `layer` (DecoderLayerImpl::forward: residual and pending [B, T, hidden], pending undefined before the first

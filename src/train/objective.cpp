@@ -4,6 +4,7 @@
 #include "model/linear_cross_entropy.h"
 #include "model/transformer.h"
 #include "train/preference_objective.h"
+#include "train/router_aux_loss.h"
 
 namespace ft::train {
 
@@ -48,23 +49,30 @@ int64_t NextTokenObjective::units(const data::Batch& batch) const {
 }
 
 at::Tensor NextTokenObjective::compute(model::Transformer& model, const data::Batch& batch,
-                                       metrics::MetricSums* /*metrics*/) const {
+                                       metrics::MetricSums* metrics) const {
   const DeviceBatch inputs = DeviceBatch::of(batch, kernels_.device);
   const auto labels = batch.labels.to(kernels_.device, /*non_blocking=*/true);
+  const bool aux = router_aux_loss_on(router_aux_loss_, model.args());
+  const RouterLogitsScope router_logits(model, aux);
   const at::Tensor out = run_model(model, inputs, precision_, kernels_);  // [B, T, hidden] or [B, T, V]
+  at::Tensor loss;                                                        // F32 []
   if (kernels_.fused) {
-    return model::linear_cross_entropy_sum(out.reshape({-1, out.size(-1)}), model.lm_head_weight(),
-                                           labels.reshape({-1}), precision_.compute, 0,
-                                           model.args().final_logit_softcapping.value_or(0.0));
+    loss =
+        model::linear_cross_entropy_sum(out.reshape({-1, out.size(-1)}), model.lm_head_weight(), labels.reshape({-1}),
+                                        precision_.compute, 0, model.args().final_logit_softcapping.value_or(0.0));
+  } else {
+    loss = at::cross_entropy_loss(out.reshape({-1, out.size(-1)}).to(at::kFloat), labels.reshape({-1}), {},
+                                  at::Reduction::Sum, data::kIgnoreIndex);
   }
-  return at::cross_entropy_loss(out.reshape({-1, out.size(-1)}).to(at::kFloat), labels.reshape({-1}), {},
-                                at::Reduction::Sum, data::kIgnoreIndex);
+  return aux ? add_router_aux_loss(model, loss, units(batch), metrics) : loss;
 }
 
 std::unique_ptr<Objective> build_objective(const Config& cfg, const PrecisionPolicy& precision,
                                            const model::KernelPolicy& kernels, const tok::Tokenizer& tokenizer,
                                            const RunContext& ctx) {
-  if (cfg.train.objective == TrainObjective::kSft) return std::make_unique<NextTokenObjective>(precision, kernels);
+  if (cfg.train.objective == TrainObjective::kSft) {
+    return std::make_unique<NextTokenObjective>(precision, kernels, cfg.model.router_aux_loss);
+  }
   return build_preference_objective(cfg, precision, kernels, tokenizer, ctx);
 }
 

@@ -75,11 +75,13 @@ at::Tensor token_losses(model::Transformer& model, const DeviceBatch& inputs, co
                         const at::Tensor& labels, const PrecisionPolicy& precision, const model::KernelPolicy& kernels);
 
 // Next-token cross-entropy over the labelled positions (labels != -100): the chunked linear + cross-entropy when
-// `kernels.fused`, else the logits and ATen's cross-entropy.
+// `kernels.fused`, else the logits and ATen's cross-entropy; plus an MoE model's router load-balancing loss.
 class NextTokenObjective final : public Objective {
  public:
-  NextTokenObjective(PrecisionPolicy precision, model::KernelPolicy kernels)
-      : precision_(precision), kernels_(std::move(kernels)) {}
+  // `router_aux_loss`: whether an MoE model adds its router's load-balancing loss (train/router_aux_loss.h).
+  NextTokenObjective(PrecisionPolicy precision, model::KernelPolicy kernels,
+                     RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto)
+      : precision_(precision), kernels_(std::move(kernels)), router_aux_loss_(router_aux_loss) {}
   int64_t units(const data::Batch& batch) const override;
 
  protected:
@@ -88,6 +90,7 @@ class NextTokenObjective final : public Objective {
  private:
   PrecisionPolicy precision_;
   model::KernelPolicy kernels_;
+  RouterAuxLoss router_aux_loss_;
 };
 
 // The objective of a run: next-token prediction (train.objective sft), or a preference objective

@@ -46,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"run.device=cuda:x", "run.device: invalid value 'cuda:x'"},
         BadValue{"model.architecture=gpt2",
                  "model.architecture: invalid value 'gpt2' (expected one of: llama, "
-                 "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)"},
+                 "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, qwen3_moe, mixtral)"},
         BadValue{"model.dtype=fp16", "model.dtype: invalid value 'fp16' (expected one of: fp32, bf16)"},
         BadValue{"tokenizer.train_model_type=wordpiece", "tokenizer.train_model_type: invalid value 'wordpiece'"},
         BadValue{"data.train=[{path: train.jsonl, format: csv}]",

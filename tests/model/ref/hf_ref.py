@@ -81,7 +81,31 @@ FAMILIES = {
         num_hidden_layers=3, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=32, sliding_window=6,
         sliding_window_pattern=2, max_position_embeddings=256, attention_bias=True, tie_word_embeddings=True,
         final_logit_softcapping=3.0)),
+    # Qwen3-MoE: 4 experts of width 32, top 2 without renormalisation, the middle of three layers dense
+    # (mlp_only_layers; intermediate_size 112), q/k norms, untied embeddings.
+    "qwen3_moe": dict(cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", moe=True, kw=dict(
+        num_hidden_layers=3, num_key_value_heads=2, max_position_embeddings=256, use_sliding_window=False,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=False, decoder_sparse_step=1,
+        mlp_only_layers=[1], router_aux_loss_coef=0.01, tie_word_embeddings=False)),
+    # Qwen3-MoE as the released 30B-A3B routes (norm_topk_prob), every second layer sparse (decoder_sparse_step 2),
+    # tied embeddings.
+    "qwen3_moe_step": dict(cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", moe=True, kw=dict(
+        num_hidden_layers=2, num_key_value_heads=1, max_position_embeddings=256, use_sliding_window=False,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True, decoder_sparse_step=2,
+        tie_word_embeddings=True)),
+    # Mixtral: 4 experts of intermediate_size 112, top 2 renormalised, GQA, a sliding window shorter than the tested
+    # sequences, the checkpoint's block_sparse_moe.experts.N.w1/w2/w3 names.
+    "mixtral": dict(cls="MixtralForCausalLM", cfg="MixtralConfig", moe=True, kw=dict(
+        num_key_value_heads=2, sliding_window=16, max_position_embeddings=256, num_local_experts=4,
+        num_experts_per_tok=2, router_aux_loss_coef=0.02)),
 }
+
+
+def moe_reference(model, input_ids):
+    """transformers' router load-balancing loss (load_balancing_loss_func via output_router_logits) on input_ids, and
+    the training loss that adds it times router_aux_loss_coef (labels = input_ids, shifted inside)."""
+    out = model(input_ids=input_ids, labels=input_ids, output_router_logits=True)
+    return {"aux_loss": out.aux_loss.reshape(1).float(), "loss_with_aux": out.loss.reshape(1).float()}
 
 
 def make(family, out):
@@ -117,9 +141,10 @@ def make(family, out):
                              use_cache=not spec.get("generate_without_cache", False))
         # transformers' own bf16 logits: the yardstick for our bf16 error (bf16 weights, bf16 compute).
         logits_bf16 = copy.deepcopy(model).to(torch.bfloat16)(input_ids=input_ids).logits.float()
+        extra = moe_reference(model, input_ids) if spec.get("moe") else {}
     save_file({"input_ids": input_ids, "logits": logits.contiguous(), "a_ids": a, "b_ids": b,
                "a_logits": logits_a.contiguous(), "b_logits": logits_b.contiguous(),
-               "logits_bf16": logits_bf16.contiguous()},
+               "logits_bf16": logits_bf16.contiguous(), **extra},
               os.path.join(out, "ref.safetensors"))
     with open(os.path.join(out, "ref.json"), "w") as f:
         json.dump({"prompt": prompt[0].tolist(), "generated": gen[0, prompt.shape[1]:].tolist()}, f)

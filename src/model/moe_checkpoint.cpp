@@ -1,0 +1,53 @@
+#include "model/moe_checkpoint.h"
+
+namespace ft::model {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// "model.layers.N.mlp." of an MoE parameter name, and the stored block prefix (mixtral: block_sparse_moe).
+std::string stored_block(const std::string& layer_prefix, const ModelArgs& args) {
+  return args.model_type == "mixtral" ? layer_prefix + "block_sparse_moe." : layer_prefix + "mlp.";
+}
+
+// The per-expert names of one projection: <block>experts.E.<proj>.weight for E in 0..num_experts-1.
+std::vector<std::string> per_expert(const std::string& block, const std::string& proj, const ModelArgs& args) {
+  std::vector<std::string> names;
+  for (int64_t e = 0; e < args.num_experts; ++e) {
+    names.push_back(block + "experts." + std::to_string(e) + "." + proj + ".weight");
+  }
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> stored_parts(const std::string& name, const ModelArgs& args) {
+  const bool mixtral = args.model_type == "mixtral";
+  for (const char* tail : {"mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"}) {
+    if (args.num_experts <= 0 || !ends_with(name, tail)) continue;
+    const std::string block = stored_block(name.substr(0, name.size() - std::string(tail).size()), args);
+    const std::string t = tail;
+    if (t == "mlp.gate.weight") return {{block + "gate.weight"}};
+    if (t == "mlp.experts.down_proj") return {per_expert(block, mixtral ? "w2" : "down_proj", args)};
+    return {per_expert(block, mixtral ? "w1" : "gate_proj", args), per_expert(block, mixtral ? "w3" : "up_proj", args)};
+  }
+  return {{name}};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> split_for_checkpoint(const std::string& name, const at::Tensor& value,
+                                                                     const ModelArgs& args) {
+  const auto groups = stored_parts(name, args);
+  if (value.dim() != 3) return {{groups[0][0], value}};  // not an experts' weight: at most renamed
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const int64_t width = value.size(1) / static_cast<int64_t>(groups.size());  // gate_up_proj: I rows each
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t e = 0; e < groups[g].size(); ++e) {
+      out.emplace_back(groups[g][e], value[static_cast<int64_t>(e)].narrow(0, static_cast<int64_t>(g) * width, width));
+    }
+  }
+  return out;
+}
+
+}  // namespace ft::model

@@ -1,0 +1,76 @@
+#include "model/moe_experts.h"
+
+#include <vector>
+
+#include "model/ops.h"
+#include "util/error.h"
+#include "util/fmt.h"
+
+namespace ft::model::ops {
+namespace {
+
+// at::_grouped_mm's conditions: the same dtype (bf16 on CUDA, where its CUTLASS kernel runs; its CPU fallback
+// takes any float), and rows of x and of w (whose transpose it reads column-major) 16-byte aligned.
+bool grouped_mm_takes(const at::Tensor& x, const at::Tensor& w) {
+  if (x.scalar_type() != w.scalar_type() || x.dim() != 2 || w.dim() != 3) return false;
+  if (x.is_cuda() && x.scalar_type() != at::kBFloat16) return false;
+  const int64_t align = 16 / static_cast<int64_t>(x.element_size());
+  return x.size(1) % align == 0 && w.size(1) % align == 0;
+}
+
+// One GEMM per expert on its slice: the composite path (CPU, and where at::_grouped_mm does not apply).
+at::Tensor gemm_per_expert(const at::Tensor& x, const at::Tensor& w, const at::Tensor& ends) {
+  const at::Tensor ends_host = ends.to(at::kCPU, at::kLong);  // a host sync, as the composite needs the lengths
+  const int64_t* end = ends_host.data_ptr<int64_t>();
+  std::vector<at::Tensor> parts;  // [n_e, N] per non-empty expert, in expert order
+  int64_t start = 0;
+  for (int64_t e = 0; e < ends_host.size(0); ++e) {
+    if (end[e] > start) parts.push_back(at::matmul(x.narrow(0, start, end[e] - start), w[e].t()));
+    start = end[e];
+  }
+  if (parts.empty()) return at::zeros({x.size(0), w.size(1)}, x.options());
+  return at::cat(parts, 0);  // [S, N]
+}
+
+}  // namespace
+
+ExpertSlots sort_by_expert(const at::Tensor& experts, int64_t num_experts) {
+  const at::Tensor flat = experts.reshape({-1});  // I64 [S]
+  ExpertSlots s;
+  s.order = at::argsort(flat, /*stable=*/true);                                // I64 [S]
+  const at::Tensor sorted = flat.index_select(0, s.order);                     // I64 [S], ascending
+  const at::Tensor ids = at::arange(num_experts, flat.options());              // I64 [E]
+  s.ends = at::searchsorted(sorted, ids, /*out_int32=*/true, /*right=*/true);  // I32 [E]: choices <= e
+  s.inverse = at::empty_like(s.order).scatter_(0, s.order, at::arange(flat.size(0), flat.options()));
+  return s;
+}
+
+at::Tensor grouped_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& ends, const KernelPolicy& policy) {
+  FT_CHECK(x.dim() == 2 && w.dim() == 3 && x.size(1) == w.size(2) && ends.size(0) == w.size(0),
+           fmt::format("grouped_gemm: x [{}] and w [{}] do not chain", fmt::join(x.sizes(), ", "),
+                       fmt::join(w.sizes(), ", ")));
+  const at::Tensor xc = x.contiguous();
+  if (policy.group_gemms && grouped_mm_takes(xc, w)) {
+    return at::_grouped_mm(xc, w.transpose(-2, -1), ends);  // [S, N]
+  }
+  return gemm_per_expert(xc, w, ends);
+}
+
+at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
+                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy) {
+  const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.size(2);
+  const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.size(0));
+  // Each token's row repeated k times, then in expert order. Gathering through the expanded view makes backward a
+  // permutation (no two rows land on one) followed by a sum over k: deterministic on CUDA, unlike an index_add.
+  const at::Tensor xs =
+      x.unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);  // [S, hidden]
+  const at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(x.scalar_type()), slots.ends, policy);     // [S, 2 I]
+  const at::Tensor act = gated_activation(gu.narrow(1, 0, inter), gu.narrow(1, inter, inter), gu, false, policy);
+  const at::Tensor y = grouped_gemm(act, down_proj.to(x.scalar_type()), slots.ends, policy);  // [S, hidden]
+  // Weighted in the weights' dtype (mixtral: F32, then rounded), as transformers multiplies them.
+  const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order).unsqueeze(1);  // [S, 1]
+  const at::Tensor weighted = (y * w).to(x.scalar_type());                               // [S, hidden]
+  return weighted.index_select(0, slots.inverse).view({n, k, hidden}).sum(1);            // [N, hidden]
+}
+
+}  // namespace ft::model::ops

@@ -1,0 +1,170 @@
+// Mixture-of-experts models (qwen3_moe, mixtral) on CPU: the router's load-balancing loss and the training loss
+// that adds it against transformers (tests/model/ref/hf_ref.py), the grouped-GEMM path of the experts against the
+// per-expert loop, activation checkpointing's gradients with the aux loss, and a few training steps. The logits,
+// generation and save/reload parity of these families are in parity_test.cpp.
+#include <gtest/gtest.h>
+
+#include <torch/optim/adamw.h>
+
+#include "data/batch.h"
+#include "io/safetensors.h"
+#include "model/moe.h"
+#include "model/moe_experts.h"
+#include "model/pretrained.h"
+#include "model/reference.h"
+#include "train/objective.h"
+
+namespace ft::test {
+namespace {
+
+class MoeParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::filesystem::path dir() const { return reference_dir() / GetParam(); }
+  std::shared_ptr<model::Transformer> load() const {
+    return model::load_pretrained(dir() / "model", at::kCPU, at::kFloat);
+  }
+  io::TensorMap ref() const { return io::read_safetensors(dir() / "ref.safetensors"); }
+};
+
+// The next-token batch of transformers' labels=input_ids: every position but the last predicts the next token.
+data::Batch next_token_batch(const at::Tensor& ids) {
+  data::Batch b;
+  b.input_ids = ids;
+  b.labels = at::full_like(ids, data::kIgnoreIndex);
+  b.labels.narrow(1, 0, ids.size(1) - 1).copy_(ids.narrow(1, 1, ids.size(1) - 1));
+  b.position_ids = at::arange(ids.size(1)).unsqueeze(0).expand(ids.sizes()).contiguous();
+  b.num_target_tokens = ids.size(0) * (ids.size(1) - 1);
+  b.num_samples = ids.size(0);
+  return b;
+}
+
+TEST_P(MoeParity, RouterAuxLossMatchesTransformers) {
+  auto model = load();
+  const auto r = ref();
+  model->set_collect_router_logits(true);
+  at::NoGradGuard no_grad;
+  model->forward(r.at("input_ids"));
+  const auto logits = model->take_router_logits();
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < model->args().num_layers; ++i) moe_layers += model->args().moe_layer(i) ? 1 : 0;
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), moe_layers);
+  const at::Tensor aux =
+      model::load_balancing_loss(logits, model->args().num_experts, model->args().num_experts_per_tok);
+  EXPECT_NEAR(aux.item<double>(), r.at("aux_loss").item<double>(), 1e-5);
+}
+
+// model.router_aux_loss: on adds coef * aux to the mean cross-entropy as transformers' loss with
+// output_router_logits does, and logs aux apart; off (and auto, as config.json's output_router_logits is false)
+// leaves the cross-entropy alone.
+TEST_P(MoeParity, TrainingLossAddsTheAuxLossAsTransformers) {
+  auto model = load();
+  const auto r = ref();
+  const data::Batch batch = next_token_batch(r.at("input_ids"));
+  const auto kernels = model::KernelPolicy::resolve(false, at::kCPU, at::kFloat);
+  const double units = static_cast<double>(batch.num_target_tokens);
+  at::NoGradGuard no_grad;
+  metrics::MetricSums metrics;
+  const train::NextTokenObjective with_aux({}, kernels, RouterAuxLoss::kOn);
+  EXPECT_NEAR(with_aux.loss_sum(*model, batch, &metrics).item<double>() / units, r.at("loss_with_aux").item<double>(),
+              1e-5);
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].first, "aux_loss");
+  EXPECT_NEAR(metrics[0].second.item<double>() / units, r.at("aux_loss").item<double>(), 1e-5);
+  const double coef = model->args().router_aux_loss_coef;
+  const double ce = r.at("loss_with_aux").item<double>() - coef * r.at("aux_loss").item<double>();
+  for (const RouterAuxLoss setting : {RouterAuxLoss::kOff, RouterAuxLoss::kAuto}) {
+    metrics::MetricSums none;
+    const train::NextTokenObjective without(train::PrecisionPolicy{}, kernels, setting);
+    EXPECT_NEAR(without.loss_sum(*model, batch, &none).item<double>() / units, ce, 1e-5);
+    EXPECT_TRUE(none.empty());
+  }
+  EXPECT_TRUE(model->take_router_logits().empty()) << "the objective left router logits behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeParity, ::testing::Values("qwen3_moe", "qwen3_moe_step", "mixtral"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// One expert with no tokens, one with most: at::_grouped_mm (its CPU fallback, policy.group_gemms) and the
+// per-expert GEMMs give the same outputs and gradients.
+TEST(MoeExperts, GroupedGemmEqualsThePerExpertLoop) {
+  at::manual_seed(3);
+  const int64_t n = 12, hidden = 16, inter = 8, experts = 4, k = 2;
+  const at::Tensor x = at::randn({n, hidden});
+  // Two distinct experts per token among 1..3: expert 0 gets nothing.
+  const at::Tensor first = at::randint(1, experts, {n}, at::kLong);
+  const at::Tensor choice = at::stack({first, at::where(first == 3, at::full_like(first, 2), first + 1)}, 1);
+  const at::Tensor weights = at::rand({n, k});
+  const at::Tensor gate_up = at::randn({experts, 2 * inter, hidden}), down = at::randn({experts, hidden, inter});
+  std::vector<at::Tensor> out, grads;
+  for (const bool grouped : {false, true}) {
+    model::KernelPolicy policy;
+    policy.group_gemms = grouped;
+    const at::Tensor xi = x.clone().requires_grad_(), wi = weights.clone().requires_grad_();
+    const at::Tensor gu = gate_up.clone().requires_grad_(), dn = down.clone().requires_grad_();
+    const at::Tensor y = model::ops::moe_experts(xi, choice, wi, gu, dn, policy);  // [n, hidden]
+    y.backward(at::ones_like(y));
+    out.push_back(y.detach());
+    grads.insert(grads.end(), {xi.grad(), wi.grad(), gu.grad(), dn.grad()});
+  }
+  EXPECT_TRUE(at::allclose(out[0], out[1], 1e-5, 1e-5));
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(at::allclose(grads[i], grads[4 + i], 1e-4, 1e-5)) << i;
+  EXPECT_EQ(grads[2][0].abs().max().item<float>(), 0.0f) << "the idle expert got a gradient";
+  // The reference: each token's k experts, one at a time.
+  at::Tensor expected = at::zeros({n, hidden});
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = choice[t][j].item<int64_t>();
+      const at::Tensor gu_out = at::matmul(gate_up[e], x[t]);  // [2 I]
+      const at::Tensor act = at::silu(gu_out.narrow(0, 0, inter)) * gu_out.narrow(0, inter, inter);
+      expected[t] += weights[t][j] * at::matmul(down[e], act);
+    }
+  }
+  EXPECT_TRUE(at::allclose(out[0], expected, 1e-4, 1e-5));
+}
+
+// The gradients of cross-entropy + aux loss (the router's through the aux loss too) are the same with the decoder
+// layers checkpointed, whose router logits then come out of the checkpointed function.
+TEST(MoeTraining, ActivationCheckpointingKeepsTheAuxLossGradients) {
+  auto model = model::load_pretrained(reference_dir() / "qwen3_moe" / "model", at::kCPU, at::kFloat);
+  const data::Batch batch =
+      next_token_batch(io::read_safetensors(reference_dir() / "qwen3_moe" / "ref.safetensors").at("input_ids"));
+  const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
+                                            RouterAuxLoss::kOn);
+  std::vector<std::vector<at::Tensor>> grads(2);
+  for (const bool checkpointing : {false, true}) {
+    model->set_activation_checkpointing(checkpointing);
+    model->zero_grad();
+    objective.loss_sum(*model, batch).backward();
+    for (const auto& p : model->parameters()) grads[checkpointing].push_back(p.grad().clone());
+  }
+  const std::string router = "model.layers.0.mlp.gate.weight";
+  ASSERT_GT(model->named_parameters()[router].grad().abs().max().item<double>(), 0.0);
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    EXPECT_TRUE(at::allclose(grads[0][i], grads[1][i], 1e-5, 1e-6)) << i;
+  }
+}
+
+// Eight AdamW steps on one batch lower the training loss (cross-entropy + aux) of every family.
+TEST(MoeTraining, FewStepsLowerTheLoss) {
+  for (const std::string family : {"qwen3_moe", "mixtral"}) {
+    auto model = model::load_pretrained(reference_dir() / family / "model", at::kCPU, at::kFloat);
+    const data::Batch batch =
+        next_token_batch(io::read_safetensors(reference_dir() / family / "ref.safetensors").at("input_ids"));
+    const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
+                                              RouterAuxLoss::kOn);
+    torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3));
+    const double units = static_cast<double>(batch.num_target_tokens);
+    std::vector<double> losses;
+    for (int step = 0; step < 8; ++step) {
+      opt.zero_grad();
+      const at::Tensor loss = objective.loss_sum(*model, batch) / units;
+      loss.backward();
+      opt.step();
+      losses.push_back(loss.item<double>());
+    }
+    EXPECT_LT(losses.back(), losses.front() - 0.5) << family << ": " << losses.front() << " -> " << losses.back();
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
