@@ -225,6 +225,8 @@ struct TrainConfig {
   double loss_scale_init = 65536.0;     // fp16: initial loss scale
   int64_t loss_scale_interval = 2000;   // fp16: clean steps before the scale doubles
   bool fused_kernels = true;        // CUDA: fused RMSNorm, varlen flash attention (packing), chunked linear+CE
+  Fp8Training fp8 = Fp8Training::kOff;  // full fine-tunes: decoder projections' GEMMs in FP8 (off|tensorwise|rowwise)
+  std::vector<std::string> fp8_skip;    // train.fp8: projections left in bf16, by name part (e.g. down_proj, layers.0.)
   int64_t profile_start_step = 0;   // > 0: trace optimizer steps from this one into <run>/profile/ (Kineto)
   int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
@@ -236,12 +238,12 @@ struct TrainConfig {
     v("grad_accum_steps", grad_accum_steps, kMustMatch);
     v("precision", precision);
     v("grad_clip", grad_clip);
-  Fp8Training fp8 = Fp8Training::kOff;  // full fine-tunes: decoder projections' GEMMs in FP8 (off|tensorwise|rowwise)
-  std::vector<std::string> fp8_skip;    // train.fp8: projections left in bf16, by name part (e.g. down_proj, layers.0.)
     v("max_nan_skips", max_nan_skips);
     v("loss_scale_init", loss_scale_init);
     v("loss_scale_interval", loss_scale_interval);
     v("fused_kernels", fused_kernels);
+    v("fp8", fp8);
+    v("fp8_skip", fp8_skip);
     v("profile_start_step", profile_start_step);
     v("profile_steps", profile_steps);
   }
@@ -253,8 +255,6 @@ struct PreferenceConfig {
   double label_smoothing = 0.0;  // dpo, simpo: the share of flipped labels (dpo: cDPO, or robust DPO), in [0, 0.5)
   bool robust = false;           // dpo with label_smoothing: robust DPO's unbiased loss instead of cDPO's
   double simpo_gamma = 0.5;      // simpo: the target reward margin
-    v("fp8", fp8);
-    v("fp8_skip", fp8_skip);
   double orpo_lambda = 0.1;      // orpo: the weight of the odds-ratio term (TRL's ORPOConfig.beta)
   PairTruncation truncation = PairTruncation::kKeepStart;  // dpo/ipo pairs past data.seq_len: keep_start | keep_end
   bool precompute_ref_logps = false;  // dpo, ipo: reference log-probs in one pass before training (no frozen copy)

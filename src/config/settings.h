@@ -157,6 +157,16 @@ struct EnumTable<PairTruncation> {
       {{PairTruncation::kKeepStart, "keep_start"}, {PairTruncation::kKeepEnd, "keep_end"}}};
 };
 
+// train.fp8: the GEMMs of trainable projections in FP8 with dynamic scales, as torchao's float8 training recipes
+// (model/fp8_training.h): off | tensorwise (one scale per tensor; e5m2 gradients) | rowwise (one power-of-two scale
+// per row; e4m3 throughout).
+enum class Fp8Training { kOff, kTensorwise, kRowwise };
+template <>
+struct EnumTable<Fp8Training> {
+  static constexpr std::array<EnumName<Fp8Training>, 3> entries{
+      {{Fp8Training::kOff, "off"}, {Fp8Training::kTensorwise, "tensorwise"}, {Fp8Training::kRowwise, "rowwise"}}};
+};
+
 enum class Precision { kFp32, kBf16, kFp16, kBf16Pure };
 template <>
 struct EnumTable<Precision> {
@@ -169,16 +179,6 @@ struct EnumTable<Precision> {
 enum class OptimizerName { kAdamW };
 template <>
 struct EnumTable<OptimizerName> {
-// train.fp8: the GEMMs of trainable projections in FP8 with dynamic scales, as torchao's float8 training recipes
-// (model/fp8_training.h): off | tensorwise (one scale per tensor; e5m2 gradients) | rowwise (one power-of-two scale
-// per row; e4m3 throughout).
-enum class Fp8Training { kOff, kTensorwise, kRowwise };
-template <>
-struct EnumTable<Fp8Training> {
-  static constexpr std::array<EnumName<Fp8Training>, 3> entries{
-      {{Fp8Training::kOff, "off"}, {Fp8Training::kTensorwise, "tensorwise"}, {Fp8Training::kRowwise, "rowwise"}}};
-};
-
   static constexpr std::array<EnumName<OptimizerName>, 1> entries{{{OptimizerName::kAdamW, "adamw"}}};
 };
 

@@ -239,12 +239,6 @@ void check_training(const Config& c, Checker& k) {
            "train.precision: bf16-pure, or model.dtype: bf16 in a full fine-tune");
   }
 
-  const auto& s = c.scheduler;
-  k.at_least<int64_t>("scheduler.warmup_steps", s.warmup_steps, 0);
-  k.within("scheduler.warmup_ratio", s.warmup_ratio, 0.0, 1.0, false);
-  k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
-  k.within("scheduler.decay_ratio", s.decay_ratio, 0.0, 1.0, false);
-  if (t.max_steps > 0 && s.warmup_steps > t.max_steps) {
   if (t.fp8 != Fp8Training::kOff) {
     if (c.lora.enabled) {
       k.fail("train.fp8",
@@ -260,6 +254,12 @@ void check_training(const Config& c, Checker& k) {
     if (t.fp8_skip[i].empty()) k.fail("train.fp8_skip[" + std::to_string(i) + "]", "empty (expected a name part)");
   }
 
+  const auto& s = c.scheduler;
+  k.at_least<int64_t>("scheduler.warmup_steps", s.warmup_steps, 0);
+  k.within("scheduler.warmup_ratio", s.warmup_ratio, 0.0, 1.0, false);
+  k.within("scheduler.min_lr_ratio", s.min_lr_ratio, 0.0, 1.0, false);
+  k.within("scheduler.decay_ratio", s.decay_ratio, 0.0, 1.0, false);
+  if (t.max_steps > 0 && s.warmup_steps > t.max_steps) {
     k.fail("scheduler.warmup_steps", "warmup (" + std::to_string(s.warmup_steps) +
                                          " steps) is longer than "
                                          "train.max_steps (" +

@@ -7,6 +7,7 @@
 
 #include "data/batch.h"
 #include "data/batch_source.h"
+#include "data/dataset.h"
 #include "data/preference_dataset.h"
 #include "dist/comm.h"
 #include "metrics/record.h"
@@ -244,8 +245,11 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
   std::shared_ptr<model::Transformer> reference;
   std::optional<PrecomputedReference> precomputed;
   if (cfg.preference.precompute_ref_logps && !is_reference_free(loss.kind)) {
-    precomputed = PrecomputedReference{std::filesystem::path(cfg.run.output_dir) / "reference_logps",
-                                       reference_logps_context(cfg, ctx.device)};
+    // Beside the tokenized data: runs of one model on the same pairs (a sweep's trials, a resumed run) share them.
+    const std::filesystem::path cache =
+        cfg.data.cache_dir.empty() ? data::default_cache_dir(cfg.run.output_dir)
+                                   : std::filesystem::path(cfg.data.cache_dir);
+    precomputed = PrecomputedReference{cache / "reference_logps", reference_logps_context(cfg, ctx.device)};
     FT_LOG_INFO("{}: the reference log-probs are computed once before training, with the starting model{}",
                 name_of(cfg.train.objective), cfg.lora.enabled ? " (adapters off)" : "");
   } else if (!is_reference_free(loss.kind) && !cfg.lora.enabled) {

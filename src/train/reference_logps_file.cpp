@@ -1,5 +1,8 @@
 #include "train/reference_logps_file.h"
 
+#include <unistd.h>
+
+
 #include <algorithm>
 #include <vector>
 
@@ -106,7 +109,8 @@ void write_reference_logps(const std::filesystem::path& dir, const std::string& 
                            int rank) {
   if (rank != 0) return;
   const auto path = file_of(dir, key);
-  const auto temporary = dir / (key + ".safetensors.tmp");
+  // Runs beside each other (a sweep's trials) may write the same key: each through its own temporary file.
+  const auto temporary = dir / (key + ".safetensors.tmp." + std::to_string(::getpid()));
   try {
     std::filesystem::create_directories(dir);
     io::write_safetensors(temporary, {{"logps", table.to(at::kCPU, at::kFloat).contiguous()}});

@@ -1,6 +1,7 @@
-// Precomputed reference log-probs (preference.precompute_ref_logps) kept in the run directory, so that a resumed or
-// repeated run over the same pairs from the same starting model reads them instead of scoring every pair again:
-//   <output_dir>/reference_logps/<key>.safetensors   F32 [distinct pairs, 2] "logps" (chosen, rejected)
+// Precomputed reference log-probs (preference.precompute_ref_logps) kept beside the tokenized data, so that a resumed
+// run, or any other run over the same pairs from the same starting model (a sweep's trials), reads them instead of
+// scoring every pair again:
+//   <data.cache_dir>/reference_logps/<key>.safetensors   F32 [distinct pairs, 2] "logps" (chosen, rejected)
 // The key covers what the values depend on; a file under another key is ignored (and left for the run it belongs to).
 #pragma once
 

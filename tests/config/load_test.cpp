@@ -331,7 +331,8 @@ Config all_changed(const std::filesystem::path& dir) {
   c.data.prefetch = 0;
   c.data.pad_to_multiple_of = 8;
   c.data.synth = {"add", 5, 6, 7};
-  c.train = {TrainObjective::kSft, 12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100};
+  c.train = {TrainObjective::kSft, 12, 2, 3, 4, Precision::kBf16Pure, 0.5, 2, 1024.0, 100, true, Fp8Training::kOff,
+             {"down_proj"}};  // train.fp8 stays off: it needs a full fine-tune, and lora is on here
   c.preference = {0.3, 0.2, true, 1.5, 0.25, PairTruncation::kKeepEnd};
   c.optimizer = {OptimizerName::kAdamW, 1e-4, {0.8, 0.95}, 1e-6, 0.01, true};
   c.scheduler = {Schedule::kWsd, 2, 0.1, 0.05, 0.2};

@@ -336,15 +336,23 @@ TEST(PreferenceTraining, DpoResumesMidEpochWithTheSameLosses) {
 
 // The precomputed reference log-probs are kept in the run directory: a resumed run reads them instead of scoring
 // the pairs again, and its losses equal an uninterrupted run's exactly.
-TEST(PreferenceTraining, PrecomputedReferenceIsReadBackOnResume) {
+// The values are kept beside the tokenized data (data.cache_dir): another run of the same model on the same pairs
+// reads them (a sweep's trials), and so does a resumed run; a run whose key differs (another seed) scores anew.
+TEST(PreferenceTraining, PrecomputedReferenceIsReadBackByOtherRunsAndOnResume) {
   REQUIRE_TRL();
   ScratchDir dir("ft-dpo-precompute-resume");
   const std::string precompute = " preference.precompute_ref_logps=true";
-  ASSERT_EQ(run(train_cmd(dpo_config(dir.path(), "straight", ""), precompute)).exit_code, 0);
+  const auto straight = run(train_cmd(dpo_config(dir.path(), "straight", ""), precompute));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("precomputed in"), std::string::npos) << straight.output;
   const auto config = dpo_config(dir.path(), "resumed", "checkpoint:\n  every_steps: 3\n");
   const auto first = run(train_cmd(config, "train.max_steps=3" + precompute));
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("precomputed in"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("pairs read from"), std::string::npos) << first.output;
+  EXPECT_EQ(first.output.find("precomputed in"), std::string::npos) << first.output;
+  const auto reseeded = run(train_cmd(dpo_config(dir.path(), "reseeded", ""), "train.max_steps=1 run.seed=99" + precompute));
+  ASSERT_EQ(reseeded.exit_code, 0) << reseeded.output;
+  EXPECT_NE(reseeded.output.find("precomputed in"), std::string::npos) << reseeded.output;
   const auto second = run(train_cmd(config, precompute));
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
