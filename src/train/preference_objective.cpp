@@ -246,9 +246,8 @@ std::unique_ptr<Objective> build_preference_objective(const Config& cfg, const P
   std::optional<PrecomputedReference> precomputed;
   if (cfg.preference.precompute_ref_logps && !is_reference_free(loss.kind)) {
     // Beside the tokenized data: runs of one model on the same pairs (a sweep's trials, a resumed run) share them.
-    const std::filesystem::path cache =
-        cfg.data.cache_dir.empty() ? data::default_cache_dir(cfg.run.output_dir)
-                                   : std::filesystem::path(cfg.data.cache_dir);
+    const std::filesystem::path cache = cfg.data.cache_dir.empty() ? data::default_cache_dir(cfg.run.output_dir)
+                                                                   : std::filesystem::path(cfg.data.cache_dir);
     precomputed = PrecomputedReference{cache / "reference_logps", reference_logps_context(cfg, ctx.device)};
     FT_LOG_INFO("{}: the reference log-probs are computed once before training, with the starting model{}",
                 name_of(cfg.train.objective), cfg.lora.enabled ? " (adapters off)" : "");

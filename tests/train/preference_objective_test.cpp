@@ -350,7 +350,8 @@ TEST(PreferenceTraining, PrecomputedReferenceIsReadBackByOtherRunsAndOnResume) {
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("pairs read from"), std::string::npos) << first.output;
   EXPECT_EQ(first.output.find("precomputed in"), std::string::npos) << first.output;
-  const auto reseeded = run(train_cmd(dpo_config(dir.path(), "reseeded", ""), "train.max_steps=1 run.seed=99" + precompute));
+  const auto reseeded =
+      run(train_cmd(dpo_config(dir.path(), "reseeded", ""), "train.max_steps=1 run.seed=99" + precompute));
   ASSERT_EQ(reseeded.exit_code, 0) << reseeded.output;
   EXPECT_NE(reseeded.output.find("precomputed in"), std::string::npos) << reseeded.output;
   const auto second = run(train_cmd(config, precompute));
