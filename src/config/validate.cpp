@@ -110,9 +110,10 @@ void check_lora(const Config& c, Checker& k) {
   k.at_least<int64_t>("lora.rank", l.rank, 1);
   k.positive("lora.alpha", l.alpha);
   k.within("lora.dropout", l.dropout, 0.0, 1.0, true);
-  // Every family's projection names; whether the model has them is checked once it is built (model::apply_lora).
-  static const std::set<std::string> allowed = {"q_proj",    "k_proj",  "v_proj",       "qkv_proj", "o_proj",
-                                                "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
+  // Every family's projection names (and an MoE model's router, gate); whether the model has them is checked once it
+  // is built (model::apply_lora).
+  static const std::set<std::string> allowed = {"q_proj",    "k_proj",  "v_proj",       "qkv_proj",  "o_proj",
+                                                "gate_proj", "up_proj", "gate_up_proj", "down_proj", "gate"};
   std::set<std::string> seen;
   for (const auto& t : l.targets) {
     // A name, or a dotted module path ending in one (model.layers.3.self_attn.q_proj), matched as PEFT does.
@@ -123,8 +124,9 @@ void check_lora(const Config& c, Checker& k) {
       k.fail("lora.targets",
              "invalid target '" + t +
                  "' (expected all-linear, or a subset of: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-                 "down_proj; phi3: qkv_proj, o_proj, gate_up_proj, down_proj; or a module path ending in one, "
-                 "such as model.layers.3.mlp.down_proj)");
+                 "down_proj; phi3: qkv_proj, o_proj, gate_up_proj, down_proj; qwen3_moe and mixtral: q_proj, "
+                 "k_proj, v_proj, o_proj, gate_up_proj, down_proj, gate; or a module path ending in one, such as "
+                 "model.layers.3.mlp.down_proj)");
     } else if (!seen.insert(t).second) {
       k.fail("lora.targets", "'" + t + "' is listed twice");
     }

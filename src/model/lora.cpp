@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/lora_internal.h"
+#include "model/moe_lora.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -17,19 +18,30 @@ bool target_matches(const std::string& path, const std::string& target) {
           path[path.size() - target.size() - 1] == '.');
 }
 
-// PEFT (0.21, on transformers 5) turns these names on an MoE model into adapters on the fused experts' weights
-// (target_parameters experts.gate_up_proj / down_proj), dense layers' MLPs included in the name; so do not adapt
-// the dense layers under them either.
-void check_not_expert_names(const std::string& target, const ModelArgs& args, const std::string& where) {
+// The per-expert names of transformers 4 checkpoints: PEFT (0.21, on transformers 5) turns them into adapters on
+// the fused expert weights, gate_proj and up_proj into one of twice the rank on gate_up_proj; here the fused names
+// are the targets. (An MoE model's dense layers, qwen3_moe's mlp_only_layers, take no MLP adapters: PEFT's
+// conversion moves those names to the experts too.)
+void check_not_per_expert_names(const std::string& target, const ModelArgs& args, const std::string& where) {
   if (args.num_experts <= 0) return;
-  for (const std::string name : {"gate_proj", "up_proj", "down_proj", "w1", "w2", "w3", "gate", "gate_up_proj"}) {
+  for (const std::string name : {"gate_proj", "up_proj", "w1", "w2", "w3"}) {
     if (target_matches(target, name)) {
-      throw ConfigError(where + ": '" + target + "' on " + args.model_type +
-                            " names the experts' or the router's weights (PEFT adapts them as target_parameters), "
-                            "which this build does not adapt yet",
-                        "adapt the attention projections: q_proj, k_proj, v_proj, o_proj");
+      throw ConfigError(where + ": '" + target + "' names one projection of the experts of " + args.model_type +
+                            ", which transformers 5 fuses",
+                        "name the fused weights: gate_up_proj (gate and up), down_proj, and gate for the router");
     }
   }
+}
+
+// Whether target `t` adapts something of `model`: an attention or MLP projection (MoE models: attention only), or an
+// MoE model's experts or routers.
+bool target_found(const std::string& t, const Transformer& model,
+                  const std::vector<std::pair<std::string, Linear>>& paths) {
+  const bool moe = model.args().num_experts > 0;
+  if (moe && is_moe_target(t)) return true;
+  return std::any_of(paths.begin(), paths.end(), [&](const auto& p) {
+    return (!moe || p.first.find(".self_attn.") != std::string::npos) && target_matches(p.first, t);
+  });
 }
 
 void check_targets(const std::vector<std::string>& targets, const Transformer& model, const std::string& where) {
@@ -40,10 +52,8 @@ void check_targets(const std::vector<std::string>& targets, const Transformer& m
   if (targets.empty()) throw ConfigError(where + ": no LoRA targets", "list some of " + list + ", or all-linear");
   const auto paths = model.projections();
   for (const auto& t : targets) {
-    check_not_expert_names(t, args, where);
-    const bool found =
-        std::any_of(paths.begin(), paths.end(), [&](const auto& p) { return target_matches(p.first, t); });
-    if (!found) {
+    check_not_per_expert_names(t, args, where);
+    if (!target_found(t, model, paths)) {
       throw ConfigError(where + ": " + args.model_type + " has no projection '" + t + "' to adapt",
                         "its projections: " + list +
                             (args.fused_projections ? " (q/k/v are one qkv_proj and gate/up one gate_up_proj)" : "") +
@@ -56,10 +66,18 @@ void check_targets(const std::vector<std::string>& targets, const Transformer& m
 void add_adapters(Transformer& model, const std::vector<std::string>& targets, const ft::LoraConfig& cfg,
                   double scaling_alpha, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const bool moe = model.args().num_experts > 0;
   for (auto& [path, lin] : model.projections()) {
+    if (moe && path.find(".self_attn.") == std::string::npos) continue;  // check_not_per_expert_names
     bool targeted = false;  // a loop, not a lambda: clang 14 (the fuzz build) cannot capture structured bindings
     for (const auto& t : targets) targeted = targeted || target_matches(path, t);
     if (targeted && !lin->has_lora()) lin->add_lora(cfg.rank, scaling_alpha, cfg.dropout, gen);
+  }
+  if (!moe) return;
+  const bool experts = add_moe_adapters(model, targets, cfg.rank, scaling_alpha, gen) > 0;
+  if (experts && cfg.dropout > 0.0) {
+    throw ConfigError("lora.dropout " + std::to_string(cfg.dropout) + " with adapters on experts or routers",
+                      "PEFT's adapters on weights (target_parameters) have no dropout: set lora.dropout: 0");
   }
 }
 
@@ -88,7 +106,7 @@ using namespace lora_detail;  // PEFT's names and the projection walk (lora_inte
 
 std::vector<std::string> lora_target_names(const ModelArgs& args) {
   if (args.fused_projections) return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
-  if (args.num_experts > 0) return {"q_proj", "k_proj", "v_proj", "o_proj"};  // check_not_expert_names
+  if (args.num_experts > 0) return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj", "gate"};
   return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 }
 
@@ -129,11 +147,13 @@ std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transforme
   if (model.lm_head() != nullptr && model.lm_head()->has_token_rows()) {
     out.emplace_back(kPeftPrefix + kLmHeadPath + kTokenDelta, model.lm_head()->token_rows);
   }
+  for (auto& named : moe_adapter_tensors(model)) out.push_back(std::move(named));
   return out;
 }
 
 void merge_lora(Transformer& model) {
   for (auto& [path, lin] : model.projections()) lin->merge_lora();
+  merge_moe_adapters(model);
   model.merge_token_rows();
 }
 
@@ -149,6 +169,9 @@ AdaptersDisabled::AdaptersDisabled(Transformer& model) {
     token_rows_.emplace_back(holder, holder->token_rows);
     holder->token_rows = at::Tensor();
   }
+  for (ops::ExpertAdapter* adapter : moe_adapters(model)) {
+    moe_adapters_.emplace_back(adapter, std::exchange(*adapter, {}));
+  }
 }
 
 AdaptersDisabled::~AdaptersDisabled() {
@@ -157,6 +180,7 @@ AdaptersDisabled::~AdaptersDisabled() {
     a.layer->lora_b = std::move(a.lora_b);
   }
   for (auto& [holder, rows] : token_rows_) holder->token_rows = std::move(rows);
+  for (auto& [adapter, saved] : moe_adapters_) *adapter = std::move(saved);
 }
 
 }  // namespace ft::model

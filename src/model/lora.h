@@ -14,8 +14,8 @@
 namespace ft::model {
 
 // The projections of this model's family: q/k/v/o_proj, gate/up/down_proj, or for phi3 qkv_proj, o_proj,
-// gate_up_proj, down_proj. MoE models (qwen3_moe, mixtral): q/k/v/o_proj, as PEFT reads gate/up/down_proj there as
-// the experts' weights, which take no adapters in this build (yet).
+// gate_up_proj, down_proj. MoE models (qwen3_moe, mixtral): q/k/v/o_proj and the experts' gate_up_proj and
+// down_proj and the router gate (model/moe_lora.h), as PEFT's target_parameters.
 std::vector<std::string> lora_target_names(const ModelArgs& args);
 
 // lora.targets with PEFT's shorthand all-linear (alone) replaced by every projection name of the family; other lists
@@ -73,6 +73,7 @@ class AdaptersDisabled {
   };
   std::vector<SetAside> adapters_;
   std::vector<std::pair<WeightHolder*, at::Tensor>> token_rows_;
+  std::vector<std::pair<ops::ExpertAdapter*, ops::ExpertAdapter>> moe_adapters_;  // model/moe_lora.h
 };
 
 // Folds every adapter into its base weight (W += alpha/r * B A), writes the token rows into the embedding and LM

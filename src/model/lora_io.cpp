@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/lora_internal.h"
+#include "model/moe_lora.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -111,6 +112,9 @@ ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
   FT_CHECK(!files.tensors.empty(), "save_adapter: the model has no LoRA adapters or token rows (apply_lora first)");
   for (auto& [name, t] : files.tensors) t = t.detach().to(at::kFloat);
   std::vector<std::string> targets = resolve_lora_targets(cfg.targets, model.args());  // as PEFT saves all-linear
+  const bool moe = model.args().num_experts > 0;
+  // MoE models: the experts' and routers' adapters are PEFT's target_parameters, the rest its target_modules.
+  if (moe) targets.erase(std::remove_if(targets.begin(), targets.end(), is_moe_target), targets.end());
   std::sort(targets.begin(), targets.end());
   nlohmann::json j = {{"peft_type", "LORA"},
                       {"task_type", "CAUSAL_LM"},
@@ -130,6 +134,7 @@ ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
                       {"rank_pattern", nlohmann::json::object()},
                       {"alpha_pattern", nlohmann::json::object()},
                       {"revision", nullptr}};
+  if (moe && !moe_target_parameters(model).empty()) j["target_parameters"] = moe_target_parameters(model);
   // The rows of added tokens, as PEFT's trainable_token_indices: a list trains the input embedding (and a tied LM
   // head with it); untied models name both modules.
   const auto& embed_ids = model.embed_tokens().token_ids();
@@ -193,8 +198,9 @@ void check_supported(const nlohmann::json& j, const std::string& src) {
     throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
   }
   if (j.contains("target_parameters") && j["target_parameters"].is_array() && !j["target_parameters"].empty()) {
-    throw ConfigError(src + ": target_parameters (adapters on MoE experts' or routers' weights) are not supported yet",
-                      "this build loads adapters on the attention projections of MoE models");
+    throw ConfigError(
+        src + ": reading adapters on weights (target_parameters: MoE experts, routers) is not supported yet",
+        "PEFT loads it; this build reads adapters on projections only");
   }
 }
 

@@ -14,7 +14,11 @@ MoeRouterImpl::MoeRouterImpl(const ModelArgs& a)
 
 RouterChoice MoeRouterImpl::forward(const at::Tensor& x) {
   RouterChoice c;
-  c.logits = at::linear(x, weight);                                // [N, E]
+  c.logits = at::linear(x, weight);  // [N, E]
+  if (lora.a.defined()) {            // PEFT's ParamWrapper on a 2-D weight: (x A^T) B^T, scaled
+    const auto dtype = x.scalar_type();
+    c.logits = c.logits + at::linear(at::linear(x, lora.a.to(dtype)), lora.b.to(dtype)) * lora.scaling;
+  }
   const at::Tensor probs = at::softmax(c.logits, -1, at::kFloat);  // F32 [N, E]
   auto [top, index] = at::topk(probs, top_k, -1);                  // F32 [N, k], I64 [N, k]
   if (norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
@@ -30,7 +34,8 @@ MoeExpertsImpl::MoeExpertsImpl(const ModelArgs& a) {
 }
 
 at::Tensor MoeExpertsImpl::forward(const at::Tensor& x, const RouterChoice& choice, const KernelPolicy& policy) {
-  return ops::moe_experts(x, choice.experts, choice.weights, gate_up_proj, down_proj, policy);
+  return ops::moe_experts(x, choice.experts, choice.weights, gate_up_proj, down_proj, policy, &gate_up_lora,
+                          &down_lora);
 }
 
 SparseMoeImpl::SparseMoeImpl(const ModelArgs& a) : jitter_noise(a.router_jitter_noise) {

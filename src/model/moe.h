@@ -13,6 +13,7 @@
 
 #include "model/args.h"
 #include "model/kernel_policy.h"
+#include "model/moe_experts.h"
 
 namespace ft::model {
 
@@ -29,6 +30,7 @@ class MoeRouterImpl : public torch::nn::Module {
   explicit MoeRouterImpl(const ModelArgs& args);
   RouterChoice forward(const at::Tensor& x);  // x [N, hidden]
   at::Tensor weight;                          // [E, hidden]
+  ops::ExpertAdapter lora;                    // LoRA on weight (one "expert"), when lora.a is defined (moe_lora.h)
   int64_t top_k;
   bool norm_topk_prob;
   bool weights_in_compute_dtype;  // qwen3_moe casts the kept probabilities to the logits' dtype; mixtral does not
@@ -42,6 +44,7 @@ class MoeExpertsImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const RouterChoice& choice, const KernelPolicy& policy);
   at::Tensor gate_up_proj;  // [E, 2 I, hidden]
   at::Tensor down_proj;     // [E, hidden, I]
+  ops::ExpertAdapter gate_up_lora, down_lora;  // LoRA on them, when .a is defined (model/moe_lora.h)
 };
 TORCH_MODULE(MoeExperts);
 

@@ -56,17 +56,38 @@ at::Tensor grouped_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tens
   return gemm_per_expert(xc, w, ends);
 }
 
+at::Tensor ExpertAdapter::a_per_expert() const {
+  return a.view({experts, a.size(0) / experts, a.size(1)});  // [E, r, in]
+}
+
+at::Tensor ExpertAdapter::b_per_expert() const {
+  return b.view({b.size(0), b.size(1) / experts, experts}).permute({2, 0, 1});  // [E, out, r]
+}
+
+at::Tensor ExpertAdapter::delta(const at::Tensor& x, const at::Tensor& ends, const KernelPolicy& policy) const {
+  const at::Tensor a3 = a_per_expert().to(x.scalar_type());                            // [E, r, in]
+  const at::Tensor b3 = b_per_expert().to(x.scalar_type()).contiguous();               // [E, out, r]
+  return grouped_gemm(grouped_gemm(x, a3, ends, policy), b3, ends, policy) * scaling;  // [S, out]
+}
+
+at::Tensor ExpertAdapter::delta_weight() const {
+  return at::bmm(b_per_expert().to(at::kFloat), a_per_expert().to(at::kFloat)) * scaling;  // [E, out, in]
+}
+
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
-                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy) {
+                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy,
+                       const ExpertAdapter* gate_up_lora, const ExpertAdapter* down_lora) {
   const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.size(2);
   const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.size(0));
   // Each token's row repeated k times, then in expert order. Gathering through the expanded view makes backward a
   // permutation (no two rows land on one) followed by a sum over k: deterministic on CUDA, unlike an index_add.
   const at::Tensor xs =
       x.unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);  // [S, hidden]
-  const at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(x.scalar_type()), slots.ends, policy);     // [S, 2 I]
+  at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(x.scalar_type()), slots.ends, policy);           // [S, 2 I]
+  if (gate_up_lora != nullptr && gate_up_lora->a.defined()) gu = gu + gate_up_lora->delta(xs, slots.ends, policy);
   const at::Tensor act = gated_activation(gu.narrow(1, 0, inter), gu.narrow(1, inter, inter), gu, false, policy);
-  const at::Tensor y = grouped_gemm(act, down_proj.to(x.scalar_type()), slots.ends, policy);  // [S, hidden]
+  at::Tensor y = grouped_gemm(act, down_proj.to(x.scalar_type()), slots.ends, policy);  // [S, hidden]
+  if (down_lora != nullptr && down_lora->a.defined()) y = y + down_lora->delta(act, slots.ends, policy);
   // Weighted in the weights' dtype (mixtral: F32, then rounded), as transformers multiplies them.
   const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order).unsqueeze(1);  // [S, 1]
   const at::Tensor weighted = (y * w).to(x.scalar_type());                               // [S, hidden]

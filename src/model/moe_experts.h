@@ -23,10 +23,26 @@ ExpertSlots sort_by_expert(const at::Tensor& experts, int64_t num_experts);  // 
 // takes the tensors; else one GEMM per non-empty expert (reads the slice lengths on the host).
 at::Tensor grouped_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& ends, const KernelPolicy& policy);
 
+// A LoRA adapter on a stack of E weights [E, out, in] laid out as PEFT's ParamWrapper holds it: expert e's update is
+// scaling * B_e A_e with A_e = a[e r : (e + 1) r] and B_e[:, j] = b[:, j E + e] (PEFT reshapes b to [out, r, E]).
+struct ExpertAdapter {
+  at::Tensor a;  // F32 [E r, in]
+  at::Tensor b;  // F32 [out, E r]
+  double scaling = 0.0;
+  int64_t experts = 1;
+  at::Tensor a_per_expert() const;  // [E, r, in] (a view)
+  at::Tensor b_per_expert() const;  // [E, out, r] (a strided view)
+  // x [S, in] (sorted by expert, slices ending at `ends`) through each slice's B_e A_e, times scaling: [S, out].
+  at::Tensor delta(const at::Tensor& x, const at::Tensor& ends, const KernelPolicy& policy) const;
+  at::Tensor delta_weight() const;  // F32 [E, out, in]: scaling * B_e A_e for every expert
+};
+
 // x [N, hidden] through the experts each token chose (experts I64 [N, k], weights [N, k]): the sum over its k
 // choices of weight * down_proj[e](silu(gate) * up) with (gate, up) = gate_up_proj[e] x; [N, hidden] in x's dtype.
-// gate_up_proj [E, 2 I, hidden], down_proj [E, hidden, I]; cast to x's dtype (autocast) where they differ.
+// gate_up_proj [E, 2 I, hidden], down_proj [E, hidden, I]; cast to x's dtype (autocast) where they differ. The
+// adapters, when given with a defined `a`, add their update to each projection.
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
-                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy);
+                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy,
+                       const ExpertAdapter* gate_up_lora = nullptr, const ExpertAdapter* down_lora = nullptr);
 
 }  // namespace ft::model::ops

@@ -78,8 +78,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"lora.targets=[q_proj,lm_head]",
                  "lora.targets: invalid target 'lm_head' (expected all-linear, or a subset of: "
                  "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; "
-                 "phi3: qkv_proj, o_proj, gate_up_proj, down_proj; or a module path ending in one, "
-                 "such as model.layers.3.mlp.down_proj)"},
+                 "phi3: qkv_proj, o_proj, gate_up_proj, down_proj; qwen3_moe and mixtral: q_proj, "
+                 "k_proj, v_proj, o_proj, gate_up_proj, down_proj, gate; or a module path ending in one, such as "
+                 "model.layers.3.mlp.down_proj)"},
         BadValue{"lora.targets=[model.layers.0.mlp.act_fn]",
                  "lora.targets: invalid target 'model.layers.0.mlp.act_fn'"},
         BadValue{"lora.targets=[all-linear,q_proj]",

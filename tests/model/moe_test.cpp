@@ -6,8 +6,11 @@
 
 #include <torch/optim/adamw.h>
 
+#include <nlohmann/json.hpp>
+
 #include "data/batch.h"
 #include "io/safetensors.h"
+#include "model/lora.h"
 #include "model/moe.h"
 #include "model/moe_experts.h"
 #include "model/pretrained.h"
@@ -163,6 +166,58 @@ TEST(MoeTraining, FewStepsLowerTheLoss) {
       losses.push_back(loss.item<double>());
     }
     EXPECT_LT(losses.back(), losses.front() - 0.5) << family << ": " << losses.front() << " -> " << losses.back();
+  }
+}
+
+// LoRA on the experts' fused weights and the router (PEFT's target_parameters), alone and together (PEFT nests the
+// two expert wrappers), with B drawn nonzero: PEFT's model with our saved adapter computes our logits, the adapter
+// config names them as PEFT does, and with the adapters set aside the base logits come back.
+TEST(MoeLora, ExpertAndRouterAdaptersLoadInPeft) {
+  TempDir out("ft-moe-lora");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"qwen3_moe", {"gate_up_proj", "down_proj", "gate"}},
+      {"mixtral", {"q_proj", "gate_up_proj", "down_proj", "gate"}},
+      {"qwen3_moe_step", {"gate_up_proj"}},
+      {"mixtral", {"down_proj"}}};
+  nlohmann::json jobs = nlohmann::json::array();
+  std::vector<at::Tensor> ours;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto& [family, targets] = cases[c];
+    auto model = model::load_pretrained(reference_dir() / family / "model", at::kCPU, at::kFloat);
+    const auto r = io::read_safetensors(reference_dir() / family / "ref.safetensors");
+    LoraConfig lora;
+    lora.enabled = true;
+    lora.rank = 2;
+    lora.alpha = 6.0;
+    lora.targets = targets;
+    model::apply_lora(*model, lora, 11);
+    at::NoGradGuard no_grad;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    for (auto& [name, t] : model::adapter_tensors(*model)) {
+      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.3, gen);
+    }
+    ours.push_back(model->forward(r.at("input_ids")));
+    EXPECT_GT((ours.back() - r.at("logits")).abs().max().item<double>(), 1e-2) << c << ": the adapters did nothing";
+    {
+      const model::AdaptersDisabled off(*model);
+      EXPECT_LT((model->forward(r.at("input_ids")) - r.at("logits")).abs().max().item<double>(), 1e-4) << c;
+    }
+    const auto dir = out / std::to_string(c);
+    model::save_adapter(*model, lora, dir / "adapter", (reference_dir() / family / "model").string());
+    io::write_safetensors(dir / "ids.safetensors", {{"input_ids", r.at("input_ids")}});
+    jobs.push_back({{"model", (reference_dir() / family / "model").string()},
+                    {"adapter", (dir / "adapter").string()},
+                    {"ids", (dir / "ids.safetensors").string()},
+                    {"out", (dir / "peft.safetensors").string()}});
+  }
+  const auto config = nlohmann::json::parse(read_file(out / "0" / "adapter" / "adapter_config.json"));
+  EXPECT_EQ(config.at("target_parameters"), nlohmann::json({"down_proj", "gate.weight", "gate_up_proj"}));
+  EXPECT_TRUE(config.at("target_modules").empty());
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const at::Tensor peft = io::read_safetensors(out / std::to_string(c) / "peft.safetensors").at("logits");
+    EXPECT_LT((peft - ours[c]).abs().max().item<double>(), 1e-4) << c;
   }
 }
 

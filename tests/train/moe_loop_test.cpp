@@ -72,5 +72,31 @@ TEST_F(MoeTrainLoop, WithoutAuxLossOneBatchAccumulationAndTwoGlooRanksMatch) {
   EXPECT_TRUE(aux_losses(dir_ / "ranks").empty()) << "aux_loss logged with model.router_aux_loss=off";
 }
 
+// LoRA on the attention, the experts' fused weights and the routers of a model pretrained here for six steps: the
+// loss falls, and the run's adapter names them as PEFT's target_modules and target_parameters.
+TEST_F(MoeTrainLoop, LoraOnExpertsAndRoutersTrains) {
+  const auto base = write_config("base", "checkpoint: {every_steps: 0, resume: never}\n");
+  const auto pretrained = run(train_cmd(base, kMoe + "train.max_steps=6"));
+  ASSERT_EQ(pretrained.exit_code, 0) << pretrained.output;
+  const auto config = dir_ / "lora.yaml";
+  std::ofstream(config) << "run: {output_dir: " << (dir_ / "lora").string() << ", seed: 5, device: cpu}\n"
+                        << "model: {path: " << (dir_ / "base" / "model").string() << ", router_aux_loss: on}\n"
+                        << "lora: {enabled: true, rank: 4, alpha: 8, targets: [q_proj, v_proj, gate_up_proj, "
+                           "down_proj, gate]}\n"
+                        << "data: {synth: {task: reverse, train_samples: 400, seed: 2}, train: [{format: "
+                           "prompt_completion}], seq_len: 32, cache_dir: "
+                        << (dir_ / "cache").string() << "}\n"
+                        << "train: {max_steps: 10, micro_batch_size: 8}\noptimizer: {lr: 1.0e-2}\n"
+                        << "checkpoint: {every_steps: 0, resume: never}\nlogging: {every_steps: 1, progress: off}\n";
+  const auto r = run(train_cmd(config));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto logged = losses(dir_ / "lora");
+  ASSERT_EQ(logged.size(), 10u);
+  EXPECT_LT(logged.rbegin()->second, logged.begin()->second) << "the loss did not fall";
+  const auto adapter = nlohmann::json::parse(read_file(dir_ / "lora" / "adapter" / "adapter_config.json"));
+  EXPECT_EQ(adapter.at("target_modules"), nlohmann::json({"q_proj", "v_proj"}));
+  EXPECT_EQ(adapter.at("target_parameters"), nlohmann::json({"down_proj", "gate.weight", "gate_up_proj"}));
+}
+
 }  // namespace
 }  // namespace ft::test
