@@ -197,11 +197,28 @@ void check_supported(const nlohmann::json& j, const std::string& src) {
   if (j.contains("modules_to_save") && j["modules_to_save"].is_array() && !j["modules_to_save"].empty()) {
     throw ConfigError(src + ": modules_to_save is not supported (only LoRA matrices are loaded)");
   }
-  if (j.contains("target_parameters") && j["target_parameters"].is_array() && !j["target_parameters"].empty()) {
-    throw ConfigError(
-        src + ": reading adapters on weights (target_parameters: MoE experts, routers) is not supported yet",
-        "PEFT loads it; this build reads adapters on projections only");
+}
+
+// PEFT's target_parameters (adapters on MoE models' expert and router weights: gate_up_proj, down_proj, gate.weight,
+// or paths ending in them) as lora.targets: the router's "gate.weight" names its module, gate.
+std::vector<std::string> parameter_targets(const nlohmann::json& j, const std::string& src) {
+  std::vector<std::string> out;
+  if (!j.contains("target_parameters") || j["target_parameters"].is_null()) return out;
+  if (!j["target_parameters"].is_array()) throw ConfigError(src + ": target_parameters must be a list of names");
+  for (const auto& p : j["target_parameters"]) {
+    if (!p.is_string()) throw ConfigError(src + ": target_parameters must be a list of names");
+    std::string name = p.get<std::string>();
+    const std::string weight = ".weight";
+    if (name.size() > weight.size() && name.compare(name.size() - weight.size(), weight.size(), weight) == 0) {
+      name.resize(name.size() - weight.size());
+    }
+    if (!is_moe_target(name)) {
+      throw ConfigError(src + ": target_parameters entry \"" + p.get<std::string>() + "\" is not supported",
+                        "this build adapts the weights of MoE experts (gate_up_proj, down_proj) and routers (gate)");
+    }
+    out.push_back(name);
   }
+  return out;
 }
 
 // r, lora_alpha and target_modules (a regex already matched against `model`'s projections).
@@ -225,6 +242,7 @@ ft::LoraConfig required_fields(const nlohmann::json& j, const Transformer& model
     } else {
       throw ConfigError(src + ": target_modules must be a list of module names or a regex string");
     }
+    for (auto& t : parameter_targets(j, src)) cfg.targets.push_back(std::move(t));
   } catch (const nlohmann::json::exception& e) {  // r, lora_alpha or a target of the wrong JSON type
     throw ConfigError(src + ": a field has an unexpected type (" + e.what() + ")",
                       "compare it with the adapter_config.json PEFT writes");

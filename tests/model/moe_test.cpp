@@ -125,6 +125,38 @@ TEST(MoeExperts, GroupedGemmEqualsThePerExpertLoop) {
   EXPECT_TRUE(at::allclose(out[0], expected, 1e-4, 1e-5));
 }
 
+// On CUDA in bf16 (the training path: at::_grouped_mm's CUTLASS kernel), with expert adapters: outputs and
+// gradients as the per-expert GEMMs give them, within bf16 rounding. Skips without CUDA.
+TEST(MoeExperts, GroupedGemmOnCudaMatchesThePerExpertLoop) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(4);
+  const int64_t n = 1000, hidden = 256, inter = 128, experts = 8, k = 2, rank = 8;
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor x = at::randn({n, hidden}, opts).to(at::kBFloat16);
+  const at::Tensor choice = std::get<1>(at::randn({n, experts}, opts).topk(k, -1));  // distinct experts per token
+  const at::Tensor weights = at::rand({n, k}, opts).to(at::kBFloat16);
+  const at::Tensor gate_up = (at::randn({experts, 2 * inter, hidden}, opts) * 0.05).to(at::kBFloat16);
+  const at::Tensor down = (at::randn({experts, hidden, inter}, opts) * 0.05).to(at::kBFloat16);
+  const at::Tensor lora_a = at::randn({experts * rank, hidden}, opts) * 0.05;  // F32, as trained
+  const at::Tensor lora_b = at::randn({2 * inter, experts * rank}, opts) * 0.05;
+  std::vector<at::Tensor> out, grads;
+  for (const bool grouped : {false, true}) {
+    model::KernelPolicy policy = model::KernelPolicy::resolve(true, at::Device(at::kCUDA), at::kBFloat16);
+    policy.group_gemms = grouped;
+    const at::Tensor xi = x.clone().requires_grad_(), gu = gate_up.clone().requires_grad_();
+    model::ops::ExpertAdapter adapter{lora_a.clone().requires_grad_(), lora_b.clone().requires_grad_(), 2.0, experts};
+    const at::Tensor y = model::ops::moe_experts(xi, choice, weights, gu, down, policy, &adapter);  // [n, hidden]
+    y.backward(at::ones_like(y));
+    out.push_back(y.detach().to(at::kFloat));
+    grads.insert(grads.end(), {xi.grad().to(at::kFloat), gu.grad().to(at::kFloat), adapter.a.grad()});
+  }
+  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a - b).abs().max() / b.abs().max()).item<double>();
+  };
+  EXPECT_LT(rel(out[1], out[0]), 2e-2);
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(rel(grads[3 + i], grads[i]), 2e-2) << i;
+}
+
 // The gradients of cross-entropy + aux loss (the router's through the aux loss too) are the same with the decoder
 // layers checkpointed, whose router logits then come out of the checkpointed function.
 TEST(MoeTraining, ActivationCheckpointingKeepsTheAuxLossGradients) {
@@ -171,7 +203,8 @@ TEST(MoeTraining, FewStepsLowerTheLoss) {
 
 // LoRA on the experts' fused weights and the router (PEFT's target_parameters), alone and together (PEFT nests the
 // two expert wrappers), with B drawn nonzero: PEFT's model with our saved adapter computes our logits, the adapter
-// config names them as PEFT does, and with the adapters set aside the base logits come back.
+// config names them as PEFT does, our loader reads the adapter back to the same logits, and with the adapters set
+// aside the base logits come back.
 TEST(MoeLora, ExpertAndRouterAdaptersLoadInPeft) {
   TempDir out("ft-moe-lora");
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -204,6 +237,9 @@ TEST(MoeLora, ExpertAndRouterAdaptersLoadInPeft) {
     }
     const auto dir = out / std::to_string(c);
     model::save_adapter(*model, lora, dir / "adapter", (reference_dir() / family / "model").string());
+    auto reloaded = model::load_pretrained(reference_dir() / family / "model", at::kCPU, at::kFloat);
+    EXPECT_EQ(model::load_adapter(*reloaded, dir / "adapter").targets.size(), targets.size()) << c;
+    EXPECT_LT((reloaded->forward(r.at("input_ids")) - ours.back()).abs().max().item<double>(), 1e-6) << c;
     io::write_safetensors(dir / "ids.safetensors", {{"input_ids", r.at("input_ids")}});
     jobs.push_back({{"model", (reference_dir() / family / "model").string()},
                     {"adapter", (dir / "adapter").string()},
