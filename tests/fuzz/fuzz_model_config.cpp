@@ -59,6 +59,13 @@ std::vector<std::string> seeds() {
           with_mode(0, R"({"model_type": "qwen3", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64,
             "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "max_position_embeddings": 64})"),
+          with_mode(0, R"({"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 16, "norm_topk_prob": true, "decoder_sparse_step": 1,
+            "mlp_only_layers": [1], "router_aux_loss_coef": 0.001, "output_router_logits": false})"),
+          with_mode(0, R"({"model_type": "mixtral", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+            "num_experts_per_tok": 2, "router_jitter_noise": 0.01, "sliding_window": null})"),
           with_mode(1, valid_adapter_config),
           with_mode(2, valid_adapter_weights)};
 }
