@@ -11,8 +11,8 @@
 # (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
 # Llama-3-8B shape beside itself with precomputed reference log-probs, its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
-# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml, the latter also with Kahan-compensated AdamW and with F32
-# master weights (finetune only),
+# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only), 8b-opt = llama3-8b-full.yaml with bf16
+# weights instead of F32 master weights: bf16-pure, and bf16-pure with Kahan-compensated AdamW,
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -263,16 +263,17 @@ for w in "${workloads[@]}"; do
           train.grad_accum_steps=1
         [[ ${KEEP_MODELS:-0} == 1 ]] || rm -rf "$work/model-$shape"
       done ;;
-  8b) random_model llama3-8b  # the shipped Llama-3-8B configs as they are (LoRA with dropout; full, bf16-pure)
+  8b) random_model llama3-8b  # the shipped Llama-3-8B configs as they are (LoRA with dropout; full)
       for cfg in llama3-8b-lora llama3-8b-full; do
         ft "$cfg" 8b --config "configs/$cfg.yaml" model.path="$work/model-llama3-8b" "${pretok[@]}" \
           train.grad_accum_steps=1
-      done
-      # The full fine-tune's other optimizer states: Kahan-compensated bf16 AdamW, and F32 master weights (autocast).
-      ft llama3-8b-full-kahan 8b --config configs/llama3-8b-full.yaml model.path="$work/model-llama3-8b" \
-        "${pretok[@]}" train.grad_accum_steps=1 optimizer.kahan_summation=true
-      ft llama3-8b-full-f32 8b --config configs/llama3-8b-full.yaml model.path="$work/model-llama3-8b" \
-        "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16 ;;
+      done ;;
+  8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights: bf16-pure, and Kahan-compensated AdamW
+      for kahan in false true; do
+        ft "llama3-8b-full-pure-kahan-$kahan" 8b --config configs/llama3-8b-full.yaml \
+          model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16-pure \
+          optimizer.kahan_summation=$kahan
+      done ;;
   esac
 done
 python3 bench/compare/summarize.py "$results" | tee "$out/compare.md"
