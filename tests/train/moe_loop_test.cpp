@@ -73,29 +73,41 @@ TEST_F(MoeTrainLoop, WithoutAuxLossOneBatchAccumulationAndTwoGlooRanksMatch) {
 }
 
 // LoRA on the attention, the experts' fused weights and the routers of a model pretrained here for six steps: the
-// loss falls, and the run's adapter names them as PEFT's target_modules and target_parameters.
-TEST_F(MoeTrainLoop, LoraOnExpertsAndRoutersTrains) {
+// loss falls, the run's adapter names them as PEFT's target_modules and target_parameters, and a run stopped by
+// SIGTERM resumes from its adapter checkpoint to the same losses bit for bit.
+TEST_F(MoeTrainLoop, LoraOnExpertsAndRoutersTrainsAndResumesBitExactly) {
   const auto base = write_config("base", "checkpoint: {every_steps: 0, resume: never}\n");
   const auto pretrained = run(train_cmd(base, kMoe + "train.max_steps=6"));
   ASSERT_EQ(pretrained.exit_code, 0) << pretrained.output;
-  const auto config = dir_ / "lora.yaml";
-  std::ofstream(config) << "run: {output_dir: " << (dir_ / "lora").string() << ", seed: 5, device: cpu}\n"
-                        << "model: {path: " << (dir_ / "base" / "model").string() << ", router_aux_loss: on}\n"
-                        << "lora: {enabled: true, rank: 4, alpha: 8, targets: [q_proj, v_proj, gate_up_proj, "
-                           "down_proj, gate]}\n"
-                        << "data: {synth: {task: reverse, train_samples: 400, seed: 2}, train: [{format: "
-                           "prompt_completion}], seq_len: 32, cache_dir: "
-                        << (dir_ / "cache").string() << "}\n"
-                        << "train: {max_steps: 10, micro_batch_size: 8}\noptimizer: {lr: 1.0e-2}\n"
-                        << "checkpoint: {every_steps: 0, resume: never}\nlogging: {every_steps: 1, progress: off}\n";
-  const auto r = run(train_cmd(config));
+  const auto lora_config = [&](const std::string& name) {
+    const auto config = dir_ / (name + ".yaml");
+    std::ofstream(config) << "run: {output_dir: " << (dir_ / name).string()
+                          << ", seed: 5, device: cpu, deterministic: true}\n"
+                          << "model: {path: " << (dir_ / "base" / "model").string() << ", router_aux_loss: on}\n"
+                          << "lora: {enabled: true, rank: 4, alpha: 8, targets: [q_proj, v_proj, gate_up_proj, "
+                             "down_proj, gate]}\n"
+                          << "data: {synth: {task: reverse, train_samples: 400, seed: 2}, train: [{format: "
+                             "prompt_completion}], seq_len: 32, cache_dir: "
+                          << (dir_ / "cache").string() << "}\n"
+                          << "train: {max_steps: 10, micro_batch_size: 8}\noptimizer: {lr: 1.0e-2}\n"
+                          << "checkpoint: {every_steps: 4}\nlogging: {every_steps: 1, progress: off}\n";
+    return config;
+  };
+  const auto r = run(train_cmd(lora_config("lora")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto logged = losses(dir_ / "lora");
-  ASSERT_EQ(logged.size(), 10u);
-  EXPECT_LT(logged.rbegin()->second, logged.begin()->second) << "the loss did not fall";
+  const auto expected = losses(dir_ / "lora");
+  ASSERT_EQ(expected.size(), 10u);
+  EXPECT_LT(expected.rbegin()->second, expected.begin()->second) << "the loss did not fall";
   const auto adapter = nlohmann::json::parse(read_file(dir_ / "lora" / "adapter" / "adapter_config.json"));
   EXPECT_EQ(adapter.at("target_modules"), nlohmann::json({"q_proj", "v_proj"}));
   EXPECT_EQ(adapter.at("target_parameters"), nlohmann::json({"down_proj", "gate.weight", "gate_up_proj"}));
+
+  const auto term = lora_config("term");
+  EXPECT_EQ(run_and_signal(train_cmd(term), dir_ / "term", 5, SIGTERM), 130);
+  const auto resumed = run(train_cmd(term));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  expect_same_losses(expected, losses(dir_ / "term"), 0.0);
 }
 
 }  // namespace
