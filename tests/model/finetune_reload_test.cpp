@@ -199,7 +199,7 @@ INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "ph
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",
-                                           "gemma3"),
+                                           "gemma3", "qwen3_moe", "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
