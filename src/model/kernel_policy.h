@@ -16,8 +16,8 @@ struct KernelPolicy {
   // Our CUDA kernels (src/kernels: add + RMSNorm, RoPE, SwiGLU/GeGLU, soft-capped attention, short-piece
   // attention, adapter dropout, cross-entropy rows): `fused` in a build that has them (FT_WITH_KERNELS).
   bool kernels = false;
-  // Projections that read one input (q/k/v, gate/up) as grouped GEMMs (linear_group); resolve(): `fused`. Pure
-  // ATen, so a test may set it on CPU.
+  // Projections that read one input (q/k/v, gate/up) as grouped GEMMs (linear_group), MoE experts as at::_grouped_mm
+  // (ops::grouped_gemm); resolve(): `fused`. Pure ATen, so a test may set it on CPU.
   bool group_gemms = false;
   at::Device device = at::kCPU;               // the run's device
   at::ScalarType compute_dtype = at::kFloat;  // the run's GEMM dtype: autocast's, else the parameters'
