@@ -84,6 +84,20 @@ TEST_P(MoeParity, TrainingLossAddsTheAuxLossAsTransformers) {
   EXPECT_TRUE(model->take_router_logits().empty()) << "the objective left router logits behind";
 }
 
+// bf16 parameters on the CPU (the routing weights in each family's dtype: qwen3_moe's in bf16, mixtral's in F32):
+// the error against transformers' F32 logits, relative to their range, within 2x of transformers' own bf16 error
+// plus 0.5 % (test_model_gpu's bound).
+TEST_P(MoeParity, Bf16ParametersMatchTransformersAsItsBf16Does) {
+  const auto r = ref();
+  auto model = model::load_pretrained(dir() / "model", at::kCPU, at::kBFloat16);
+  at::NoGradGuard no_grad;
+  const at::Tensor logits = model->forward(r.at("input_ids")).to(at::kFloat);
+  const auto rel = [&](const at::Tensor& x) {
+    return ((x - r.at("logits")).abs().max() / r.at("logits").abs().max()).item<double>();
+  };
+  EXPECT_LT(rel(logits), 2.0 * rel(r.at("logits_bf16")) + 0.005) << "transformers bf16: " << rel(r.at("logits_bf16"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoeParity, ::testing::Values("qwen3_moe", "qwen3_moe_step", "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
