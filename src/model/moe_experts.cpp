@@ -1,5 +1,7 @@
 #include "model/moe_experts.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <vector>
 
 #include "model/ops.h"
@@ -16,6 +18,13 @@ bool grouped_mm_takes(const at::Tensor& x, const at::Tensor& w) {
   if (x.is_cuda() && x.scalar_type() != at::kBFloat16) return false;
   const int64_t align = 16 / static_cast<int64_t>(x.element_size());
   return x.size(1) % align == 0 && w.size(1) % align == 0;
+}
+
+// The dtype of the experts' GEMMs: autocast's where it is on (at::_grouped_mm is no autocast op; the input may come
+// from a composite norm in F32), else x's.
+at::ScalarType gemm_dtype(const at::Tensor& x) {
+  const auto type = x.device().type();
+  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : x.scalar_type();
 }
 
 // One GEMM per expert on its slice: the composite path (CPU, and where at::_grouped_mm does not apply).
@@ -79,14 +88,15 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at:
                        const ExpertAdapter* gate_up_lora, const ExpertAdapter* down_lora) {
   const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.size(2);
   const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.size(0));
+  const at::ScalarType dtype = gemm_dtype(x);
   // Each token's row repeated k times, then in expert order. Gathering through the expanded view makes backward a
   // permutation (no two rows land on one) followed by a sum over k: deterministic on CUDA, unlike an index_add.
   const at::Tensor xs =
-      x.unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);  // [S, hidden]
-  at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(x.scalar_type()), slots.ends, policy);           // [S, 2 I]
+      x.to(dtype).unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);  // [S, H]
+  at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(dtype), slots.ends, policy);  // [S, 2 I]
   if (gate_up_lora != nullptr && gate_up_lora->a.defined()) gu = gu + gate_up_lora->delta(xs, slots.ends, policy);
   const at::Tensor act = gated_activation(gu.narrow(1, 0, inter), gu.narrow(1, inter, inter), gu, false, policy);
-  at::Tensor y = grouped_gemm(act, down_proj.to(x.scalar_type()), slots.ends, policy);  // [S, hidden]
+  at::Tensor y = grouped_gemm(act, down_proj.to(dtype), slots.ends, policy);  // [S, hidden]
   if (down_lora != nullptr && down_lora->a.defined()) y = y + down_lora->delta(act, slots.ends, policy);
   // Weighted in the weights' dtype (mixtral: F32, then rounded), as transformers multiplies them.
   const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order).unsqueeze(1);  // [S, 1]

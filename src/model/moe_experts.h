@@ -39,8 +39,9 @@ struct ExpertAdapter {
 
 // x [N, hidden] through the experts each token chose (experts I64 [N, k], weights [N, k]): the sum over its k
 // choices of weight * down_proj[e](silu(gate) * up) with (gate, up) = gate_up_proj[e] x; [N, hidden] in x's dtype.
-// gate_up_proj [E, 2 I, hidden], down_proj [E, hidden, I]; cast to x's dtype (autocast) where they differ. The
-// adapters, when given with a defined `a`, add their update to each projection.
+// gate_up_proj [E, 2 I, hidden], down_proj [E, hidden, I]. The GEMMs run in autocast's dtype where autocast is on,
+// else in x's (the weights cast to it). The adapters, when given with a defined `a`, add their update to each
+// projection.
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
                        const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy,
                        const ExpertAdapter* gate_up_lora = nullptr, const ExpertAdapter* down_lora = nullptr);

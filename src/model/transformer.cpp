@@ -160,9 +160,10 @@ std::string Transformer::kernel_summary(bool packed) const {
   std::string loss_and_ops = policy_.fused ? "chunked linear + cross-entropy, fused RMSNorm and RoPE"
                                            : "full logits + cross-entropy, composite RMSNorm and RoPE";
   if (!policy_.kernels) loss_and_ops += " (our CUDA kernels off: " + policy_.why_not + ")";
-  // MoE: ops::grouped_gemm's choice (at::_grouped_mm also needs bf16 on CUDA and 16-byte aligned rows).
+  // MoE: ops::grouped_gemm's choice (at::_grouped_mm also needs 16-byte aligned rows, which real models have).
+  const bool grouped = policy_.group_gemms && (!policy_.device.is_cuda() || policy_.compute_dtype == at::kBFloat16);
   const std::string experts = args_.num_experts <= 0 ? ""
-                              : policy_.group_gemms  ? "; experts as grouped GEMMs (at::_grouped_mm)"
+                              : grouped              ? "; experts as grouped GEMMs (at::_grouped_mm)"
                                                      : "; experts as one GEMM per expert";
   return "attention " + AttentionPlan::describe(args_, policy_, packed) + "; " + loss_and_ops +
          (args_.final_logit_softcapping ? "; final logit soft-capping" : "") + experts;

@@ -11,6 +11,7 @@
 #include "data/batch.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
+#include "model/mode_guards.h"
 #include "model/moe.h"
 #include "model/moe_experts.h"
 #include "model/pretrained.h"
@@ -96,6 +97,28 @@ TEST_P(MoeParity, Bf16ParametersMatchTransformersAsItsBf16Does) {
     return ((x - r.at("logits")).abs().max() / r.at("logits").abs().max()).item<double>();
   };
   EXPECT_LT(rel(logits), 2.0 * rel(r.at("logits_bf16")) + 0.005) << "transformers bf16: " << rel(r.at("logits_bf16"));
+}
+
+// F32 parameters under bf16 autocast with the grouped GEMMs (at::_grouped_mm's CPU fallback): the experts' GEMMs
+// run in bf16 although the composite norm hands them F32, within the same bound.
+TEST_P(MoeParity, Bf16AutocastWithGroupedGemmsMatchesTransformersAsItsBf16Does) {
+  const auto r = ref();
+  auto model = load();
+  model::KernelPolicy policy;
+  policy.group_gemms = true;
+  policy.compute_dtype = at::kBFloat16;
+  model->set_kernel_policy(policy);
+  at::NoGradGuard no_grad;
+  at::Tensor logits;
+  {
+    const model::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
+    logits = model->forward(r.at("input_ids")).to(at::kFloat);
+  }
+  const auto rel = [&](const at::Tensor& x) {
+    return ((x - r.at("logits")).abs().max() / r.at("logits").abs().max()).item<double>();
+  };
+  EXPECT_LT(rel(logits), 2.0 * rel(r.at("logits_bf16")) + 0.005) << "transformers bf16: " << rel(r.at("logits_bf16"));
+  EXPECT_GT(rel(logits), 1e-5) << "autocast did not reach the GEMMs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, MoeParity, ::testing::Values("qwen3_moe", "qwen3_moe_step", "mixtral"),
