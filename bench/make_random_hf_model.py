@@ -32,6 +32,13 @@ SHAPES = {
                       query_pre_attn_scalar=256, sliding_window=512, max_position_embeddings=32768,
                       rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
                                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    # Qwen3-30B-A3B: 48 layers of 128 experts (768 wide), 8 routed per token; --layers keeps it within a test host's
+    # disk (48 layers are 61 GB).
+    "qwen3-30b-a3b": dict(cls="Qwen3MoeConfig", vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                          moe_intermediate_size=768, num_hidden_layers=48, num_attention_heads=32,
+                          num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+                          norm_topk_prob=True, rope_theta=1000000.0, max_position_embeddings=40960,
+                          tie_word_embeddings=False),
 }
 
 p = argparse.ArgumentParser()

@@ -36,6 +36,9 @@ WORKLOADS = {
     # (f8) the same on an FP8 base: torchao's per-row float8 (Float8DynamicActivationFloat8WeightConfig(PerRow)) on
     # the decoder layers' projections of the bf16 model from --model-dir, PEFT's LoRA on top
     "f8": dict(cfg={}, batch=4, seq=2048, lora=True, fp8=True),
+    # (moe) Qwen3-30B-A3B's shape with fewer layers (bench's model directory), LoRA r16 on attention and on the experts'
+    # fused weights (PEFT's target_parameters), gradient checkpointing
+    "moe": dict(cfg={}, batch=4, seq=2048, lora=True, moe=True, grad_ckpt=True),
     # (q70) Llama-3-70B's layer shape with 16 of its 80 layers, QLoRA r16, gradient checkpointing, micro-batch 2
     "q70": dict(cfg={}, batch=2, seq=2048, lora=True, nf4=True, grad_ckpt=True),
     # (g2) Gemma-2-2B shape, LoRA r16: soft-capping, so eager attention (transformers refuses SDPA for it)
@@ -66,7 +69,7 @@ a = p.parse_args()
 w = WORKLOADS[a.workload]
 
 torch.manual_seed(0)
-cfg = None if w.get("nf4") or w.get("fp8") else getattr(transformers, w.get("config", "LlamaConfig"))(
+cfg = None if w.get("nf4") or w.get("fp8") or w.get("moe") else getattr(transformers, w.get("config", "LlamaConfig"))(
     **w["cfg"], attn_implementation=w.get("attn", "sdpa"))
 if w.get("nf4"):
     quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
@@ -82,7 +85,7 @@ elif w.get("fp8"):
     quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()),
               filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and ".layers." in fqn)
     cfg = model.config
-elif a.model_dir:  # loaded as users load a model (c: the bench's random Llama-3-8B directory)
+elif a.model_dir:  # loaded as users load a model (c, moe: the bench's random model directories)
     model = transformers.AutoModelForCausalLM.from_pretrained(
         a.model_dir, dtype=torch.bfloat16 if w["lora"] else torch.float32, device_map={"": 0},
         attn_implementation="sdpa")
@@ -100,7 +103,12 @@ if w.get("grad_ckpt"):
     model.enable_input_require_grads()
 if w["lora"]:
     import peft
-    model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS))
+    if w.get("moe"):  # the experts are fused 3-D parameters in transformers 5: PEFT adapts them as parameters
+        lora = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS[:4],
+                               target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])
+    else:
+        lora = peft.LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS)
+    model = peft.get_peft_model(model, lora)
 model.train()
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-4, fused=True)

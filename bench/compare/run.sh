@@ -20,6 +20,8 @@
 # and the disk's sequential write bandwidth (dd, O_DIRECT); rows in OUT/ckpt.md; ckpt-c = the same stall for c.
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
+# moe = configs/qwen3-30b-a3b-lora.yaml on Qwen3-30B-A3B's shape with MOE_LAYERS (default 12) of its 48 layers, against
+# PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing,
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
@@ -216,6 +218,14 @@ for w in "${workloads[@]}"; do
          python3 bench/compare/contender_dpo.py --model-dir "$work/model-llama3-8b" --pairs "$work/pairs.jsonl" \
            --mode "$mode" --steps "$steps" >>"$results" 2>"$out/py-dpo-$mode.log" || tail -3 "$out/py-dpo-$mode.log"
      done ;;
+  moe) rm -rf "$work/model-llama3-8b"  # configs/qwen3-30b-a3b-lora.yaml on Qwen3-30B-A3B's shape, MOE_LAYERS layers
+     [[ -d $work/model-moe ]] || python3 bench/make_random_hf_model.py qwen3-30b-a3b "$work/model-moe" \
+       --layers "${MOE_LAYERS:-12}" --tokenizer "$tok" >/dev/null
+     ft moe moe --config configs/qwen3-30b-a3b-lora.yaml model.path="$work/model-moe" "${pretok[@]}" \
+       train.grad_accum_steps=1
+     [[ ${CONTENDERS:-1} == 0 ]] ||
+       python3 bench/compare/contender.py moe --model-dir "$work/model-moe" --steps "$steps" >>"$results" \
+         2>"$out/py-moe.log" || tail -3 "$out/py-moe.log" ;;
   q70) rm -rf "$work/model-llama3-8b"  # the disk holds one of them
      [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
        --tokenizer "$tok" >/dev/null
