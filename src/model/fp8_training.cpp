@@ -148,7 +148,8 @@ at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp
 std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
                                              const std::vector<std::string>& skip) {
   std::vector<std::string> left;
-  for (auto& [path, lin] : model.projections()) {
+  for (auto& [projection_path, lin] : model.projections()) {
+    const std::string& path = projection_path;  // C++17 lambdas cannot capture a structured binding
     const bool named = std::any_of(skip.begin(), skip.end(),
                                    [&](const std::string& part) { return path.find(part) != std::string::npos; });
     const bool sized = lin->weight.defined() && lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0;
