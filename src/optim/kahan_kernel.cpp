@@ -14,7 +14,7 @@ bool same_layout(const at::Tensor& t, const at::Tensor& param, at::ScalarType dt
 
 }  // namespace
 
-bool kahan_kernel_takes(const at::Tensor& param, const KahanState& s) {
+bool kahan_kernel_takes(const at::Tensor& param, const AdamWState& s) {
   const auto dtype = param.scalar_type();
   if (!param.is_cuda() || (dtype != at::kBFloat16 && dtype != at::kHalf) || !param.is_contiguous()) return false;
   const at::Tensor& grad = param.grad();
@@ -24,7 +24,7 @@ bool kahan_kernel_takes(const at::Tensor& param, const KahanState& s) {
          s.step.scalar_type() == at::kFloat;
 }
 
-void kahan_kernel_step(const at::Tensor& param, KahanState& s, const KahanHyper& h,
+void kahan_kernel_step(const at::Tensor& param, AdamWState& s, const KahanHyper& h,
                        const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   const kernels::KahanAdamWTensors t{param.data_ptr(),          param.grad().const_data_ptr(),
                                      s.exp_avg.data_ptr(),      s.exp_avg_sq.data_ptr<float>(),

@@ -8,9 +8,12 @@
 
 namespace ft::optim {
 
-// A parameter's Kahan step state: exp_avg and compensation of the parameter's dtype, exp_avg_sq F32, step F32 [].
-struct KahanState {
-  at::Tensor exp_avg, exp_avg_sq, compensation, step;
+// One parameter's AdamW state (AdamW keeps one per parameter; the kernel reads and updates it in place).
+struct AdamWState {
+  at::Tensor exp_avg;       // param dtype/shape
+  at::Tensor exp_avg_sq;    // param dtype/shape (F32 when compensated)
+  at::Tensor step;          // F32 [] on the param's device
+  at::Tensor compensation;  // param dtype/shape when compensated, else undefined
 };
 
 struct KahanHyper {
@@ -19,10 +22,10 @@ struct KahanHyper {
 
 // Whether the kernel takes `param`: on CUDA, bf16 or fp16, contiguous, with a dense gradient and state of the same
 // device, dtypes and layout.
-bool kahan_kernel_takes(const at::Tensor& param, const KahanState& s);
+bool kahan_kernel_takes(const at::Tensor& param, const AdamWState& s);
 
 // The step (s.step already counts it); grad_scale and found_inf are F32 [] on param's device.
-void kahan_kernel_step(const at::Tensor& param, KahanState& s, const KahanHyper& h,
+void kahan_kernel_step(const at::Tensor& param, AdamWState& s, const KahanHyper& h,
                        const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf);
 
 }  // namespace ft::optim

@@ -5,11 +5,11 @@
 
 namespace ft::optim {
 
-bool kahan_kernel_takes(const at::Tensor&, const KahanState&) {
+bool kahan_kernel_takes(const at::Tensor&, const AdamWState&) {
   return false;
 }
 
-void kahan_kernel_step(const at::Tensor&, KahanState&, const KahanHyper&, const std::optional<at::Tensor>&,
+void kahan_kernel_step(const at::Tensor&, AdamWState&, const KahanHyper&, const std::optional<at::Tensor>&,
                        const std::optional<at::Tensor>&) {
   throw Error("AdamW Kahan kernel: this build has no CUDA kernels",
               "set train.fused_kernels=false or rebuild with nvcc");

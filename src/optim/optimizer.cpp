@@ -106,9 +106,8 @@ AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param)
 void AdamW::compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
                              const std::optional<at::Tensor>& grad_scale,
                              const std::optional<at::Tensor>& found_inf) const {
-  KahanState kahan{s.exp_avg, s.exp_avg_sq, s.compensation, s.step};
-  if (opts_.cuda_kernels && kahan_kernel_takes(param, kahan)) {
-    kahan_kernel_step(param, kahan, {lr, opts_.beta1, opts_.beta2, opts_.eps, weight_decay}, grad_scale, found_inf);
+  if (opts_.cuda_kernels && kahan_kernel_takes(param, s)) {
+    kahan_kernel_step(param, s, {lr, opts_.beta1, opts_.beta2, opts_.eps, weight_decay}, grad_scale, found_inf);
     return;
   }
   const at::Tensor keep = found_inf ? 1.0 - *found_inf : at::ones({}, param.options().dtype(at::kFloat));  // F32 []

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "optim/kahan_kernel.h"
 
 namespace ft::optim {
 
@@ -82,12 +83,7 @@ class AdamW {
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
 
  private:
-  struct State {
-    at::Tensor exp_avg;       // param dtype/shape
-    at::Tensor exp_avg_sq;    // param dtype/shape (F32 when compensated)
-    at::Tensor step;          // F32 [] on the param's device
-    at::Tensor compensation;  // param dtype/shape when compensated, else undefined
-  };
+  using State = AdamWState;
   // Whether `param` steps with Kahan summation.
   bool compensated(const at::Tensor& param) const;
   State& state_for(const std::string& name, const at::Tensor& param);

@@ -105,8 +105,8 @@ TEST(KahanKernel, TakesOnlyContiguousCudaHalfPrecisionParameters) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   auto opts = at::TensorOptions().device(at::kCUDA);
   auto state_like = [&](const at::Tensor& p) {
-    return optim::KahanState{at::zeros_like(p), at::zeros_like(p, p.options().dtype(at::kFloat)), at::zeros_like(p),
-                             at::zeros({}, opts.dtype(at::kFloat))};
+    return optim::AdamWState{at::zeros_like(p), at::zeros_like(p, p.options().dtype(at::kFloat)),
+                             at::zeros({}, opts.dtype(at::kFloat)), at::zeros_like(p)};
   };
   at::Tensor p = at::zeros({4, 6}, opts.dtype(at::kBFloat16)).requires_grad_(true);
   p.mutable_grad() = at::ones_like(p);
