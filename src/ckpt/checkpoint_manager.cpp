@@ -81,7 +81,7 @@ nlohmann::json CheckpointManager::read_trainer_state(const std::filesystem::path
   if (!doc.is_object()) throw Error(path.string() + " is not a JSON object", "the checkpoint is damaged");
   if (!doc.contains("format")) upgrade_from_v1(doc);
   const auto format = doc.at("format");
-  if (!format.is_number_integer() || format.get<int>() > kTrainerStateFormat) {
+  if (!format.is_number_integer() || format.get<int64_t>() > kTrainerStateFormat) {
     throw Error(path.string() + " has format " + format.dump() + "; this finetune reads up to " +
                     std::to_string(kTrainerStateFormat),
                 "the checkpoint was written by a newer finetune: resume with that version");

@@ -12,6 +12,7 @@
 #include "util/error.h"
 #include "util/fmt.h"
 #include "util/hash.h"
+#include "util/json_int.h"
 
 namespace ft::data {
 
@@ -228,6 +229,30 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
   const int64_t begin = part->offsets()[s];
   std::memcpy(tokens.data(), part->cached.tokens->data() + begin * 4, static_cast<size_t>(len) * 4);
   std::memcpy(loss.data(), part->cached.loss->data() + begin, static_cast<size_t>(len));
+}
+
+void to_json(nlohmann::json& j, const SourceStats& s) {
+  j = {{"path", s.path},           {"format", s.format},
+       {"weight", s.weight},       {"samples", s.samples},
+       {"tokens", s.tokens},       {"target_tokens", s.target_tokens},
+       {"truncated", s.truncated}, {"dropped", s.dropped},
+       {"skipped", s.skipped},     {"skipped_lines", s.skipped_lines}};
+}
+
+void from_json(const nlohmann::json& j, SourceStats& s) {
+  j.at("path").get_to(s.path);
+  j.at("format").get_to(s.format);
+  j.at("weight").get_to(s.weight);
+  s.samples = json_integer_at<int64_t>(j, "samples");
+  s.tokens = json_integer_at<int64_t>(j, "tokens");
+  s.target_tokens = json_integer_at<int64_t>(j, "target_tokens");
+  s.truncated = json_integer_at<int64_t>(j, "truncated");
+  s.dropped = json_integer_at<int64_t>(j, "dropped");
+  s.skipped = json_integer_at<int64_t>(j, "skipped");
+  s.skipped_lines.clear();
+  for (const auto& line : j.at("skipped_lines").get<std::vector<nlohmann::json>>()) {
+    s.skipped_lines.push_back(json_integer<int64_t>(line, "skipped_lines"));
+  }
 }
 
 nlohmann::json DatasetStats::to_json() const {

@@ -79,9 +79,10 @@ struct SourceStats {
   std::vector<int64_t> skipped_lines;  // the first few skipped line numbers
   bool from_cache = false;             // loaded from an existing cache entry (not tokenized in this call)
 };
-// The cache entry's meta.json: every field but from_cache, all required when read.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SourceStats, path, format, weight, samples, tokens, target_tokens, truncated,
-                                   dropped, skipped, skipped_lines)
+// The cache entry's meta.json: every field but from_cache, all required when read (integers checked: a damaged
+// file must not convert out of range).
+void to_json(nlohmann::json& j, const SourceStats& s);
+void from_json(const nlohmann::json& j, SourceStats& s);
 
 struct DatasetStats {
   std::vector<SourceStats> sources;

@@ -4,6 +4,7 @@
 
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/json_int.h"
 
 namespace ft::data {
 
@@ -266,6 +267,22 @@ std::optional<Batch> DataLoader::next() {
   }
   ++batch_;
   return std::move(*item.batch);
+}
+
+void to_json(nlohmann::json& j, const DataLoader::State& s) {
+  j = {{"epoch", s.epoch},    {"batch", s.batch},     {"seed", s.seed},
+       {"world", s.world},    {"packing", s.packing}, {"micro_batch_size", s.micro_batch_size},
+       {"samples", s.samples}};
+}
+
+void from_json(const nlohmann::json& j, DataLoader::State& s) {
+  s.epoch = json_integer_at<int64_t>(j, "epoch");
+  s.batch = json_integer_at<int64_t>(j, "batch");
+  s.seed = json_integer_at<uint64_t>(j, "seed");
+  s.world = json_integer_at<int64_t>(j, "world");
+  j.at("packing").get_to(s.packing);
+  s.micro_batch_size = json_integer_at<int64_t>(j, "micro_batch_size");
+  s.samples = json_integer_at<int64_t>(j, "samples");
 }
 
 nlohmann::json DataLoader::state_dict() const {

@@ -75,7 +75,9 @@ class DataLoader : public ckpt::Stateful {
     bool packing = false;
     int64_t micro_batch_size = 1;
     int64_t samples = 0;  // of the dataset
-    NLOHMANN_DEFINE_TYPE_INTRUSIVE(State, epoch, batch, seed, world, packing, micro_batch_size, samples)
+    // Read with checked integers (util/json_int.h): a damaged trainer_state.json must not convert out of range.
+    friend void to_json(nlohmann::json& j, const State& s);
+    friend void from_json(const nlohmann::json& j, State& s);
   };
 
   ~DataLoader() override;

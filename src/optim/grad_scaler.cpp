@@ -9,6 +9,7 @@
 
 #include "optim/tensor_groups.h"
 #include "util/error.h"
+#include "util/json_int.h"
 
 namespace ft::optim {
 
@@ -97,8 +98,14 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
     return state.at(key);
   };
   const double s = need("scale").get<double>();
-  const int64_t tracker = need("growth_tracker").get<int64_t>();
-  const int64_t skipped = need("skipped_steps").get<int64_t>();
+  int64_t tracker = 0, skipped = 0;
+  try {
+    tracker = json_integer<int64_t>(need("growth_tracker"), "growth_tracker");
+    skipped = json_integer<int64_t>(need("skipped_steps"), "skipped_steps");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("loss scaler state: ") + e.what(),
+                "the checkpoint's scaler.json is damaged; resume from another checkpoint");
+  }
   if (!(s > 0.0)) throw Error("loss scaler state: scale must be > 0", "the checkpoint's scaler.json is damaged");
   scale_.fill_(s);
   growth_tracker_.fill_(tracker);

@@ -38,6 +38,7 @@
 #include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/fs.h"
+#include "util/json_int.h"
 
 namespace ft::train {
 namespace {
@@ -190,7 +191,13 @@ bool Trainer::try_resume() {
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or add --overwrite (run.overwrite=true) to start again");
   }
-  const int saved_world = state.at("world_size").get<int>();
+  int64_t saved_world = 0;
+  try {
+    saved_world = json_integer_at<int64_t>(state, "world_size");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("invalid " + (dir / "trainer_state.json").string() + ": " + e.what(),
+                "the checkpoint is damaged; resume from another checkpoint or start a new run");
+  }
   if (saved_world != ctx_.world_size) {
     throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",
                                   dir.string(), saved_world, ctx_.world_size),

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ckpt/stateful.h"
+#include "util/json_int.h"
 
 namespace ft::train {
 
@@ -21,10 +22,10 @@ struct TrainState : ckpt::Stateful {
     return s;
   }
   void load_state_dict(const nlohmann::json& s) override {
-    step = s.at("step").get<int64_t>();
-    epoch = s.at("epoch").get<int64_t>();
-    tokens_seen = s.at("tokens_seen").get<int64_t>();
-    nan_skips = s.at("nan_skips").get<int64_t>();
+    step = json_integer_at<int64_t>(s, "step");
+    epoch = json_integer_at<int64_t>(s, "epoch");
+    tokens_seen = json_integer_at<int64_t>(s, "tokens_seen");
+    nan_skips = json_integer_at<int64_t>(s, "nan_skips");
     best_eval_loss =
         s.contains("best_eval_loss") ? std::optional<double>(s.at("best_eval_loss").get<double>()) : std::nullopt;
   }

@@ -237,6 +237,24 @@ TEST(Loader, RestoredStateContinuesWithTheSameBatches) {
   }
 }
 
+// Found by CI's fuzzing: a position written as a float outside int64's range was converted with a plain cast
+// (undefined behaviour); a state that is not a JSON integer where one belongs is refused as damaged.
+TEST(Loader, StateWithNonIntegerPositionsIsRefusedAsDamaged) {
+  Samples s(23);
+  data::LoaderOptions o;
+  o.micro_batch_size = 3;
+  o.seq_len = 32;
+  data::DataLoader loader(s.ds, o);
+  for (const nlohmann::json& bad : {nlohmann::json(1e300), nlohmann::json(-1.5), nlohmann::json("3")}) {
+    auto state = loader.state_dict();
+    state["epoch"] = bad;
+    expect_error_contains([&] { loader.load_state_dict(state); }, {"invalid data loader state", "epoch"});
+    state = loader.state_dict();
+    state["seed"] = nlohmann::json(-1);
+    expect_error_contains([&] { loader.load_state_dict(state); }, {"invalid data loader state", "-1"});
+  }
+}
+
 TEST(Loader, WorkerErrorsSurfaceInNext) {
   TempDir dir("ft-ld-err");
   const std::vector<uint16_t> tokens = {1, 2, 60000, 3};  // 60000 is outside the vocabulary
