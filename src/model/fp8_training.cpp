@@ -73,26 +73,33 @@ at::Tensor rows_to_16(const at::Tensor& x, const Fp8Plan& plan) {
   return at::constant_pad_nd(x.view(at::kByte), {0, 0, 0, extra}).view(x.scalar_type());
 }
 
-// y [N, out] = x [N, in] W^T [in, out] and its backward with FP8 GEMMs (the file comment has the scheme).
-class Fp8TrainedGemm : public torch::autograd::Function<Fp8TrainedGemm> {
+// y_i [N, out_i] = x [N, in] W_i^T for the weights of projections that read the same x, and their backward, with
+// FP8 GEMMs (the file comment has the scheme). Each weight has its own scales; x is cast once for all of them, in
+// the forward and again (along tokens) for the weight gradients, where a Function per weight would cast it per weight.
+class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, int64_t recipe,
-                            bool fast, at::ScalarType dtype) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights, int64_t recipe,
+                               bool fast, at::ScalarType dtype) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // it casts for itself
     const Fp8Plan plan{static_cast<Fp8Training>(recipe), fast};
-    const at::Tensor xin = x.to(dtype).contiguous();       // [N, in]
-    const at::Tensor win = weight.to(dtype).contiguous();  // [out, in]
-    const Fp8Scaled xq = cast_rows(xin, Fp8Format::kE4m3, plan), wq = cast_rows(win, Fp8Format::kE4m3, plan);
+    const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
+    const Fp8Scaled xq = cast_rows(xin, Fp8Format::kE4m3, plan);
     ctx->saved_data["recipe"] = recipe;
     ctx->saved_data["fast"] = fast;
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
-    if (plan.rowwise()) {
-      ctx->save_for_backward({xin, weight});  // the backward casts them along the other dimension
-    } else {
-      ctx->save_for_backward({xq.codes, xq.inverse, wq.codes, wq.inverse, weight});  // 1 byte per element
+    // Saved: rowwise {xin, W_1..W_k} (the backward casts them along the other dimension); tensorwise {x codes,
+    // x scale, then per weight its codes and scale, then W_1..W_k}: 1 byte per element.
+    variable_list saved = plan.rowwise() ? variable_list{xin} : variable_list{xq.codes, xq.inverse};
+    variable_list out;
+    for (const at::Tensor& weight : weights) {
+      const Fp8Scaled wq = cast_rows(weight.to(dtype).contiguous(), Fp8Format::kE4m3, plan);  // [out_i, in]
+      if (!plan.rowwise()) saved.insert(saved.end(), {wq.codes, wq.inverse});
+      out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));  // [N, out_i]
     }
-    return scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan);  // [N, out]
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -101,23 +108,37 @@ class Fp8TrainedGemm : public torch::autograd::Function<Fp8TrainedGemm> {
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor& weight = saved.back();
-    const at::Tensor dy = grads[0].to(dtype).contiguous();  // [N, out]
-    const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
-    at::Tensor dx, dw;  // [N, in], [out, in]
-    if (plan.rowwise()) {
-      const at::Tensor& xin = saved[0];
-      dx = scaled_gemm(dyq, cast_columns(weight.to(dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
-      const at::Tensor dy16 = rows_to_16(dy, plan), x16 = rows_to_16(xin, plan);
-      dw = scaled_gemm(cast_columns(dy16, plan.grad_format(), plan), cast_columns(x16, Fp8Format::kE4m3, plan),
-                       weight.scalar_type(), false, plan);
-    } else {
-      const Fp8Scaled xq{saved[0], saved[1]}, wq{saved[2], saved[3]};
-      dx = scaled_gemm(dyq, transposed(wq, plan), dtype, false, plan);
-      const Fp8Scaled dyq16{rows_to_16(dyq.codes, plan), dyq.inverse}, xq16{rows_to_16(xq.codes, plan), xq.inverse};
-      dw = scaled_gemm(transposed(dyq16, plan), transposed(xq16, plan), weight.scalar_type(), false, plan);
+    const size_t k = grads.size(), first_weight = saved.size() - k;
+    // x read along tokens by every weight gradient, cast once: [in, N (padded to 16)]
+    const Fp8Scaled x_by_columns = plan.rowwise() ? cast_columns(rows_to_16(saved[0], plan), Fp8Format::kE4m3, plan)
+                                                  : transposed({rows_to_16(saved[0], plan), saved[1]}, plan);
+    at::Tensor dx;  // [N, in], summed in x's dtype as autograd sums the input gradients of separate layers
+    variable_list result{at::Tensor()};
+    for (size_t i = 0; i < k; ++i) {
+      const at::Tensor& weight = saved[first_weight + i];  // [out_i, in]
+      if (!grads[i].defined()) {
+        result.push_back(at::Tensor());
+        continue;
+      }
+      const at::Tensor dy = grads[i].to(dtype).contiguous();  // [N, out_i]
+      const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
+      at::Tensor dx_i, dw;  // [N, in], [out_i, in]
+      if (plan.rowwise()) {
+        dx_i = scaled_gemm(dyq, cast_columns(weight.to(dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
+        dw = scaled_gemm(cast_columns(rows_to_16(dy, plan), plan.grad_format(), plan), x_by_columns,
+                         weight.scalar_type(), false, plan);
+      } else {
+        const Fp8Scaled wq{saved[2 + 2 * i], saved[3 + 2 * i]};
+        dx_i = scaled_gemm(dyq, transposed(wq, plan), dtype, false, plan);
+        dw = scaled_gemm(transposed({rows_to_16(dyq.codes, plan), dyq.inverse}, plan), x_by_columns,
+                         weight.scalar_type(), false, plan);
+      }
+      dx = dx.defined() ? dx.add_(dx_i.to(x_dtype)) : dx_i.to(x_dtype);
+      result.push_back(dw);
     }
-    return {dx.to(x_dtype), dw, at::Tensor(), at::Tensor(), at::Tensor()};
+    result[0] = dx;
+    result.insert(result.end(), {at::Tensor(), at::Tensor(), at::Tensor()});  // recipe, fast, dtype
+    return result;
   }
 };
 
@@ -129,20 +150,31 @@ bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dty
 
 }  // namespace
 
-at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
-                               const KernelPolicy& policy) {
-  FT_CHECK(recipe != Fp8Training::kOff, "fp8_training_linear: the recipe is off");
+std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                             Fp8Training recipe, const KernelPolicy& policy) {
+  FT_CHECK(recipe != Fp8Training::kOff, "fp8_training_linears: the recipe is off");
+  FT_CHECK(!weights.empty(), "fp8_training_linears: no weight");
   const auto device_type = x.device().type();
   const at::ScalarType dtype = at::autocast::is_autocast_enabled(device_type)
                                    ? at::autocast::get_autocast_dtype(device_type)
-                                   : weight.scalar_type();
+                                   : weights[0].scalar_type();
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
-  const at::Tensor y = Fp8TrainedGemm::apply(x2d, weight, static_cast<int64_t>(recipe),
-                                             fast_path(x2d, weight, dtype, policy), dtype);  // [N, out]
-  if (x.dim() == 2) return y;
+  const bool fast = std::all_of(weights.begin(), weights.end(),
+                                [&](const at::Tensor& w) { return fast_path(x2d, w, dtype, policy); });
+  std::vector<at::Tensor> out =
+      Fp8TrainedGemms::apply(x2d, at::TensorList(weights), static_cast<int64_t>(recipe), fast, dtype);
+  if (x.dim() == 2) return out;
   std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = y.size(1);
-  return y.view(shape);
+  for (at::Tensor& y : out) {  // [N, out_i] -> [..., out_i]
+    shape.back() = y.size(1);
+    y = y.view(shape);
+  }
+  return out;
+}
+
+at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
+                               const KernelPolicy& policy) {
+  return fp8_training_linears(x, {weight}, recipe, policy)[0];
 }
 
 std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,

@@ -30,6 +30,11 @@ class Transformer;
 // x [..., in] times weight^T ([out, in], trainable): [..., out] in the compute dtype (autocast's, else the weight's).
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
                                const KernelPolicy& policy);
+// The same for projections that read one x (q/k/v, gate/up): [..., out_i] per weight, each equal to its own
+// fp8_training_linear (every weight keeps its own scales), with x cast to FP8 once for all of them, forward and
+// backward, instead of once per weight.
+std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                                             Fp8Training recipe, const KernelPolicy& policy);
 
 // Marks the decoder's projections for FP8 training with `recipe`, except those whose path contains one of `skip`
 // and those with a size that is no multiple of 16 (the FP8 GEMMs need it). Returns the paths left in bf16.

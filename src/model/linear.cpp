@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "model/fp8_training.h"
 #include "model/lora_dropout.h"
 #include "util/error.h"
 
@@ -273,6 +274,8 @@ enum class GroupRegime {
                  // (quantized_plan): one GEMM, no copy of a dense weight
   kSharedInput,  // weights in the compute dtype and apart: concatenating them would copy every weight each step, so
                  // only the cast input is shared, one GEMM per layer
+  kFp8Training,  // trained with FP8 GEMMs (train.fp8): each weight has its own scales, so one GEMM per layer, and
+                 // the input is cast to FP8 once for all of them (fp8_training_linears)
 };
 
 struct GroupPlan {
@@ -338,9 +341,13 @@ GroupPlan quantized_plan(const at::Tensor& x, const std::vector<LinearImpl*>& la
 GroupPlan choose_regime(const at::Tensor& x, const std::vector<LinearImpl*>& layers, const KernelPolicy& policy) {
   GroupPlan plan;
   if (!policy.group_gemms || layers.size() < 2) return plan;
-  // FP8 training casts each weight with its own scales: each layer runs its own GEMMs.
+  const Fp8Training fp8 = layers[0]->fp8_training;
   if (std::any_of(layers.begin(), layers.end(),
                   [](const LinearImpl* l) { return l->fp8_training != Fp8Training::kOff; })) {
+    const bool alike = std::all_of(layers.begin(), layers.end(), [&](const LinearImpl* l) {
+      return l->fp8_training == fp8 && !l->has_lora() && !l->quantized();
+    });
+    if (alike) plan.regime = GroupRegime::kFp8Training;
     return plan;
   }
   if (std::any_of(layers.begin(), layers.end(), [](const LinearImpl* l) { return l->quantized(); })) {
@@ -464,6 +471,14 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
   if (plan.regime == GroupRegime::kSeparate) {
     LinearGroupOutput out;
     for (LinearImpl* layer : layers) out.outputs.push_back(layer->forward(x, policy));
+    return out;
+  }
+  if (plan.regime == GroupRegime::kFp8Training) {  // x as each layer would get it: its gradient sums as theirs would
+    LinearGroupOutput out;
+    out.outputs = fp8_training_linears(x, weights_of(layers, false), layers[0]->fp8_training, policy);
+    for (size_t i = 0; i < layers.size(); ++i) {  // the bias as ops::linear adds it
+      if (layers[i]->bias.defined()) out.outputs[i].add_(layers[i]->bias.to(out.outputs[i].scalar_type()));
+    }
     return out;
   }
   const at::Tensor xin = as_rows(x.to(plan.dtype));  // [N, in]: cast once instead of once per layer

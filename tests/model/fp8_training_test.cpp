@@ -10,6 +10,7 @@
 
 #include "model/fp8_training.h"
 #include "model/kernel_policy.h"
+#include "model/linear.h"
 #include "quant/fp8_cast.h"
 #include "support/tensor_bits.h"
 #include "support/test_support.h"
@@ -90,6 +91,93 @@ TEST(Fp8Training, ScaledMmPathAgreesWithTheReferenceGemmsForwardAndBackward) {
       EXPECT_LT(relative_diff(dx[1], dx[0]), 1e-2);
       EXPECT_LT(relative_diff(dw[1], dw[0]), 1e-2);
     }
+  }
+}
+
+// Projections that read one input (q/k/v) run through fp8_training_linears, which casts x once for all of them:
+// each output and weight gradient is the one its own fp8_training_linear gives, bit for bit, and the input gradient
+// their sum. On the GPU's fast path too (skipped without one).
+TEST(Fp8Training, ProjectionsSharingAnInputEqualEachAlone) {
+  std::vector<model::KernelPolicy> policies{model::KernelPolicy{}};
+  if (fp8_gpu()) {
+    policies.emplace_back();
+    policies.back().kernels = true;
+  }
+  for (const model::KernelPolicy& policy : policies) {
+    for (Fp8Training recipe : {Fp8Training::kTensorwise, Fp8Training::kRowwise}) {
+      SCOPED_TRACE(std::string(policy.kernels ? "fast path" : "reference") + ", recipe " +
+                   std::to_string(static_cast<int>(recipe)));
+      const at::Device device = policy.kernels ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+      const at::Tensor x = random_bf16({2, 21, 64}, 11, 1.0).to(device);  // 42 tokens: padded on the fast path
+      const std::vector<at::Tensor> w = {random_bf16({64, 64}, 12, 0.05).to(device),
+                                         random_bf16({32, 64}, 13, 0.05).to(device),
+                                         random_bf16({32, 64}, 14, 0.02).to(device)};
+      std::vector<at::Tensor> dy;
+      for (size_t i = 0; i < w.size(); ++i) dy.push_back(random_bf16({2, 21, w[i].size(0)}, 20 + i, 1e-3).to(device));
+
+      const at::Tensor xg = x.clone().requires_grad_(true);
+      std::vector<at::Tensor> wg;
+      for (const at::Tensor& wi : w) wg.push_back(wi.clone().requires_grad_(true));
+      const std::vector<at::Tensor> together = model::fp8_training_linears(xg, wg, recipe, policy);
+      ASSERT_EQ(together.size(), w.size());
+      torch::autograd::backward(together, dy);
+
+      at::Tensor dx_alone = at::zeros_like(x);
+      for (size_t i = 0; i < w.size(); ++i) {
+        const at::Tensor xa = x.clone().requires_grad_(true), wa = w[i].clone().requires_grad_(true);
+        const at::Tensor alone = model::fp8_training_linear(xa, wa, recipe, policy);
+        alone.backward(dy[i]);
+        EXPECT_TRUE(bits_equal(together[i], alone)) << "output " << i;
+        EXPECT_TRUE(bits_equal(wg[i].grad(), wa.grad())) << "weight gradient " << i;
+        dx_alone.add_(xa.grad());
+      }
+      EXPECT_TRUE(bits_equal(xg.grad(), dx_alone));  // summed in the same order, in x's dtype
+    }
+  }
+}
+
+// The decoder's q/k/v and gate/up run through linear_group, which hands projections trained in FP8 to
+// fp8_training_linears when the policy groups GEMMs: each output (bias included) and every gradient equal each
+// layer's own forward.
+TEST(Fp8Training, GroupedLayersEqualEachLayerAlone) {
+  for (Fp8Training recipe : {Fp8Training::kTensorwise, Fp8Training::kRowwise}) {
+    SCOPED_TRACE("recipe " + std::to_string(static_cast<int>(recipe)));
+    auto make_layers = [&] {
+      std::vector<model::Linear> layers;
+      for (int64_t i = 0; i < 3; ++i) {
+        const int64_t out = i == 0 ? 64 : 32;
+        model::Linear layer(64, out, /*bias=*/i == 1);
+        at::NoGradGuard no_grad;
+        layer->weight.copy_(random_bf16({out, 64}, 40 + i, 0.05));
+        if (i == 1) layer->bias.copy_(random_bf16({out}, 50, 0.1));
+        layer->to(at::kBFloat16);
+        layer->fp8_training = recipe;
+        layers.push_back(layer);
+      }
+      return layers;
+    };
+    const at::Tensor x = random_bf16({3, 7, 64}, 45, 1.0);
+    std::vector<at::Tensor> dy;
+    for (int64_t out : {64, 32, 32}) dy.push_back(random_bf16({3, 7, out}, 60 + out, 1e-3));
+    model::KernelPolicy grouped;
+    grouped.group_gemms = true;
+
+    auto together = make_layers(), alone = make_layers();
+    std::vector<model::LinearImpl*> ptrs;
+    for (auto& l : together) ptrs.push_back(l.get());
+    const at::Tensor xg = x.clone().requires_grad_(true), xa = x.clone().requires_grad_(true);
+    const model::LinearGroupOutput out = model::linear_group(xg, ptrs, grouped);
+    ASSERT_EQ(out.outputs.size(), 3u);
+    torch::autograd::backward(out.outputs, dy);
+    std::vector<at::Tensor> outputs_alone;
+    for (auto& l : alone) outputs_alone.push_back(l->forward(xa, model::KernelPolicy{}));
+    torch::autograd::backward(outputs_alone, dy);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(bits_equal(out.outputs[i], outputs_alone[i])) << "output " << i;
+      EXPECT_TRUE(bits_equal(together[i]->weight.grad(), alone[i]->weight.grad())) << "weight gradient " << i;
+    }
+    EXPECT_TRUE(bits_equal(together[1]->bias.grad(), alone[1]->bias.grad()));
+    EXPECT_LT(relative_diff(xg.grad(), xa.grad()), 1e-2);  // autograd may sum the three in another order
   }
 }
 
