@@ -22,6 +22,7 @@
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # moe = configs/qwen3-30b-a3b-lora.yaml on Qwen3-30B-A3B's shape with MOE_LAYERS (default 12) of its 48 layers, against
 # PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing,
+# o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
@@ -240,6 +241,14 @@ for w in "${workloads[@]}"; do
      for q in fp8 nf4; do
        ft "f70-$q" q70 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70" model.quantize=$q \
          lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1
+     done ;;
+  o70) rm -rf "$work/model-llama3-8b"  # q70 at 8,192 tokens per row, the layer inputs on the GPU or offloaded
+     [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
+       --tokenizer "$tok" >/dev/null
+     for offload in false true; do
+       ft "o70-offload-$offload" q70 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70" \
+         lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1 data.seq_len=8192 train.micro_batch_size=1 \
+         model.activation_offload=$offload
      done ;;
   d) ft d-a d "${scratch[@]}" "${shape_a[@]}" "${packed[@]}" data.seq_len=1024 train.micro_batch_size=32
      ft d-b d "${scratch[@]}" "${shape_b[@]}" "${packed[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;

@@ -54,6 +54,7 @@ struct ModelConfig {
   double init_std = 0.02;                  // from scratch: normal init standard deviation
   ModelDType dtype = ModelDType::kFp32;   // parameter dtype: fp32 | bf16
   bool activation_checkpointing = false;   // recompute each decoder layer in backward to save memory
+  bool activation_offload = false;         // with activation_checkpointing: keep the layer inputs in pinned host memory
   int64_t num_experts = 8;                 // from scratch, qwen3_moe / mixtral: experts per MoE layer
   int64_t num_experts_per_tok = 2;         // from scratch, qwen3_moe / mixtral: experts each token is routed to
   int64_t moe_intermediate_size = 0;       // from scratch, qwen3_moe: experts' SwiGLU width (0 = intermediate_size)
@@ -78,6 +79,7 @@ struct ModelConfig {
     v("init_std", init_std);
     v("dtype", dtype);
     v("activation_checkpointing", activation_checkpointing);
+    v("activation_offload", activation_offload);
     v("num_experts", num_experts);
     v("num_experts_per_tok", num_experts_per_tok);
     v("moe_intermediate_size", moe_intermediate_size);

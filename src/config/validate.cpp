@@ -85,6 +85,10 @@ void check_model(const Config& c, Checker& k) {
   k.at_least<int64_t>("model.num_experts", m.num_experts, 1);
   k.at_least<int64_t>("model.num_experts_per_tok", m.num_experts_per_tok, 1);
   k.at_least<int64_t>("model.moe_intermediate_size", m.moe_intermediate_size, 0);
+  if (m.activation_offload && !m.activation_checkpointing) {
+    k.fail("model.activation_offload",
+           "offloads the layer inputs that activation checkpointing keeps; set model.activation_checkpointing: true");
+  }
   if (m.num_experts_per_tok > m.num_experts) {
     k.fail("model.num_experts_per_tok", "must not exceed model.num_experts (" + std::to_string(m.num_experts) + ")");
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <tuple>
 
+#include "model/activation_offload.h"
 #include "model/mode_guards.h"
 #include "model/transformer.h"
 #include "util/error.h"
@@ -90,6 +91,44 @@ AttentionMask saved_mask(AutogradContext* ctx) {
   return mask;
 }
 
+// model.activation_offload: the layer input h goes to the host (model/activation_offload.h) instead of into the
+// saved variables; the node keeps the host copy, its prefetch target, and the layer before's pair, which this
+// layer's backward prefetches. Returns false where h stays on the device (no chain, or nothing moves).
+bool save_offloaded(AutogradContext* ctx, const at::Tensor& h, OffloadChain* chain) {
+  if (chain == nullptr) return false;
+  const OffloadedInput slot = offload_input(h, *chain);
+  if (!slot.offloaded()) return false;
+  ctx->saved_data["h_host"] = slot.host;
+  ctx->saved_data["h_prefetched"] = slot.prefetched;
+  ctx->saved_data["offload_stream"] = std::vector<int64_t>{chain->stream_id, chain->device_index, chain->device_type};
+  if (chain->previous.offloaded()) {
+    ctx->saved_data["previous_host"] = chain->previous.host;
+    ctx->saved_data["previous_prefetched"] = chain->previous.prefetched;
+  }
+  chain->previous = slot;
+  return true;
+}
+
+// The offloaded h back on `device`; then starts prefetching the layer before's, whose backward comes next.
+at::Tensor restore_offloaded(AutogradContext* ctx, at::Device device) {
+  const std::vector<int64_t> stream = ctx->saved_data["offload_stream"].toIntVector();
+  OffloadChain chain;
+  chain.stream_id = stream.at(0);
+  chain.device_index = stream.at(1);
+  chain.device_type = stream.at(2);
+  OffloadedInput slot;
+  slot.host = ctx->saved_data["h_host"].toTensor();
+  slot.prefetched = ctx->saved_data["h_prefetched"].toTensor();
+  at::Tensor h = restore_input(slot, chain, device);  // [B, T, hidden]
+  if (ctx->saved_data.count("previous_host") > 0) {
+    OffloadedInput previous;
+    previous.host = ctx->saved_data["previous_host"].toTensor();
+    previous.prefetched = ctx->saved_data["previous_prefetched"].toTensor();
+    prefetch_input(previous, chain, device);
+  }
+  return h;
+}
+
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   // inputs: residual and pending [B, T, hidden] (pending absent before the first layer), cos/sin [B, T, D], then the
@@ -115,7 +154,11 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->saved_data["h_grad"] = residual.requires_grad() || (pending && pending->requires_grad());
     ctx->saved_data["pending_dtype"] = pending ? static_cast<int64_t>(pending->scalar_type()) : int64_t{-1};
     const auto [h, normed] = layer->input_norm(residual, pending ? *pending : at::Tensor(), *lc->policy);
-    ctx->save_for_backward({h, cos, sin});
+    if (save_offloaded(ctx, h, lc->offload)) {
+      ctx->save_for_backward({cos, sin});
+    } else {
+      ctx->save_for_backward({h, cos, sin});
+    }
     // An MoE layer's router logits, when the model collects them, are outputs too: the load-balancing loss's
     // gradient reaches the router through them.
     std::vector<at::Tensor> router_logits;
@@ -139,6 +182,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ac.cpu_dtype = ctx->saved_data["ac_cpu_dtype"].toScalarType();
     ac.cuda_dtype = ctx->saved_data["ac_cuda_dtype"].toScalarType();
     const bool h_grad = ctx->saved_data["h_grad"].toBool();
+    const bool offloaded = ctx->saved_data.count("h_host") > 0;
+    if (offloaded) saved.insert(saved.begin(), restore_offloaded(ctx, saved[0].device()));  // {h, cos, sin}
     at::Tensor h = saved[0].detach().requires_grad_(h_grad);  // [B, T, hidden]
     const at::Tensor rng_dev = ctx->saved_data.count("rng_dev") ? ctx->saved_data["rng_dev"].toTensor() : at::Tensor();
 

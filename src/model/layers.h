@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/activation_offload.h"
 #include "model/args.h"
 #include "model/attention.h"
 #include "model/kernel_policy.h"
@@ -26,6 +27,7 @@ struct LayerContext {
   KVCache* cache = nullptr;              // incremental decoding, else nullptr
   const KernelPolicy* policy = nullptr;  // the run's kernels
   std::vector<at::Tensor>* router_logits = nullptr;  // MoE layers append their router's logits [N, E], when given
+  OffloadChain* offload = nullptr;  // checkpointed layers: offload their input (model.activation_offload), when given
 };
 
 // RMSNorm as transformers computes it: normalize in F32, cast back, then scale (Llama). With `unit_offset` (Gemma):

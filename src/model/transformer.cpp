@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "model/activation_offload.h"
 #include "model/mode_guards.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -192,12 +193,15 @@ std::pair<at::Tensor, at::Tensor> Transformer::run_layers(
     KVCache* cache) {
   at::Tensor pending;  // [B, T, hidden] or undefined (before layer 0)
   const bool recompute = checkpointing_ && cache == nullptr && at::GradMode::is_enabled();
+  std::optional<OffloadChain> offload;  // one side stream per forward
+  if (recompute && offload_) offload = OffloadChain::on(residual.device());
   for (size_t i = 0; i < model_->layers->size(); ++i) {
     auto& layer = *model_->layers->ptr<DecoderLayerImpl>(i);
     const bool slides = args_.layer_slides(static_cast<int64_t>(i));
     const auto& [cos, sin] = rope[slides && local_rotary_ ? 1 : 0];
     LayerContext ctx{cos, sin, &plan.for_layer(args_, static_cast<int64_t>(i)), cache, &policy_};
     ctx.router_logits = collect_router_logits_ ? &router_logits_ : nullptr;
+    ctx.offload = offload ? &*offload : nullptr;
     std::tie(residual, pending) =
         recompute ? checkpointed_layer(layer, residual, pending, ctx) : layer.forward(residual, pending, ctx);
   }

@@ -95,6 +95,8 @@ class Transformer : public torch::nn::Module {
   // Recompute each decoder layer in backward instead of keeping its activations (only while grad mode is on and
   // no KV cache is used).
   void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // With checkpointing: the layer inputs it keeps wait for backward in pinned host memory (model/activation_offload.h).
+  void set_activation_offload(bool on) { offload_ = on; }
   // The kernels of every forward (model/kernel_policy.h; default: the composite ATen ops). The Trainer sets the
   // policy of its run once; each op falls back by itself where its kernel cannot take the tensors.
   void set_kernel_policy(const KernelPolicy& policy) { policy_ = policy; }
@@ -133,6 +135,7 @@ class Transformer : public torch::nn::Module {
   std::shared_ptr<Backbone> model_;
   std::shared_ptr<WeightHolder> lm_head_;  // weight [V, hidden]; nullptr when tied
   bool checkpointing_ = false;
+  bool offload_ = false;
   KernelPolicy policy_;
   bool collect_router_logits_ = false;
   std::vector<at::Tensor> router_logits_;  // [N, E] per MoE layer and forward, while collect_router_logits_

@@ -291,6 +291,12 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
                                            fmt::join(left, ", ")));
   }
   m->set_activation_checkpointing(cfg.model.activation_checkpointing);
+  m->set_activation_offload(cfg.model.activation_offload);
+  if (cfg.model.activation_offload) {
+    FT_LOG_INFO("model.activation_offload: {}",
+                ctx.device.is_cuda() ? "the checkpointed layer inputs wait for backward in pinned host memory"
+                                     : "the run is on the CPU, where the layer inputs are in host memory already");
+  }
   m->train();
   int64_t trainable_count = 0;
   int64_t total_count = 0;

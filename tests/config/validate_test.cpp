@@ -130,53 +130,57 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Conflicts, ConfigRejects,
-    ::testing::Values(BadValue{"scheduler.warmup_steps=20",
-                               "scheduler.warmup_steps: warmup (20 steps) is longer than "
-                               "train.max_steps (10)",
-                               {"train.max_steps=10"}},
-                      BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
-                      BadValue{"lora.enabled=true",
-                               "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
-                      BadValue{"model.quantize=nf4",
-                               "model.quantize: a quantized base is frozen and trains only through adapters; set "
-                               "lora.enabled: true"},
-                      BadValue{"model.quantize=int4",
-                               "model.quantize: invalid value 'int4' (expected one of: none, nf4, fp8)"},
-                      BadValue{"eval.exact_match_samples=4",
-                               "eval.exact_match_samples: exact match scores eval samples, but "
-                               "data.eval is empty"},
-                      BadValue{"train.objective=dpo",
-                               "train.objective: dpo trains on preference pairs, but data.train[0] is "
-                               "'text' (set its format: preference"},
-                      BadValue{"data.train=[{path: train.jsonl, format: preference}]",
-                               "data.train[0].format: preference pairs need a preference objective"},
-                      BadValue{"preference.label_smoothing=0.5",
-                               "preference.label_smoothing: out of range (expected in [0, 0.5), got 0.5)",
-                               {"train.objective=dpo", "data.train=[{path: train.jsonl, format: preference}]"}},
-                      BadValue{"preference.label_smoothing=0.1",
-                               "preference.label_smoothing: ipo has no label smoothing",
-                               {"train.objective=ipo", "data.train=[{path: train.jsonl, format: preference}]"}},
-                      BadValue{"preference.robust=true", "preference.robust: robust applies to train.objective dpo",
-                               {"train.objective=orpo", "data.train=[{path: train.jsonl, format: preference}]"}},
-                      BadValue{"preference.precompute_ref_logps=true",
-                               "preference.precompute_ref_logps: simpo has no reference model (it applies to dpo and "
-                               "ipo)",
-                               {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
-                      BadValue{"optimizer.kahan_summation=true",
-                               "optimizer.kahan_summation: Kahan summation compensates the rounding of bf16 "
-                               "parameters, and this run trains none"},
-                      BadValue{"preference.beta=0", "preference.beta: out of range (expected > 0, got 0)",
-                               {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
-                      BadValue{"train.objective=kto",
-                               "train.objective: invalid value 'kto' (expected one of: sft, dpo, ipo, simpo, orpo)"},
-                      BadValue{"checkpoint.keep_best=true",
-                               "checkpoint.keep_best: the best checkpoint is chosen by eval loss, "
-                               "but data.eval is empty"},
-                      BadValue{"checkpoint.keep_best=true",
-                               "checkpoint.keep_best: checkpoints are ranked by the eval loss of their own step: make "
-                               "checkpoint.every_steps a multiple of eval.every_steps (> 0)",
-                               {"data.eval=[{path: train.jsonl, format: text}]", "eval.every_steps=30",
-                                "checkpoint.every_steps=20"}}));
+    ::testing::Values(
+        BadValue{"scheduler.warmup_steps=20",
+                 "scheduler.warmup_steps: warmup (20 steps) is longer than "
+                 "train.max_steps (10)",
+                 {"train.max_steps=10"}},
+        BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
+        BadValue{"lora.enabled=true", "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
+        BadValue{"model.quantize=nf4",
+                 "model.quantize: a quantized base is frozen and trains only through adapters; set "
+                 "lora.enabled: true"},
+        BadValue{"model.activation_offload=true",
+                 "model.activation_offload: offloads the layer inputs that activation checkpointing "
+                 "keeps; set model.activation_checkpointing: true"},
+        BadValue{"model.quantize=int4", "model.quantize: invalid value 'int4' (expected one of: none, nf4, fp8)"},
+        BadValue{"eval.exact_match_samples=4",
+                 "eval.exact_match_samples: exact match scores eval samples, but "
+                 "data.eval is empty"},
+        BadValue{"train.objective=dpo",
+                 "train.objective: dpo trains on preference pairs, but data.train[0] is "
+                 "'text' (set its format: preference"},
+        BadValue{"data.train=[{path: train.jsonl, format: preference}]",
+                 "data.train[0].format: preference pairs need a preference objective"},
+        BadValue{"preference.label_smoothing=0.5",
+                 "preference.label_smoothing: out of range (expected in [0, 0.5), got 0.5)",
+                 {"train.objective=dpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+        BadValue{"preference.label_smoothing=0.1",
+                 "preference.label_smoothing: ipo has no label smoothing",
+                 {"train.objective=ipo", "data.train=[{path: train.jsonl, format: preference}]"}},
+        BadValue{"preference.robust=true",
+                 "preference.robust: robust applies to train.objective dpo",
+                 {"train.objective=orpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+        BadValue{"preference.precompute_ref_logps=true",
+                 "preference.precompute_ref_logps: simpo has no reference model (it applies to dpo and "
+                 "ipo)",
+                 {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+        BadValue{"optimizer.kahan_summation=true",
+                 "optimizer.kahan_summation: Kahan summation compensates the rounding of bf16 "
+                 "parameters, and this run trains none"},
+        BadValue{"preference.beta=0",
+                 "preference.beta: out of range (expected > 0, got 0)",
+                 {"train.objective=simpo", "data.train=[{path: train.jsonl, format: preference}]"}},
+        BadValue{"train.objective=kto",
+                 "train.objective: invalid value 'kto' (expected one of: sft, dpo, ipo, simpo, orpo)"},
+        BadValue{"checkpoint.keep_best=true",
+                 "checkpoint.keep_best: the best checkpoint is chosen by eval loss, "
+                 "but data.eval is empty"},
+        BadValue{
+            "checkpoint.keep_best=true",
+            "checkpoint.keep_best: checkpoints are ranked by the eval loss of their own step: make "
+            "checkpoint.every_steps a multiple of eval.every_steps (> 0)",
+            {"data.eval=[{path: train.jsonl, format: text}]", "eval.every_steps=30", "checkpoint.every_steps=20"}}));
 
 class ConfigConflicts : public ConfigDir {};
 

@@ -3,6 +3,8 @@
 // without CUDA). The norms: fused_norm_test.cpp.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -553,6 +555,50 @@ TEST(FusedKernels, GpuCheckpointedLayersRecomputeTheFusedForward) {
     for (size_t i = 0; i < g0.size(); ++i) {
       EXPECT_LT(rel(g1[i], g0[i]), 2e-2) << (lora ? "lora " : "full ") << dropout << " " << i;
     }
+  }
+}
+
+// model.activation_offload: the checkpointed layer inputs go to pinned host memory during the forward (a side
+// stream) and come back in backward (prefetched one layer ahead). The values are the same bits, so logits and
+// gradients equal checkpointing on the device bit for bit; after the forward the GPU holds about one layer input
+// instead of one per layer.
+TEST(FusedKernels, GpuOffloadedCheckpointsGiveTheSameBitsAndHoldLessMemory) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  model::ModelArgs a;
+  a.vocab_size = 101;
+  a.hidden_size = 256;
+  a.intermediate_size = 512;
+  a.num_layers = 8;
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.head_dim = 64;
+  a.max_position_embeddings = 1024;
+  for (bool lora : {false, true}) {
+    auto model = random_gpu_model(a, 7, lora, /*freeze_embeddings=*/true, lora ? 0.1 : 0.0);
+    model->set_kernel_policy(cuda_policy(true));
+    model->set_activation_checkpointing(true);
+    const at::Tensor ids = at::randint(0, 101, {4, 1000}, at::TensorOptions().device(at::kCUDA).dtype(at::kLong));
+    int64_t after_forward[2] = {0, 0};
+    auto run = [&](bool offload) {
+      model->set_activation_offload(offload);
+      at::manual_seed(29);
+      return logits_and_grads(*model, ids, [&](const at::Tensor&) {
+        c10::cuda::device_synchronize();
+        const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+        after_forward[offload] =
+            stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+      });
+    };
+    const auto [l0, g0] = run(false);
+    const auto [l1, g1] = run(true);
+    EXPECT_TRUE(at::equal(l0, l1)) << (lora ? "lora" : "full");
+    ASSERT_EQ(g0.size(), g1.size());
+    for (size_t i = 0; i < g0.size(); ++i) EXPECT_TRUE(at::equal(g0[i], g1[i])) << (lora ? "lora " : "full ") << i;
+    // Each layer input is [4, 1000, 256] in the residual stream's dtype; offloaded, at most one stays (in flight).
+    const int64_t input_bytes = 4 * 1000 * 256 * (lora ? 2 : 4);
+    EXPECT_LE(after_forward[1], after_forward[0] - (a.num_layers - 2) * input_bytes)
+        << (lora ? "lora" : "full") << ": " << after_forward[0] << " bytes on the device, offloaded "
+        << after_forward[1];
   }
 }
 
