@@ -32,8 +32,9 @@ void upgrade_from_v1(nlohmann::json& doc) {
 CheckpointManager::CheckpointManager(std::shared_ptr<dist::Communicator> comm, int rank)
     : comm_(std::move(comm)), rank_(rank) {}
 
-void CheckpointManager::add_shared(const std::string& name, Stateful& part) {
+void CheckpointManager::add_shared(const std::string& name, Stateful& part, bool optional) {
   shared_.emplace_back(name, &part);
+  if (optional) optional_.insert(name);
 }
 
 void CheckpointManager::add_per_rank(const std::string& name, Stateful& part) {
@@ -91,7 +92,10 @@ nlohmann::json CheckpointManager::read_trainer_state(const std::filesystem::path
 
 void CheckpointManager::restore(const nlohmann::json& document, const std::filesystem::path& dir) const {
   try {
-    for (const auto& [name, part] : shared_) part->load_state_dict(document.at(name));
+    for (const auto& [name, part] : shared_) {
+      if (optional_.count(name) > 0 && !document.contains(name)) continue;
+      part->load_state_dict(document.at(name));
+    }
     const auto& mine = document.at("ranks").at(static_cast<size_t>(rank_));
     for (const auto& [name, part] : per_rank_) part->load_state_dict(mine.at(name));
   } catch (const nlohmann::json::exception& e) {

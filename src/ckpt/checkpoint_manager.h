@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ class CheckpointManager {
 
   // Registers a part under `name`: shared parts are saved from rank 0 and restored on every rank; per-rank parts
   // are saved and restored rank by rank (a data loader's shard position). The parts must outlive the manager.
-  void add_shared(const std::string& name, Stateful& part);
+  // `optional`: a part that checkpoints of earlier versions lack; restore() leaves it as it is where it is missing.
+  void add_shared(const std::string& name, Stateful& part, bool optional = false);
   void add_per_rank(const std::string& name, Stateful& part);
 
   // Collective: every rank calls it. The state of every part and generator, with `extra` fields (fingerprint,
@@ -55,6 +57,7 @@ class CheckpointManager {
   std::shared_ptr<dist::Communicator> comm_;
   int rank_;
   std::vector<std::pair<std::string, Stateful*>> shared_;
+  std::set<std::string> optional_;  // of shared_
   std::vector<std::pair<std::string, Stateful*>> per_rank_;
 };
 

@@ -104,38 +104,79 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
     }
   });
 
-  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
-  FT_CHECK(cap_bytes > 0, "distributed.bucket_cap_mb must be > 0");
-  const int64_t first_cap = std::min<int64_t>(c10d::kDefaultFirstBucketBytes, cap_bytes);
+  cap_bytes_ = static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
+  FT_CHECK(cap_bytes_ > 0, "distributed.bucket_cap_mb must be > 0");
+  first_cap_bytes_ = std::min<int64_t>(c10d::kDefaultFirstBucketBytes, cap_bytes_);
+  options_ = options;
   const std::vector<bool> sparse(params_.size(), false);
   auto [indices, limits] = c10d::compute_bucket_assignment_by_size(
-      params_, {static_cast<size_t>(first_cap), static_cast<size_t>(cap_bytes)}, sparse);
+      params_, {static_cast<size_t>(first_cap_bytes_), static_cast<size_t>(cap_bytes_)}, sparse);
   // Gradients arrive roughly in reverse forward order, so the last parameters' bucket goes first (as in DDP).
   std::reverse(indices.begin(), indices.end());
   std::reverse(limits.begin(), limits.end());
   num_buckets_ = indices.size();
-  std::vector<int64_t> limits_i64(limits.begin(), limits.end());
+  reducer_ = make_reducer(std::move(indices), std::vector<int64_t>(limits.begin(), limits.end()));
+  FT_LOG_DEBUG("DDP: {} trainable tensors in {} buckets of <= {} MB, gradients {} in {}", params_.size(), num_buckets_,
+               options.bucket_cap_mb, options.reduction == GradReduction::kSum ? "summed" : "averaged",
+               c10::toString(options.reduce_dtype));
+}
+
+std::unique_ptr<c10d::Reducer> DistributedDataParallel::make_reducer(std::vector<std::vector<size_t>> buckets,
+                                                                     std::vector<int64_t> limits) const {
+  const auto& pg = as_c10d(comm_).process_group();
   std::unordered_map<size_t, std::string> names;
   for (size_t i = 0; i < params_.size(); ++i) names.emplace(i, fmt::format("trainable[{}]", i));
-
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
-  reducer_ = std::make_unique<c10d::Reducer>(params_, std::move(indices), pg, sparse, cap_bytes,
-                                             /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
-                                             std::move(names), first_cap, /*skip_all_reduce_unused_params=*/false,
-                                             /*use_python_reducer=*/false, std::move(limits_i64));
+  auto reducer = std::make_unique<c10d::Reducer>(
+      params_, std::move(buckets), pg, std::vector<bool>(params_.size(), false), cap_bytes_,
+      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, std::move(names), first_cap_bytes_,
+      /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false, std::move(limits));
 #else
 #error "c10d::Reducer's constructor was verified on torch 2.11 only; check reducer.hpp of this version"
 #endif
-  const bool cast = options.reduce_dtype != params_[0].scalar_type();
+  const bool cast = options_.reduce_dtype != params_[0].scalar_type();
   if (cast) {
-    reducer_->register_comm_hook(
-        std::make_unique<CastCommHook>(pg, options.reduce_dtype, options.reduction == GradReduction::kMean));
-  } else if (options.reduction == GradReduction::kSum) {
-    reducer_->register_comm_hook(std::make_unique<SumCommHook>(pg));
+    reducer->register_comm_hook(
+        std::make_unique<CastCommHook>(pg, options_.reduce_dtype, options_.reduction == GradReduction::kMean));
+  } else if (options_.reduction == GradReduction::kSum) {
+    reducer->register_comm_hook(std::make_unique<SumCommHook>(pg));
   }
-  FT_LOG_DEBUG("DDP: {} trainable tensors in {} buckets of <= {} MB, gradients {} in {}", params_.size(),
-               num_buckets_, options.bucket_cap_mb, options.reduction == GradReduction::kSum ? "summed" : "averaged",
-               c10::toString(options.reduce_dtype));
+  return reducer;
+}
+
+std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {
+  std::vector<std::vector<size_t>> out;
+  if (!reducer_) return out;
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].unsafeGetTensorImpl(), i);
+  for (const c10d::GradBucket& bucket : reducer_->get_grad_buckets(/*return_zero_tensors=*/true)) {
+    std::vector<size_t>& ids = out.emplace_back();
+    for (const at::Tensor& p : bucket.getParameters()) ids.push_back(index.at(p.unsafeGetTensorImpl()));
+  }
+  return out;
+}
+
+void DistributedDataParallel::use_buckets(const std::vector<std::vector<size_t>>& buckets) {
+  if (!reducer_) return;
+  std::vector<bool> seen(params_.size(), false);
+  size_t count = 0;
+  for (const auto& bucket : buckets) {
+    FT_CHECK(!bucket.empty(), "DDP buckets: an empty bucket");
+    for (size_t i : bucket) {
+      FT_CHECK(i < params_.size() && !seen[i],
+               fmt::format("DDP buckets: parameter index {} is out of range or listed twice", i));
+      seen[i] = true;
+      ++count;
+    }
+  }
+  FT_CHECK(count == params_.size() && !buckets.empty(),
+           fmt::format("DDP buckets cover {} of the {} trainable tensors", count, params_.size()));
+  reducer_.reset();  // its hooks leave the parameters' gradient accumulators before the new ones come
+  // Each bucket's cap as the Reducer's rebuild gives them: the first (reduced first) the small one.
+  std::vector<int64_t> limits{first_cap_bytes_};
+  limits.resize(buckets.size(), cap_bytes_);
+  reducer_ = make_reducer(buckets, std::move(limits));
+  num_buckets_ = buckets.size();
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -161,7 +202,12 @@ void DistributedDataParallel::prepare_for_backward() {
 void DistributedDataParallel::backward(const at::Tensor& loss) {
   FT_CHECK(loss.numel() == 1, "DDP backward needs a scalar loss");
   prepare_for_backward();
-  translated(comm_, "gradient all-reduce", [&] { loss.backward(); });
+  translated(comm_, "gradient all-reduce", [&] {
+    loss.backward();
+    // The first synced backward recorded the order of the gradients: rebuild now (a collective) rather than at the
+    // next forward, so that a checkpoint of this step keeps the buckets the next step runs (buckets()).
+    if (reducer_ && sync_) reducer_->rebuild_buckets();
+  });
   backward_prepared_ = false;
 }
 

@@ -59,6 +59,16 @@ class DistributedDataParallel {
   // (a lost peer) come out as ft::Error naming the lost rank.
   void backward(const at::Tensor& loss);
 
+  // The gradient buckets the Reducer runs now, in reduction order, each a list of indices into parameters(): after
+  // the first synced backward they follow the order in which gradients became ready (the Reducer's rebuild, done
+  // right after that backward). Empty on one process.
+  std::vector<std::vector<size_t>> buckets() const;
+  // Runs the next steps on `buckets` (every parameter index once), as buckets() of the run that wrote a checkpoint
+  // returned them. A resumed run then sums each gradient element across ranks in the order that run did; on its
+  // initial buckets the first step after a resume would differ in the last bits with more than two ranks (a ring
+  // all-reduce's order follows an element's position in its bucket). Every rank calls it with the same buckets.
+  void use_buckets(const std::vector<std::vector<size_t>>& buckets);
+
   bool sync() const { return sync_; }
   int world_size() const { return comm_.world_size(); }
   const std::vector<at::Tensor>& parameters() const { return params_; }
@@ -68,6 +78,12 @@ class DistributedDataParallel {
   Communicator& comm_;
   std::vector<at::Tensor> params_;       // trainable parameters, any dtype/shape
   std::unique_ptr<c10d::Reducer> reducer_;  // null for a single process
+  DdpOptions options_;
+  int64_t cap_bytes_ = 0, first_cap_bytes_ = 0;  // distributed.bucket_cap_mb; the first bucket's cap
+  // A Reducer over `buckets` (indices into params_, reduction order; `limits`: each one's cap in bytes) with our
+  // comm hook.
+  std::unique_ptr<c10d::Reducer> make_reducer(std::vector<std::vector<size_t>> buckets,
+                                              std::vector<int64_t> limits) const;
   size_t num_buckets_ = 0;
   bool sync_ = true;
   bool backward_prepared_ = false;

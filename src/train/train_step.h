@@ -66,6 +66,7 @@ class TrainStep {
   Objective& objective() { return *objective_; }
   optim::GradScaler& scaler() { return *scaler_; }
   NonFiniteSteps& non_finite() { return non_finite_; }
+  dist::DistributedDataParallel* ddp() { return ddp_.get(); }  // null on a single process
 
  private:
   // Sums every micro-batch's loss and metrics into `out` while accumulating the gradients.

@@ -100,6 +100,8 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   state_parts_->add_shared("progress", progress_);
   state_parts_->add_shared("scaler", step_->scaler());
   state_parts_->add_per_rank("loader", *data_.train_loader);
+  ddp_buckets_ = std::make_unique<DdpBuckets>(step_->ddp());
+  state_parts_->add_shared("ddp", *ddp_buckets_, /*optional=*/true);  // since 2026-12-05
   evaluator_ = std::make_unique<Evaluator>(cfg_, ctx_, precision, *model_.model, *tokenizer_, data_.eval_set,
                                            step_->objective(), metrics_.get());
 

@@ -17,6 +17,7 @@
 #include "metrics/record.h"
 #include "model/kernel_policy.h"
 #include "train/build.h"
+#include "train/ddp_buckets.h"
 #include "train/evaluator.h"
 #include "train/train_state.h"
 #include "train/train_step.h"
@@ -97,7 +98,8 @@ class Trainer {
   std::unique_ptr<TrainStep> step_;  // the objective, the loss scaler, DDP and the skipped updates: one step
   std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only
   std::unique_ptr<metrics::StepProfiler> profiler_;
-  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, the scaler and the loader for checkpoints
+  std::unique_ptr<DdpBuckets> ddp_buckets_;               // DDP's gradient buckets, for checkpoints
+  std::unique_ptr<ckpt::CheckpointManager> state_parts_;  // progress_, the scaler, the loader, DDP's buckets
   std::unique_ptr<Evaluator> evaluator_;                  // eval loss, exact match and samples; the latest eval
 
   TrainState progress_;  // step, epoch, tokens seen, skips, best eval loss

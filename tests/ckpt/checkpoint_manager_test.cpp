@@ -1,5 +1,5 @@
 // CheckpointManager: the Stateful parts of a checkpoint and the random generators round-trip, and trainer_state.json
-// of checkpoints written before the "progress" part existed (format 1) is read.
+// of checkpoints written before the "progress" part (format 1) or an optional part existed is read.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -57,6 +57,36 @@ TEST(CheckpointManager, Format1TrainerStateIsUpgradedToTheProgressPart) {
   EXPECT_FALSE(doc.contains("step"));
   EXPECT_EQ(doc.at("scaler"), nlohmann::json({{"enabled", false}}));
   EXPECT_EQ(doc.at("format"), ckpt::kTrainerStateFormat);
+}
+
+// A part added later (DDP's buckets) is optional: a checkpoint without it restores every other part and leaves it
+// as it is; a required part that is missing is an error naming the file.
+TEST(CheckpointManager, OptionalPartMissingFromAnOlderCheckpointIsLeftAsItIs) {
+  TempDir dir;
+  Counter progress, later;
+  ckpt::CheckpointManager old_manager(std::make_shared<dist::SingleProcessCommunicator>(), 0);
+  old_manager.add_shared("progress", progress);
+  progress.value = 5;
+  ckpt::CheckpointManager::write(old_manager.snapshot({}), dir.path());
+
+  progress.value = 0;
+  later.value = 9;
+  ckpt::CheckpointManager manager(std::make_shared<dist::SingleProcessCommunicator>(), 0);
+  manager.add_shared("progress", progress);
+  manager.add_shared("ddp", later, /*optional=*/true);
+  const auto doc = ckpt::CheckpointManager::read_trainer_state(dir.path());
+  manager.restore(doc, dir.path());
+  EXPECT_EQ(progress.value, 5);
+  EXPECT_EQ(later.value, 9);
+
+  ckpt::CheckpointManager strict(std::make_shared<dist::SingleProcessCommunicator>(), 0);
+  strict.add_shared("ddp", later);
+  try {
+    strict.restore(doc, dir.path());
+    ADD_FAILURE() << "a missing required part was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CheckpointManager, NewerOrDamagedTrainerStateIsRefusedNamingTheFile) {
