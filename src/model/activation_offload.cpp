@@ -63,7 +63,7 @@ at::Tensor restore_input(const OffloadedInput& slot, const OffloadChain& chain, 
   if (!slot.offloaded()) return slot.kept;
   const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
   wait_for(current, side_stream(chain));  // the offload (and a prefetch) are done before the compute stream reads
-  if (slot.prefetched.numel() == slot.host.numel()) {
+  if (slot.prefetched.sizes() == slot.host.sizes()) {
     // Allocated on the side stream, read and freed after this on the compute stream.
     c10::cuda::CUDACachingAllocator::recordStream(slot.prefetched.storage().data_ptr(), current);
     return slot.prefetched;
@@ -72,7 +72,7 @@ at::Tensor restore_input(const OffloadedInput& slot, const OffloadChain& chain, 
 }
 
 void prefetch_input(const OffloadedInput& slot, const OffloadChain& chain, at::Device device) {
-  if (!slot.offloaded() || slot.prefetched.numel() == slot.host.numel()) return;
+  if (!slot.offloaded() || slot.prefetched.sizes() == slot.host.sizes()) return;
   FT_CHECK(slot.prefetched.device() == device, "activation offload: the prefetch target is on another device");
   const c10::cuda::CUDAStreamGuard on_side(side_stream(chain));
   at::Tensor target = slot.prefetched;  // shares its TensorImpl with the layer's slot: resized in place
