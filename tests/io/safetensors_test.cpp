@@ -6,22 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "io/mapped_file.h"
+#include "io/raw_safetensors.h"
 #include "io/safetensors.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
 namespace ft::test {
 namespace {
-
-// Writes a safetensors file from a raw header text and `data_bytes` bytes of data.
-void write_raw(const std::filesystem::path& path, const std::string& header, std::size_t data_bytes,
-               std::optional<std::uint64_t> declared_len = std::nullopt) {
-  std::ofstream out(path, std::ios::binary);
-  const std::uint64_t len = declared_len.value_or(header.size());
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << header;
-  out << std::string(data_bytes, '\0');
-}
 
 // Expects opening `path` to throw ft::Error whose message contains every one of `words`.
 void expect_error(const std::filesystem::path& path, std::vector<std::string> words) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 
+#include "io/raw_safetensors.h"
 #include "io/safetensors.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -17,15 +18,6 @@ namespace ft::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A safetensors file from a raw header text, `data_bytes` zero bytes of data and an optional false length prefix.
-void write_raw(const fs::path& path, const std::string& header, std::size_t data_bytes,
-               std::optional<std::uint64_t> declared_len = std::nullopt) {
-  std::ofstream out(path, std::ios::binary);
-  const std::uint64_t len = declared_len.value_or(header.size());
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << header << std::string(data_bytes, '\0');
-}
 
 // Runs `open`, expecting an ft::Error with exactly `message` and exit code 2 (bad input).
 void expect_refused(const std::function<void()>& open, const std::string& message) {

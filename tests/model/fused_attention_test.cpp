@@ -15,7 +15,7 @@
 namespace ft::test {
 namespace {
 
-struct Case {
+struct AttentionCase {
   std::string name;
   int64_t b, h, hkv, t, s, d;
   bool causal;
@@ -27,7 +27,7 @@ struct Result {
 };
 
 // The mask of a case: Bool [B or 1, 1, T, S], true = visible, or undefined.
-at::Tensor make_mask(const Case& c, const at::TensorOptions& opts) {
+at::Tensor make_mask(const AttentionCase& c, const at::TensorOptions& opts) {
   if (c.mask.empty()) return {};
   const at::Tensor q_pos = at::arange(c.s - c.t, c.s, opts.dtype(at::kLong)).unsqueeze(1);  // [T, 1]
   const at::Tensor k_pos = at::arange(0, c.s, opts.dtype(at::kLong)).unsqueeze(0);          // [1, S]
@@ -42,7 +42,7 @@ at::Tensor make_mask(const Case& c, const at::TensorOptions& opts) {
   return at::stack(per_batch).unsqueeze(1);
 }
 
-Result run(bool fused, const Case& c, const at::Tensor& q0, const at::Tensor& k0, const at::Tensor& v0,
+Result run(bool fused, const AttentionCase& c, const at::Tensor& q0, const at::Tensor& k0, const at::Tensor& v0,
            const at::Tensor& mask, const at::Tensor& weight, double scale, double cap) {
   at::Tensor q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true),
              v = v0.clone().requires_grad_(true);
@@ -57,16 +57,16 @@ Result run(bool fused, const Case& c, const at::Tensor& q0, const at::Tensor& k0
 
 TEST(FusedSoftcapAttention, GpuMatchesTheEagerCompositeWithMasksAndGroupedQueries) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
-  const std::vector<Case> cases = {
-      {"causal gqa", 2, 4, 2, 37, 37, 32, true, ""},           // 37 keys: the scalar path
-      {"causal mha", 2, 4, 4, 64, 64, 16, true, ""},           // vector path
+  const std::vector<AttentionCase> cases = {
+      {"causal gqa", 2, 4, 2, 37, 37, 32, true, ""},  // 37 keys: the scalar path
+      {"causal mha", 2, 4, 4, 64, 64, 16, true, ""},  // vector path
       {"packed pieces", 2, 4, 2, 48, 48, 32, false, "per_batch"},
       {"window after a cache", 2, 6, 2, 5, 24, 32, false, "broadcast"},
       {"causal after a cache", 1, 4, 1, 6, 40, 16, true, ""},  // query i at key position i + 34
       {"one query sees all", 3, 2, 1, 1, 9, 8, false, ""},
   };
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (const Case& c : cases) {
+    for (const AttentionCase& c : cases) {
       at::manual_seed(7);
       const auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
       // Scores of a few units, so a cap of 2 bends them.
