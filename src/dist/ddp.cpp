@@ -185,10 +185,8 @@ void DistributedDataParallel::prepare_for_forward(bool sync) {
   sync_ = sync;
   backward_prepared_ = false;
   if (!reducer_) return;
-  translated(comm_, "DDP bucket rebuild", [&] {
-    // After the first synced backward the Reducer re-buckets in the observed gradient order (a collective:
-    // every rank reaches it at the same micro-step).
-    reducer_->rebuild_buckets();
+  // The Reducer re-buckets in backward() (after the first synced backward), not here.
+  translated(comm_, "DDP forward", [&] {
     if (sync_) reducer_->prepare_for_forward();
   });
 }

@@ -294,8 +294,7 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   m->set_activation_offload(cfg.model.activation_offload);
   if (cfg.model.activation_offload) {
     FT_LOG_INFO("model.activation_offload: {}",
-                ctx.device.is_cuda() ? "the checkpointed layer inputs wait for backward in pinned host memory"
-                                     : "the run is on the CPU, where the layer inputs are in host memory already");
+                ctx.device.is_cuda() ? "layer inputs wait in pinned host memory" : "no effect on the CPU");
   }
   m->train();
   int64_t trainable_count = 0;

@@ -8,7 +8,6 @@
 
 #include "ckpt/stateful.h"
 #include "dist/ddp.h"
-#include "util/error.h"
 #include "util/json_int.h"
 
 namespace ft::train {
