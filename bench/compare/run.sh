@@ -25,7 +25,7 @@
 # o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
-# Env: STEPS (optimizer steps measured after 5 warm-up steps, default 10), CONTENDERS=0 to skip the Python side,
+# Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
 # PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
 # configs, KEEP_MODELS=1 to keep their random models for a later call.
 set -uo pipefail
@@ -37,6 +37,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 bin=${FT_BIN:-build-gpu/bin/finetune}
 steps=${STEPS:-10}
+# A run is stopped once step 5 + STEPS is logged, and runs log every 5 steps.
+((steps % 5 == 0 && steps > 0)) || { echo "run.sh: STEPS must be a positive multiple of 5 (got $steps)" >&2; exit 2; }
 work=/tmp/ft-compare
 mkdir -p "$work" "$out"
 tok=$root/.gpu/tokenizer.model
@@ -116,6 +118,7 @@ PY
   if [[ ${PROFILE:-0} == 1 ]]; then
     for f in "$work/$name"/profile/*.json; do [[ -f $f ]] && gzip -c "$f" >"$out/$name.trace.json.gz"; done
   fi
+  rm -rf "${work:?}/$name"  # a killed run leaves no checkpoint, but the disk is shared with the random models
 }
 
 # ckpt_stall NAME STOP ARGS...: 60 steps with a checkpoint at step 30; the stall is the time between the step-30 and
