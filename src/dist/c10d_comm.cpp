@@ -22,6 +22,7 @@
 
 #include <cstdlib>
 
+#include "util/error.h"
 #include "util/fmt.h"
 
 namespace ft::dist {
@@ -30,13 +31,6 @@ namespace {
 constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 constexpr int kMonitorEvery = 5;  // heartbeats between checks of the peers' heartbeats
 constexpr std::chrono::seconds kExitWait{30};  // longest rank 0 waits for the others at shutdown
-
-std::string first_line(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string text = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
-  const auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
-}
 
 std::string hb_key(int rank) { return fmt::format("hb/{}", rank); }
 

@@ -158,12 +158,6 @@ std::vector<uint8_t> bytes(const std::string& s) {
   return {s.begin(), s.end()};
 }
 
-std::string first_line(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string what = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
-  return what.substr(0, what.find('\n'));
-}
-
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "?";

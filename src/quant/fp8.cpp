@@ -2,14 +2,11 @@
 
 #include <string>
 
+#include "quant/float_types.h"
 #include "util/error.h"
 
 namespace ft::quant {
 namespace {
-
-bool is_supported_float(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
-}
 
 void check_codes(const Fp8Tensor& q, const char* op) {
   FT_CHECK(q.data.defined() && q.data.dim() == 2 && q.data.scalar_type() == at::kFloat8_e4m3fn,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "quant/float_types.h"
 #include "util/error.h"
 
 namespace ft::quant {
@@ -38,10 +39,6 @@ constexpr int64_t kLutSize = 65536;
 
 std::string dtype_name(at::ScalarType t) {
   return c10::toString(t);
-}
-
-bool is_supported_float(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
 
 void check_blocksize(int64_t blocksize, const char* what) {

@@ -35,6 +35,9 @@ class ConfigError : public Error {
       : Error(std::move(message), std::move(hint), ExitCode::kUsage) {}
 };
 
+// The first line of e's message (a c10::Error's without its backtrace): what a log line or an outer error quotes.
+std::string first_line(const std::exception& e);
+
 namespace detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 }  // namespace detail
