@@ -96,35 +96,31 @@ AttentionMask saved_mask(AutogradContext* ctx) {
 // layer's backward prefetches. Returns false where h stays on the device (no chain, or nothing moves).
 bool save_offloaded(AutogradContext* ctx, const at::Tensor& h, OffloadChain* chain) {
   if (chain == nullptr) return false;
-  const OffloadedInput slot = offload_input(h, *chain);
+  OffloadedInput slot = chain->offload(h);
   if (!slot.offloaded()) return false;
   ctx->saved_data["h_host"] = slot.host;
   ctx->saved_data["h_prefetched"] = slot.prefetched;
-  ctx->saved_data["offload_stream"] = std::vector<int64_t>{chain->stream_id, chain->device_index, chain->device_type};
+  ctx->saved_data["offload_stream"] = chain->packed_stream();
   if (chain->previous.offloaded()) {
     ctx->saved_data["previous_host"] = chain->previous.host;
     ctx->saved_data["previous_prefetched"] = chain->previous.prefetched;
   }
-  chain->previous = slot;
+  chain->previous = std::move(slot);
   return true;
 }
 
 // The offloaded h back on `device`; then starts prefetching the layer before's, whose backward comes next.
 at::Tensor restore_offloaded(AutogradContext* ctx, at::Device device) {
-  const std::vector<int64_t> stream = ctx->saved_data["offload_stream"].toIntVector();
-  OffloadChain chain;
-  chain.stream_id = stream.at(0);
-  chain.device_index = stream.at(1);
-  chain.device_type = stream.at(2);
+  const OffloadChain chain = OffloadChain::of_stream(ctx->saved_data["offload_stream"].toIntVector());
   OffloadedInput slot;
   slot.host = ctx->saved_data["h_host"].toTensor();
   slot.prefetched = ctx->saved_data["h_prefetched"].toTensor();
-  at::Tensor h = restore_input(slot, chain, device);  // [B, T, hidden]
+  at::Tensor h = chain.restore(slot, device);  // [B, T, hidden]
   if (ctx->saved_data.count("previous_host") > 0) {
     OffloadedInput previous;
     previous.host = ctx->saved_data["previous_host"].toTensor();
     previous.prefetched = ctx->saved_data["previous_prefetched"].toTensor();
-    prefetch_input(previous, chain, device);
+    chain.prefetch(previous, device);
   }
   return h;
 }
