@@ -113,6 +113,7 @@ tps = sum(e["tokens_per_s"] for e in last) / len(last)
 print(json.dumps(dict(workload=workload, runner="finetune", name=name, tokens_per_s=tps,
                       step_s=sum(e["step_time_s"] for e in last) / len(last), mfu=last[-1].get("mfu"),
                       peak_alloc_gib=last[-1]["peak_memory_gib"], peak_reserved_gib=last[-1].get("peak_reserved_gib"),
+                      step_peak_alloc_gib=last[-1].get("step_peak_memory_gib"),
                       first_step_s=start[0]["time"] - launch if start else None)))
 PY
   if [[ ${PROFILE:-0} == 1 ]]; then

@@ -20,6 +20,7 @@ nlohmann::json TrainRecord::to_json() const {
   j["skipped_steps"] = skipped_steps;
   j[kPeakMemoryGib] = peak_memory_gib;
   if (peak_reserved_gib) j["peak_reserved_gib"] = *peak_reserved_gib;
+  if (step_peak_memory_gib) j["step_peak_memory_gib"] = *step_peak_memory_gib;
   if (mfu) j[kMfu] = *mfu;
   j.update(objective);
   return j;

@@ -50,6 +50,7 @@ struct TrainRecord {
   int64_t skipped_steps = 0;        // non-finite steps skipped, and fp16 overflow steps
   double peak_memory_gib = 0.0;     // the caching allocator's peak allocated bytes (0 on the CPU)
   std::optional<double> peak_reserved_gib;  // CUDA: its peak reserved bytes
+  std::optional<double> step_peak_memory_gib;  // CUDA: the peak allocated since the first step (the load left out)
   std::optional<double> mfu;                // model FLOPs utilisation, when the device's peak is known
   nlohmann::json objective = nlohmann::json::object();  // the objective's own metrics (the preference ones: TRL's
                                                         // names, e.g. rewards/accuracies), means over its units

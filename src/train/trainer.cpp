@@ -5,6 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -71,7 +72,7 @@ bool is_cpu_allocation_failure(const c10::Error& e) {
 }  // namespace
 
 Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
-    : cfg_(std::move(config)), ctx_(std::move(ctx)) {
+    : cfg_(std::move(config)), ctx_(std::move(ctx)), peaks_(ctx_.device) {
   const PrecisionPolicy precision = resolve_precision(cfg_);
   // The kernels of the run (train.fused_kernels on this device in the compute dtype), resolved once for the model
   // and the objective's loss.
@@ -164,6 +165,7 @@ ExitCode Trainer::run() {
   const auto schedule = LoopSchedule::from_config(cfg_, data_.total_steps);
   const auto run_start = Clock::now();
   const double setup_s = process::seconds_since_start();
+  peaks_.end_setup();
   const int64_t first_step = progress_.step + 1;
   metrics::LogWindow window(ctx_.device);  // the steps since the last log line
   while (progress_.step < data_.total_steps) {
@@ -257,8 +259,11 @@ metrics::TrainRecord Trainer::train_record(const metrics::LogWindow& window, con
   record.tokens_seen = progress_.tokens_seen;
   record.epoch = progress_.epoch;
   record.skipped_steps = progress_.nan_skips + step_->scaler().skipped_steps();
-  record.peak_memory_gib = peak_memory_gib(ctx_.device);
-  if (ctx_.device.is_cuda()) record.peak_reserved_gib = peak_memory_gib(ctx_.device, /*reserved=*/true);
+  record.peak_memory_gib = peaks_.allocated_gib();
+  if (ctx_.device.is_cuda()) {
+    record.peak_reserved_gib = peaks_.reserved_gib();
+    record.step_peak_memory_gib = peaks_.step_allocated_gib();
+  }
   if (model_.peak_tflops > 0) {
     record.mfu = metrics::mfu(record.tokens_per_s, model_.flops_per_token, model_.peak_tflops, ctx_.world_size);
   }
@@ -278,18 +283,54 @@ void Trainer::log_first_step(double setup_s, double step_s) {
   }
 }
 
-double peak_memory_gib(c10::Device device, bool reserved) {
 #ifdef FT_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const auto kind = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    const auto peak = reserved ? stats.reserved_bytes[kind].peak : stats.allocated_bytes[kind].peak;
-    return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
-  }
-#endif
-  (void)device;
-  (void)reserved;
+namespace {
+
+double gib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+}
+
+auto stats_of(c10::Device device) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+}
+
+constexpr auto kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+}  // namespace
+
+void DevicePeaks::end_setup() {
+  if (!device_.is_cuda()) return;
+  setup_allocated_gib_ = allocated_gib();
+  setup_reserved_gib_ = reserved_gib();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+}
+
+double DevicePeaks::allocated_gib() const {
+  return std::max(setup_allocated_gib_, step_allocated_gib());
+}
+
+double DevicePeaks::reserved_gib() const {
+  if (!device_.is_cuda()) return 0.0;
+  return std::max(setup_reserved_gib_, gib(stats_of(device_).reserved_bytes[kAggregate].peak));
+}
+
+double DevicePeaks::step_allocated_gib() const {
+  return device_.is_cuda() ? gib(stats_of(device_).allocated_bytes[kAggregate].peak) : 0.0;
+}
+
+#else  // no CUDA: no caching allocator to ask
+
+void DevicePeaks::end_setup() {}
+double DevicePeaks::allocated_gib() const {
   return 0.0;
 }
+double DevicePeaks::reserved_gib() const {
+  return 0.0;
+}
+double DevicePeaks::step_allocated_gib() const {
+  return 0.0;
+}
+
+#endif
 
 }  // namespace ft::train

@@ -37,8 +37,21 @@ struct ModelFiles;
 
 namespace ft::train {
 
-// Peak memory allocated (or reserved by the caching allocator) on `device` since the start, in GiB (0 on the CPU).
-double peak_memory_gib(c10::Device device, bool reserved = false);
+// The caching allocator's peaks on one device in GiB (0 on the CPU), the setup's (model load, data, reference
+// log-probs) apart from the steps': the steps' peak is what the training itself holds, the larger of the two what the
+// device must hold. end_setup() keeps the setup's and starts counting the steps' from what is allocated then.
+class DevicePeaks {
+ public:
+  explicit DevicePeaks(c10::Device device) : device_(device) {}
+  void end_setup();
+  double allocated_gib() const;       // since the start
+  double reserved_gib() const;        // since the start
+  double step_allocated_gib() const;  // since end_setup()
+
+ private:
+  c10::Device device_;
+  double setup_allocated_gib_ = 0.0, setup_reserved_gib_ = 0.0;
+};
 
 class Trainer {
  public:
@@ -103,6 +116,7 @@ class Trainer {
   std::unique_ptr<Evaluator> evaluator_;                  // eval loss, exact match and samples; the latest eval
 
   TrainState progress_;  // step, epoch, tokens seen, skips, best eval loss
+  DevicePeaks peaks_;    // the memory the setup and the steps took
 
   // Last, so destroyed first: a save still being written in the background reads the config and tokenizer.
   std::unique_ptr<ckpt::CheckpointWriter> checkpoints_;
