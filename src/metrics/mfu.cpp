@@ -28,6 +28,9 @@ FlopsModel FlopsModel::of(const model::ModelArgs& args, int64_t seq_len, bool fr
   m.head_dim = args.head_dim;
   m.frozen_base = frozen_base;
   m.adapter_params = adapter_params;
+  for (int64_t i = 0; i < args.num_layers; ++i) m.moe_layers += args.moe_layer(i) ? 1 : 0;
+  m.active_expert_width = args.num_experts_per_tok * args.moe_intermediate_size;
+  m.experts = args.num_experts;
   return m;
 }
 
@@ -36,7 +39,8 @@ int64_t matmul_params(const FlopsModel& m) {
   const int64_t d = head_dim(m);
   const int64_t attn = m.hidden * m.heads * d * 2 + m.hidden * kv * d * 2;  // q, o + k, v
   const int64_t mlp = 3 * m.hidden * m.intermediate;                        // gate, up, down
-  return m.n_layers * (attn + mlp) + m.vocab * m.hidden;                    // + lm_head
+  const int64_t moe = 3 * m.hidden * m.active_expert_width + m.hidden * m.experts;  // the experts run, the router
+  return m.n_layers * attn + (m.n_layers - m.moe_layers) * mlp + m.moe_layers * moe + m.vocab * m.hidden;  // + lm_head
 }
 
 double flops_per_token(const FlopsModel& m) {

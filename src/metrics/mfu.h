@@ -33,6 +33,11 @@ struct FlopsModel {
   bool frozen_base = false;    // LoRA: the N matmul parameters get no weight gradient
   int64_t adapter_params = 0;  // LoRA: trainable adapter parameters
   int64_t head_dim = 0;        // 0 = hidden / heads (Gemma, Qwen3: config.json's head_dim)
+  // Mixtures of experts: the layers that route to experts count the experts a token runs through (experts per token
+  // x each expert's SwiGLU width) and the router, not `intermediate`: the active parameters.
+  int64_t moe_layers = 0;
+  int64_t active_expert_width = 0;  // num_experts_per_tok x moe_intermediate_size
+  int64_t experts = 0;              // the router's outputs
 
   // The model `args` describes, trained on sequences of `seq_len` tokens; with `frozen_base` (LoRA) only its
   // `adapter_params` adapter parameters get weight gradients.

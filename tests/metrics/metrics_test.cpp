@@ -5,6 +5,7 @@
 
 #include "metrics/metrics.h"
 #include "metrics/mfu.h"
+#include "model/args.h"
 #include "support/scratch_dir.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -99,6 +100,33 @@ TEST(Mfu, HeadDimOtherThanHiddenOverHeadsSizesTheAttention) {
   m.head_dim = 256;
   EXPECT_EQ(metrics::matmul_params(m), 2614341888LL - 26LL * 4 * 2304 - 2304);
   EXPECT_DOUBLE_EQ(metrics::flops_per_token(m), 6.0 * metrics::matmul_params(m) + 12.0 * 26 * 2048 * 4096);
+}
+
+// Mixtral-8x7B: 46,702,792,704 parameters (32 layers, 8 experts of width 14336, a router of 8 outputs, GQA 32/8,
+// vocab 32000, untied head). With all 8 experts counted the matmul weights are that less the embedding and the 65
+// norms; a token runs through 2 of them, and MFU counts those (the active parameters).
+TEST(Mfu, MixtureOfExpertsCountsTheExpertsATokenRunsThrough) {
+  model::ModelArgs a;
+  a.model_type = "mixtral";
+  a.num_layers = 32;
+  a.hidden_size = 4096;
+  a.intermediate_size = 14336;
+  a.vocab_size = 32000;
+  a.num_heads = 32;
+  a.num_kv_heads = 8;
+  a.num_experts = 8;
+  a.moe_intermediate_size = 14336;
+  a.num_experts_per_tok = 8;
+  EXPECT_EQ(metrics::matmul_params(metrics::FlopsModel::of(a, 4096)), 46702792704LL - 32000LL * 4096 - 65LL * 4096);
+  a.num_experts_per_tok = 2;
+  const int64_t attention = 2 * 4096LL * 4096 + 2 * 4096LL * 1024, experts = 2 * 3 * 4096LL * 14336;
+  EXPECT_EQ(metrics::matmul_params(metrics::FlopsModel::of(a, 4096)),
+            32 * (attention + experts + 4096LL * 8) + 32000LL * 4096);
+  // Qwen3-MoE keeps the dense MLP in its mlp_only_layers.
+  a.mlp_only_layers = {0, 1};
+  const int64_t dense = 3 * 4096LL * 14336;
+  EXPECT_EQ(metrics::matmul_params(metrics::FlopsModel::of(a, 4096)),
+            32 * attention + 30 * (experts + 4096LL * 8) + 2 * dense + 32000LL * 4096);
 }
 
 TEST(Mfu, LoraCountsNoWeightGradientForTheFrozenBase) {
