@@ -1,5 +1,5 @@
 """The Python contenders of bench/compare: Hugging Face transformers' LlamaForCausalLM (Gemma2/Gemma3ForCausalLM for
-the g workloads; eager or torch.compile, PEFT for LoRA, bitsandbytes for the NF4 base of q, torchao for the FP8 base of f8) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
+the g workloads; eager or torch.compile, optionally with Liger's kernels, PEFT for LoRA, bitsandbytes for the NF4 base of q, torchao for the FP8 base of f8) on the same shapes, batch and precision as `finetune train` in bench/compare/run.sh. Random weights and
 random tokens; bf16 autocast over fp32 weights (LoRA: bf16 frozen base, fp32 adapters; --float8: torchao's float8
 training), fused AdamW, gradient
 clipping at 1.0, the model's own loss (logits upcast to fp32). Prints one JSON line. With --save DIR, instead of
@@ -65,8 +65,17 @@ p.add_argument("--model-dir", help="a Hugging Face model directory to load (q, f
 p.add_argument("--float8", choices=["tensorwise", "rowwise"],
                help="full fine-tunes: torchao's float8 training (convert_to_float8_training with this recipe) on the "
                     "decoder layers' projections, as torchtitan applies it (the LM head stays bf16)")
+p.add_argument("--liger", action="store_true",
+               help="Llama workloads (a, b, c): Liger's Triton kernels (RoPE, RMSNorm, SwiGLU, the fused linear "
+                    "cross-entropy) patched into transformers' Llama before the model is built, as axolotl and "
+                    "LLaMA-Factory users run it (liger-kernel 0.8.5 importable: a carried wheel)")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
+if a.liger:
+    if w.get("cls", "LlamaForCausalLM") != "LlamaForCausalLM" or w.get("moe"):
+        raise SystemExit(f"--liger: workload {a.workload} is not a Llama")
+    from liger_kernel.transformers import apply_liger_kernel_to_llama
+    apply_liger_kernel_to_llama()  # RoPE, RMSNorm, SwiGLU and the fused linear cross-entropy (its defaults)
 
 torch.manual_seed(0)
 cfg = None if w.get("nf4") or w.get("fp8") or w.get("moe") else getattr(transformers, w.get("config", "LlamaConfig"))(
@@ -146,7 +155,8 @@ for _ in range(a.steps):
 torch.cuda.synchronize()
 dt = (time.perf_counter() - t0) / a.steps
 print(json.dumps(dict(workload=a.workload,
-                      runner=("peft-" if w["lora"] else "hf-") + ("torchao-fp8-" if w.get("fp8") else "") +
+                      runner=("peft-" if w["lora"] else "hf-") + ("liger-" if a.liger else "") +
+                      ("torchao-fp8-" if w.get("fp8") else "") +
                       (f"torchao-float8-{a.float8}-" if a.float8 else "") + a.mode,
                       tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
                       peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,

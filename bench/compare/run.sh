@@ -26,7 +26,8 @@
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
-# PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
+# LIGER=1 to add transformers + Liger's kernels + torch.compile to a, b and c (liger-kernel importable: a carried
+# wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
 # configs, KEEP_MODELS=1 to keep their random models for a later call.
 set -uo pipefail
 out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b 8b g2 g3]}
@@ -158,6 +159,12 @@ contender() {  # WORKLOAD MODE [ARGS...]
     tail -3 "$out/py-$1-$2.log"
 }
 
+liger() {  # WORKLOAD [ARGS...]: the compiled contender with Liger's kernels (LIGER=1; liger-kernel importable)
+  [[ ${LIGER:-0} == 1 && ${CONTENDERS:-1} != 0 ]] || return 0
+  FT_LAUNCH_TIME=$(date +%s.%N) python3 bench/compare/contender.py "$1" --mode compile --liger --steps "$steps" \
+    "${@:2}" >>"$results" 2>"$out/py-$1-liger.log" || tail -3 "$out/py-$1-liger.log"
+}
+
 random_model() {  # SHAPE: a random bf16 Hugging Face model directory at $work/model-SHAPE
   [[ -d $work/model-$1 ]] || python3 bench/make_random_hf_model.py "$1" "$work/model-$1" --tokenizer "$tok" >/dev/null
 }
@@ -165,9 +172,9 @@ random_model() {  # SHAPE: a random bf16 Hugging Face model directory at $work/m
 for w in "${workloads[@]}"; do
   case $w in
   a) ft a a "${scratch[@]}" "${shape_a[@]}" "${pretok[@]}" data.seq_len=1024 train.micro_batch_size=32
-     contender a eager; contender a compile ;;
+     contender a eager; contender a compile; liger a ;;
   b) ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
-     contender b eager; contender b compile ;;
+     contender b eager; contender b compile; liger b ;;
   f8t) # (b) with FP8 training (train.fp8, both recipes) beside bf16, against torchao's float8 training + compile
       ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
       for r in tensorwise rowwise; do
@@ -186,6 +193,7 @@ for w in "${workloads[@]}"; do
      ft c c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" lora.dropout=0 "${pretok[@]}" \
        data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
      contender c eager --model-dir "$work/model-llama3-8b"; contender c compile --model-dir "$work/model-llama3-8b"
+     liger c --model-dir "$work/model-llama3-8b"
      # What reading the model's files takes, from the page cache (as both runs read them) and from the disk.
      { /usr/bin/time -f "read from the page cache: %e s" cat "$work"/model-llama3-8b/*.safetensors >/dev/null
        for f in "$work"/model-llama3-8b/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct 2>&1 | tail -1; done
