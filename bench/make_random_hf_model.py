@@ -46,11 +46,19 @@ p.add_argument("shape", choices=sorted(SHAPES))
 p.add_argument("out")
 p.add_argument("--tokenizer", required=True)
 p.add_argument("--layers", type=int, help="fewer decoder layers than the shape has")
+p.add_argument("--config-only", action="store_true",
+               help="config.json and the tokenizer, no weights: for `finetune train` with model.random_weights, "
+                    "which draws them (shapes no disk holds: Llama-3-70B's 80 layers are 140 GB)")
 a = p.parse_args()
 spec = dict(SHAPES[a.shape])
 if a.layers:
     spec["num_hidden_layers"] = a.layers
 cfg = getattr(transformers, spec.pop("cls"))(**spec, bos_token_id=1, eos_token_id=2)
+if a.config_only:
+    cfg.save_pretrained(a.out)
+    shutil.copy(a.tokenizer, f"{a.out}/tokenizer.model")
+    print(f"{a.shape}: config.json only -> {a.out}")
+    raise SystemExit(0)
 with torch.device("cuda"):
     model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 model.save_pretrained(a.out, safe_serialization=True, max_shard_size="5GB")

@@ -22,7 +22,8 @@
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # moe = configs/qwen3-30b-a3b-lora.yaml on Qwen3-30B-A3B's shape with MOE_LAYERS (default 12) of its 48 layers, against
 # PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing,
-# o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only),
+# o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only), q70-80 = the same
+# config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
@@ -254,6 +255,15 @@ for w in "${workloads[@]}"; do
        ft "f70-$q" q70 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70" model.quantize=$q \
          lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1
      done ;;
+  q70-80) # configs/llama3-70b-qlora.yaml on all 80 of Llama-3-70B's layers: config.json only, the weights drawn on
+     # the GPU and quantized as they are drawn (model.random_weights); at 2 x 2048 and at 1 x 8,192 with offload
+     [[ -d $work/model-q70-80 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70-80" \
+       --config-only --tokenizer "$tok" >/dev/null
+     ft q70-80 q70-80 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70-80" model.random_weights=true \
+       lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1
+     ft q70-80-offload q70-80 --config configs/llama3-70b-qlora.yaml model.path="$work/model-q70-80" \
+       model.random_weights=true lora.dropout=0 "${pretok[@]}" train.grad_accum_steps=1 data.seq_len=8192 \
+       train.micro_batch_size=1 model.activation_offload=true ;;
   o70) rm -rf "$work/model-llama3-8b"  # q70 at 8,192 tokens per row, the layer inputs on the GPU or offloaded
      [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
        --tokenizer "$tok" >/dev/null

@@ -62,6 +62,7 @@ struct ModelConfig {
   RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto;
   // LoRA's frozen projections: none | nf4 (4-bit, QLoRA) | fp8 (e4m3 with row scales; FP8 GEMMs on sm_89+)
   BaseQuantization quantize = BaseQuantization::kNone;
+  bool random_weights = false;  // with model.path: its config.json only, the weights drawn (init_std) instead of read
 
   template <class V> void visit(V& v) {
     v("path", path);
@@ -85,6 +86,7 @@ struct ModelConfig {
     v("moe_intermediate_size", moe_intermediate_size);
     v("router_aux_loss", router_aux_loss);
     v("quantize", quantize, kMustMatch);
+    v("random_weights", random_weights, kMustMatch);
   }
 };
 

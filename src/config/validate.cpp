@@ -139,6 +139,11 @@ void check_lora(const Config& c, Checker& k) {
   if (l.enabled && c.model.path.empty()) {
     k.fail("lora.enabled", "LoRA needs a pretrained model, but model.path is empty (set model.path or disable lora)");
   }
+  if (c.model.random_weights && c.model.path.empty()) {
+    k.fail("model.random_weights",
+           "needs model.path, whose config.json gives the shape (a model from the model.* dimensions is random "
+           "already: leave this false)");
+  }
   if (c.model.quantize != BaseQuantization::kNone && !l.enabled) {
     k.fail("model.quantize",
            "a quantized base is frozen and trains only through adapters; set lora.enabled: true "

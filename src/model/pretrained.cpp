@@ -125,6 +125,33 @@ at::Tensor read_parameter(const io::CheckpointReader& reader, const std::filesys
 // bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig).
 constexpr int64_t kNf4Blocksize = 64;
 
+// Where each base parameter's value goes: with `quantize` nf4 or fp8 a projection's weight is quantized (in `dtype`,
+// its compute dtype) and the value dropped; any other value becomes the parameter's data.
+class ParameterPlacer {
+ public:
+  ParameterPlacer(Transformer& model, BaseQuantization quantize) : quantize_(quantize) {
+    if (quantize == BaseQuantization::kNone) return;
+    for (const auto& [path, lin] : model.projections()) projections_.emplace(path + ".weight", lin);
+  }
+
+  void place(const std::string& name, const at::Tensor& param, const at::Tensor& value, at::ScalarType dtype) {
+    const auto projection = projections_.find(name);
+    if (projection == projections_.end()) {
+      param.set_data(value);
+    } else if (quantize_ == BaseQuantization::kNf4) {
+      projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
+    } else {
+      projection->second->quantize_fp8(value, dtype);
+    }
+  }
+
+  bool quantizes(const std::string& name) const { return projections_.count(name) > 0; }
+
+ private:
+  BaseQuantization quantize_;
+  std::map<std::string, Linear> projections_;
+};
+
 // The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`
 // in `dtype` and replaces the CPU tensor, so the model is allocated once, where it runs, instead of allocated there
 // and then filled. With `quantize` nf4 or fp8 each projection's weight is quantized on `device` and dropped before the
@@ -134,27 +161,15 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
   io::CheckpointReader reader(dir);
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
-  std::map<std::string, Linear> projections;
-  if (quantize != BaseQuantization::kNone) {
-    for (const auto& [path, lin] : model.projections()) projections.emplace(path + ".weight", lin);
-  }
+  ParameterPlacer placer(model, quantize);
   bool logged_cast = false;
   at::NoGradGuard no_grad;
   io::DeviceReader to_device(device);
   for (const auto& [name, param] : params) {
     // Cast where the weights will live: on a GPU that takes milliseconds.
-    at::Tensor value =
-        read_parameter(reader, dir, name, param.sizes(), dtype, model.args(), to_device, logged_cast).to(dtype);
-    const auto projection = projections.find(name);
-    if (projection != projections.end()) {
-      if (quantize == BaseQuantization::kNf4) {
-        projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
-      } else {
-        projection->second->quantize_fp8(value, dtype);
-      }
-    } else {
-      param.set_data(value);
-    }
+    placer.place(
+        name, param,
+        read_parameter(reader, dir, name, param.sizes(), dtype, model.args(), to_device, logged_cast).to(dtype), dtype);
   }
   model.to(device, dtype);  // the buffers: every parameter is there already
 }
@@ -185,9 +200,10 @@ std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, a
 }
 
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device,
-                  std::optional<at::ScalarType> dtype) {
+                  std::optional<at::ScalarType> dtype, BaseQuantization quantize) {
   const c10::Device where = device.value_or(c10::Device(at::kCPU));
   at::Generator gen = seeded_generator(where, seed);
+  ParameterPlacer placer(model, quantize);
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : base_parameters(model)) {
     const auto options = at::TensorOptions().device(where).dtype(dtype.value_or(param.scalar_type()));
@@ -200,10 +216,10 @@ void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c
       // Drawn in F32 and rounded once, as an F32 model cast to `dtype` afterwards would be.
       value = at::empty(param.sizes(), options.dtype(at::kFloat)).normal_(0.0, std, gen).to(options.dtype());
     }
-    if (!device && !dtype) {
+    if (!device && !dtype && !placer.quantizes(name)) {
       param.copy_(value);
-    } else {
-      param.set_data(value);  // new storage where the run needs it: the CPU copy was never written
+    } else {  // new storage where the run needs it (the CPU copy was never written), or the codes of the value
+      placer.place(name, param, value, value.scalar_type());
     }
   }
 }

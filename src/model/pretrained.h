@@ -34,9 +34,11 @@ void load_weights(Transformer& model, const std::filesystem::path& dir);
 // cast), biases 0, RMSNorm weights 1 (Gemma's 0). In place on the CPU when no device or dtype is given; else every
 // base parameter gets new storage on `device` in `dtype`, drawn by that device's generator, so a model built from
 // scratch is never written on the CPU and copied (a GPU's draws differ from the CPU's, each reproducible). LoRA
-// parameters are left alone.
+// parameters are left alone. With `quantize` nf4 or fp8 each projection's weight is quantized as it is drawn and
+// dropped (as load_pretrained does while reading), so the dense base never exists whole: the same draws, quantized.
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device = std::nullopt,
-                  std::optional<at::ScalarType> dtype = std::nullopt);
+                  std::optional<at::ScalarType> dtype = std::nullopt,
+                  BaseQuantization quantize = BaseQuantization::kNone);
 
 // The base parameters (no LoRA matrices, no token rows) in registration order, HF names: what save_pretrained
 // writes.

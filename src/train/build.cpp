@@ -230,14 +230,20 @@ std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const to
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
-  if (!cfg.model.path.empty()) {
+  if (!cfg.model.path.empty() && !cfg.model.random_weights) {
     m = model::load_pretrained(cfg.model.path, ctx.device, precision.param, cfg.model.quantize);
-  } else {
-    auto args = model::args_from_config(cfg.model, tokenizer.vocab_size());
-    // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
-    model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
+  } else {  // from the model.* dimensions, or model.path's config.json with weights drawn (model.random_weights)
+    model::ModelArgs args;
+    if (cfg.model.path.empty()) {
+      args = model::args_from_config(cfg.model, tokenizer.vocab_size());
+      // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
+      model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
+    } else {
+      args = model::load_hf_config(cfg.model.path);
+      args.torch_dtype = model::dtype_name(precision.param);
+    }
     m = std::make_shared<model::Transformer>(args);
-    model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param);
+    model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param, cfg.model.quantize);
     m->to(ctx.device, precision.param);  // the buffers: the parameters are there already
   }
   if (cfg.data.seq_len > m->args().max_position_embeddings) {

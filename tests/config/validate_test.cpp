@@ -137,6 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {"train.max_steps=10"}},
         BadValue{"data.train=[]", "data.train: empty (expected at least one training source)"},
         BadValue{"lora.enabled=true", "lora.enabled: LoRA needs a pretrained model, but model.path is empty"},
+        BadValue{"model.random_weights=true",
+                 "model.random_weights: needs model.path, whose config.json gives the shape"},
         BadValue{"model.quantize=nf4",
                  "model.quantize: a quantized base is frozen and trains only through adapters; set "
                  "lora.enabled: true"},

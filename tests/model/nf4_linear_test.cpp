@@ -4,14 +4,18 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "model/kernel_policy.h"
 #include "model/linear.h"
 #include "model/nf4_linear.h"
+#include "model/pretrained.h"
+#include "model/transformer.h"
 #include "quant/nf4.h"
 #include "support/test_support.h"
+#include "tiny_config.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -75,6 +79,37 @@ TEST(Nf4Linear, TheLayerKeepsTheDoubleQuantizedCodesOfQuantizeNf4) {
   EXPECT_TRUE(at::equal(dense->nf4->absmax_codes, expected.absmax_codes));
   EXPECT_TRUE(at::equal(dense->nf4->absmax2, expected.absmax2));
   EXPECT_THROW(dense->quantize_nf4({}, at::kFloat, 64), Error) << "quantized twice";
+}
+
+// model.quantize without model.path (a model built from its shape, as the benchmarks build 70B ones that no disk
+// holds): init_weights quantizes each projection as it draws it, which gives the codes of the same draws quantized
+// afterwards; every other parameter is what the dense init gives.
+TEST(Nf4Linear, AModelInitialisedFromItsShapeQuantizesTheSameDraws) {
+  const model::ModelArgs args = model::args_from_config(tiny_model_config("llama"), 50);
+  model::Transformer dense(args), quantized(args);
+  model::init_weights(dense, 0.2, 7, at::Device(at::kCPU), at::kFloat);
+  model::init_weights(quantized, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kNf4);
+  const auto dense_projections = dense.projections();
+  const auto projections = quantized.projections();
+  ASSERT_EQ(projections.size(), dense_projections.size());
+  ASSERT_EQ(projections.size(), 2u * 7u);
+  for (size_t i = 0; i < projections.size(); ++i) {
+    const auto& [path, layer] = projections[i];
+    ASSERT_TRUE(layer->nf4) << path;
+    EXPECT_FALSE(layer->weight.defined()) << path << ": the dense weight is dropped";
+    const quant::Nf4Tensor expected = quant::quantize_nf4(dense_projections[i].second->weight.detach(), 64, true);
+    EXPECT_TRUE(at::equal(layer->nf4->packed, expected.packed)) << path;
+    EXPECT_TRUE(at::equal(layer->nf4->absmax_codes, expected.absmax_codes)) << path;
+    EXPECT_TRUE(at::equal(layer->nf4->absmax2, expected.absmax2)) << path;
+  }
+  std::map<std::string, at::Tensor> dense_rest;
+  for (const auto& [name, value] : model::base_parameters(dense)) dense_rest.emplace(name, value);
+  const auto rest = model::base_parameters(quantized);
+  EXPECT_EQ(rest.size(), dense_rest.size() - projections.size());
+  for (const auto& [name, value] : rest) {
+    ASSERT_EQ(dense_rest.count(name), 1u) << name;
+    EXPECT_TRUE(at::equal(value, dense_rest.at(name))) << name;
+  }
 }
 
 TEST(Nf4Linear, GroupedProjectionsEqualEachLayerAlone) {

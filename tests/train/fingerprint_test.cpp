@@ -38,6 +38,7 @@ model::ModelArgs shape(int64_t hidden = 64) {
 
 TEST(Fingerprint, MarkedKeysAreTheSettingsThatShapeTheModelOrTheData) {
   const std::vector<std::string> want = {"model.quantize",
+                                         "model.random_weights",
                                          "lora.enabled",
                                          "lora.rank",
                                          "lora.targets",
