@@ -109,17 +109,23 @@ bool save_offloaded(AutogradContext* ctx, const at::Tensor& h, OffloadChain* cha
   return true;
 }
 
-// The offloaded h back on `device`; then starts prefetching the layer before's, whose backward comes next.
+// The offloaded h back on `device`; then starts prefetching the layer before's, whose backward comes next. Drops the
+// node's references to both: autograd frees a node's saved variables after its backward, but not its saved_data, and
+// the nodes live until the graph does, so every restored input would stay on the device to the backward's end.
 at::Tensor restore_offloaded(AutogradContext* ctx, at::Device device) {
   const OffloadChain chain = OffloadChain::of_stream(ctx->saved_data["offload_stream"].toIntVector());
   OffloadedInput slot;
   slot.host = ctx->saved_data["h_host"].toTensor();
   slot.prefetched = ctx->saved_data["h_prefetched"].toTensor();
+  ctx->saved_data.erase("h_host");
+  ctx->saved_data.erase("h_prefetched");
   at::Tensor h = chain.restore(slot, device);  // [B, T, hidden]
   if (ctx->saved_data.count("previous_host") > 0) {
-    OffloadedInput previous;
+    OffloadedInput previous;  // the layer before's node keeps the target until its own backward takes it
     previous.host = ctx->saved_data["previous_host"].toTensor();
     previous.prefetched = ctx->saved_data["previous_prefetched"].toTensor();
+    ctx->saved_data.erase("previous_host");
+    ctx->saved_data.erase("previous_prefetched");
     chain.prefetch(previous, device);
   }
   return h;
