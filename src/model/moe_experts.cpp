@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "model/moe_rows.h"
 #include "model/ops.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -74,9 +75,10 @@ at::Tensor ExpertAdapter::b_per_expert() const {
 }
 
 at::Tensor ExpertAdapter::delta(const at::Tensor& x, const at::Tensor& ends, const KernelPolicy& policy) const {
-  const at::Tensor a3 = a_per_expert().to(x.scalar_type());                            // [E, r, in]
-  const at::Tensor b3 = b_per_expert().to(x.scalar_type()).contiguous();               // [E, out, r]
-  return grouped_gemm(grouped_gemm(x, a3, ends, policy), b3, ends, policy) * scaling;  // [S, out]
+  const at::Tensor a3 = a_per_expert().to(x.scalar_type());  // [E, r, in]
+  // The scaling goes into B (E r out values) rather than onto the [S, out] result: one pass over it less.
+  const at::Tensor b3 = (b_per_expert() * scaling).to(x.scalar_type()).contiguous();  // [E, out, r]
+  return grouped_gemm(grouped_gemm(x, a3, ends, policy), b3, ends, policy);           // [S, out]
 }
 
 at::Tensor ExpertAdapter::delta_weight() const {
@@ -89,19 +91,25 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at:
   const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.size(2);
   const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.size(0));
   const at::ScalarType dtype = gemm_dtype(x);
+  // Our row kernels (model/moe_rows.h) where they take the tensors and x is in the GEMMs' dtype already.
+  const bool row_kernels = policy.kernels_for(x) && x.scalar_type() == dtype && moe_rows_available(x, weights);
   // Each token's row repeated k times, then in expert order. Gathering through the expanded view makes backward a
   // permutation (no two rows land on one) followed by a sum over k: deterministic on CUDA, unlike an index_add.
   const at::Tensor xs =
-      x.to(dtype).unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);  // [S, H]
+      row_kernels
+          ? moe_dispatch_rows(x, slots, k)
+          : x.to(dtype).unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);
   at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(dtype), slots.ends, policy);  // [S, 2 I]
-  if (gate_up_lora != nullptr && gate_up_lora->a.defined()) gu = gu + gate_up_lora->delta(xs, slots.ends, policy);
+  // In place: the grouped GEMM's backward does not read its output.
+  if (gate_up_lora != nullptr && gate_up_lora->a.defined()) gu.add_(gate_up_lora->delta(xs, slots.ends, policy));
   const at::Tensor act = gated_activation(gu.narrow(1, 0, inter), gu.narrow(1, inter, inter), gu, false, policy);
   at::Tensor y = grouped_gemm(act, down_proj.to(dtype), slots.ends, policy);  // [S, hidden]
-  if (down_lora != nullptr && down_lora->a.defined()) y = y + down_lora->delta(act, slots.ends, policy);
+  if (down_lora != nullptr && down_lora->a.defined()) y.add_(down_lora->delta(act, slots.ends, policy));
   // Weighted in the weights' dtype (mixtral: F32, then rounded), as transformers multiplies them.
-  const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order).unsqueeze(1);  // [S, 1]
-  const at::Tensor weighted = (y * w).to(x.scalar_type());                               // [S, hidden]
-  return weighted.index_select(0, slots.inverse).view({n, k, hidden}).sum(1);            // [N, hidden]
+  const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order);  // [S]
+  if (row_kernels) return moe_combine_rows(y, w, slots, k);                 // [N, hidden]
+  const at::Tensor weighted = (y * w.unsqueeze(1)).to(x.scalar_type());     // [S, hidden]
+  return weighted.index_select(0, slots.inverse).view({n, k, hidden}).sum(1);
 }
 
 }  // namespace ft::model::ops

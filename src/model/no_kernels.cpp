@@ -1,12 +1,13 @@
 // The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
 // it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
 // paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
-// short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp and
-// cross_entropy_rows.cpp instead (model/CMakeLists.txt).
+// short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp, moe_rows.cpp
+// and cross_entropy_rows.cpp instead (model/CMakeLists.txt).
 #include "model/fp8_linear.h"
 #include "model/fp8_training.h"
 #include "model/linear_cross_entropy.h"
 #include "model/lora_dropout.h"
+#include "model/moe_rows.h"
 #include "model/nf4_linear.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -34,6 +35,16 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor&, const at::Tens
 }
 at::Tensor fused_rms_norm(const at::Tensor&, const at::Tensor&, double, at::ScalarType, double) {
   no_kernels("fused_rms_norm");
+}
+
+bool moe_rows_available(const at::Tensor&, const at::Tensor&) {
+  return false;
+}
+at::Tensor moe_dispatch_rows(const at::Tensor&, const ops::ExpertSlots&, int64_t) {
+  no_kernels("moe_dispatch_rows");
+}
+at::Tensor moe_combine_rows(const at::Tensor&, const at::Tensor&, const ops::ExpertSlots&, int64_t) {
+  no_kernels("moe_combine_rows");
 }
 
 bool nf4_dequantize_available(const quant::Nf4Tensor&) {

@@ -14,6 +14,7 @@
 #include "model/mode_guards.h"
 #include "model/moe.h"
 #include "model/moe_experts.h"
+#include "model/moe_rows.h"
 #include "model/pretrained.h"
 #include "model/reference.h"
 #include "train/objective.h"
@@ -192,6 +193,94 @@ TEST(MoeExperts, GroupedGemmOnCudaMatchesThePerExpertLoop) {
   };
   EXPECT_LT(rel(out[1], out[0]), 2e-2);
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(rel(grads[3 + i], grads[i]), 2e-2) << i;
+}
+
+// Our row kernels (model/moe_rows.h) on their own against the ATen composite of ops::moe_experts, on CUDA in bf16
+// with router weights in bf16 (qwen3_moe) and F32 (mixtral): the dispatch's rows and the weighted sum's input
+// gradient bit for bit, the sum and the other gradients within one bf16 rounding (the order of F32 additions).
+TEST(MoeExperts, RowKernelsOnCudaMatchTheAtenCompositeWithinOneRounding) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(6);
+  const int64_t n = 501, experts = 16, k = 4;
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a.to(at::kFloat) - b.to(at::kFloat)).abs().max() / b.to(at::kFloat).abs().max()).item<double>();
+  };
+  for (const int64_t hidden : {256, 260}) {  // 16-byte vectors, and element by element
+    const at::Tensor choice = std::get<1>(at::randn({n, experts}, opts).topk(k, -1));
+    const model::ops::ExpertSlots slots = model::ops::sort_by_expert(choice, experts);
+    const at::Tensor x = at::randn({n, hidden}, opts).to(at::kBFloat16);
+    const at::Tensor y = at::randn({n * k, hidden}, opts).to(at::kBFloat16);
+    const at::Tensor grad = at::randn({n, hidden}, opts).to(at::kBFloat16);
+    for (const auto weight_dtype : {at::kBFloat16, at::kFloat}) {
+      const at::Tensor w = at::rand({n * k}, opts).to(weight_dtype);
+      std::vector<at::Tensor> got, want;
+      for (const bool kernel : {true, false}) {
+        const at::Tensor xi = x.clone().requires_grad_(), yi = y.clone().requires_grad_();
+        const at::Tensor wi = w.clone().requires_grad_();
+        at::Tensor xs, sum;
+        if (kernel) {
+          xs = model::moe_dispatch_rows(xi, slots, k);
+          sum = model::moe_combine_rows(yi, wi, slots, k);
+        } else {
+          xs = xi.unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);
+          sum = (yi * wi.unsqueeze(1)).to(at::kBFloat16).index_select(0, slots.inverse).view({n, k, hidden}).sum(1);
+        }
+        xs.backward(y);
+        sum.backward(grad);
+        (kernel ? got : want) = {xs.detach(), sum.detach(), xi.grad(), yi.grad(), wi.grad()};
+      }
+      const std::string what = std::to_string(hidden) + " " + c10::toString(weight_dtype);
+      EXPECT_TRUE(at::equal(got[0], want[0])) << what << ": dispatched rows";
+      EXPECT_TRUE(at::equal(got[3], want[3])) << what << ": gradient of the summed rows";
+      EXPECT_LT(rel(got[1], want[1]), 8e-3) << what << ": weighted sum";
+      EXPECT_LT(rel(got[2], want[2]), 8e-3) << what << ": gradient of the dispatched input";
+      EXPECT_LT(rel(got[4], want[4]), weight_dtype == at::kFloat ? 1e-5 : 8e-3) << what << ": gradient of the weights";
+    }
+  }
+}
+
+// The whole expert computation with our kernels (the row kernels, and the SwiGLU kernel whose one rounding differs
+// from the composite's two) against the ATen composite, with both expert adapters: within bf16 rounding.
+TEST(MoeExperts, RowKernelsOnCudaMatchTheAtenComposite) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(5);
+  const int64_t n = 777, inter = 64, experts = 8, k = 3, rank = 4;
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a.to(at::kFloat) - b.to(at::kFloat)).abs().max() / b.to(at::kFloat).abs().max()).item<double>();
+  };
+  // 256: rows of whole 16-byte vectors; 260: element by element.
+  for (const int64_t hidden : {256, 260}) {
+    const at::Tensor x = at::randn({n, hidden}, opts).to(at::kBFloat16);
+    const at::Tensor choice = std::get<1>(at::randn({n, experts}, opts).topk(k, -1));
+    const at::Tensor gate_up = (at::randn({experts, 2 * inter, hidden}, opts) * 0.05).to(at::kBFloat16);
+    const at::Tensor down = (at::randn({experts, hidden, inter}, opts) * 0.05).to(at::kBFloat16);
+    const at::Tensor up_a = at::randn({experts * rank, hidden}, opts) * 0.05;
+    const at::Tensor up_b = at::randn({2 * inter, experts * rank}, opts) * 0.05;
+    const at::Tensor down_a = at::randn({experts * rank, inter}, opts) * 0.05;
+    const at::Tensor down_b = at::randn({hidden, experts * rank}, opts) * 0.05;
+    for (const auto weight_dtype : {at::kBFloat16, at::kFloat}) {
+      const at::Tensor weights = at::rand({n, k}, opts).to(weight_dtype);
+      std::vector<at::Tensor> out, grads;
+      for (const bool kernels : {false, true}) {
+        model::KernelPolicy policy = model::KernelPolicy::resolve(true, at::Device(at::kCUDA), at::kBFloat16);
+        ASSERT_TRUE(policy.kernels) << "this build has no CUDA kernels";
+        policy.kernels = kernels;
+        const at::Tensor xi = x.clone().requires_grad_(), wi = weights.clone().requires_grad_();
+        model::ops::ExpertAdapter up{up_a.clone().requires_grad_(), up_b.clone().requires_grad_(), 1.5, experts};
+        model::ops::ExpertAdapter dn{down_a.clone().requires_grad_(), down_b.clone().requires_grad_(), 1.5, experts};
+        const at::Tensor y = model::ops::moe_experts(xi, choice, wi, gate_up, down, policy, &up, &dn);  // [n, hidden]
+        y.backward(y.detach());  // a gradient that differs from row to row and column to column
+        out.push_back(y.detach());
+        grads.insert(grads.end(), {xi.grad(), wi.grad(), up.a.grad(), up.b.grad(), dn.a.grad(), dn.b.grad()});
+      }
+      EXPECT_LT(rel(out[1], out[0]), 2e-2) << hidden << " " << weight_dtype;
+      for (size_t i = 0; i < 6; ++i) {
+        EXPECT_LT(rel(grads[6 + i], grads[i]), 2e-2) << hidden << " " << weight_dtype << " gradient " << i;
+      }
+    }
+  }
 }
 
 // The gradients of cross-entropy + aux loss (the router's through the aux loss too) are the same with the decoder
