@@ -21,14 +21,16 @@
 # Needs: a built finetune ($FT_BIN, default build-gpu/bin/finetune), python3 with torch, transformers and peft,
 # and .gpu/tokenizer.model (any sentencepiece model: the token ids are random anyway).
 # moe = configs/qwen3-30b-a3b-lora.yaml on Qwen3-30B-A3B's shape with MOE_LAYERS (default 12) of its 48 layers, against
-# PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing,
+# PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing, eager and
+# compiled (MOE_MODES, default eager compile),
 # o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only), q70-80 = the same
 # config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
 # LIGER=1 to add transformers + Liger's kernels + torch.compile to a, b and c (liger-kernel importable: a carried
-# wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT, SHAPES_7B to run some of the 7b
+# wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT (PROFILE=first: of the
+# first step, whose time then counts the tracing), SHAPES_7B to run some of the 7b
 # configs, KEEP_MODELS=1 to keep their random models for a later call.
 set -uo pipefail
 out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b 8b g2 g3]}
@@ -89,6 +91,7 @@ ft() {
   local last=$((5 + steps)) prof=()
   # The traced steps come after the measured ones (tracing slows them).
   [[ ${PROFILE:-0} == 1 ]] && prof=(train.profile_start_step=$((last + 1)) train.profile_steps=2)
+  [[ ${PROFILE:-0} == first ]] && prof=(train.profile_start_step=1 train.profile_steps=1)
   rm -rf "$work/$name"
   local launch
   launch=$(date +%s.%N)
@@ -98,7 +101,7 @@ ft() {
   local pid=$!
   while kill -0 $pid 2>/dev/null; do
     if grep -q "\"step\":$last," "$work/$name/metrics.jsonl" 2>/dev/null &&
-       { [[ ${PROFILE:-0} != 1 ]] || grep -q "profiler: wrote" "$out/$name.log"; }; then
+       { [[ ${PROFILE:-0} == 0 ]] || grep -q "profiler: wrote" "$out/$name.log"; }; then
       kill -9 $pid; break
     fi
     sleep 1
@@ -118,7 +121,7 @@ print(json.dumps(dict(workload=workload, runner="finetune", name=name, tokens_pe
                       step_peak_alloc_gib=last[-1].get("step_peak_memory_gib"),
                       first_step_s=start[0]["time"] - launch if start else None)))
 PY
-  if [[ ${PROFILE:-0} == 1 ]]; then
+  if [[ ${PROFILE:-0} != 0 ]]; then
     for f in "$work/$name"/profile/*.json; do [[ -f $f ]] && gzip -c "$f" >"$out/$name.trace.json.gz"; done
   fi
   rm -rf "${work:?}/$name"  # a killed run leaves no checkpoint, but the disk is shared with the random models
@@ -237,9 +240,11 @@ for w in "${workloads[@]}"; do
        --layers "${MOE_LAYERS:-12}" --tokenizer "$tok" >/dev/null
      ft moe moe --config configs/qwen3-30b-a3b-lora.yaml model.path="$work/model-moe" "${pretok[@]}" \
        train.grad_accum_steps=1
-     [[ ${CONTENDERS:-1} == 0 ]] ||
-       python3 bench/compare/contender.py moe --model-dir "$work/model-moe" --steps "$steps" >>"$results" \
-         2>"$out/py-moe.log" || tail -3 "$out/py-moe.log" ;;
+     for mode in ${MOE_MODES:-eager compile}; do
+       [[ ${CONTENDERS:-1} == 0 ]] ||
+         python3 bench/compare/contender.py moe --model-dir "$work/model-moe" --mode "$mode" --steps "$steps" \
+           >>"$results" 2>"$out/py-moe-$mode.log" || tail -3 "$out/py-moe-$mode.log"
+     done ;;
   q70) rm -rf "$work/model-llama3-8b"  # the disk holds one of them
      [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
        --tokenizer "$tok" >/dev/null

@@ -3,7 +3,8 @@
 
 Sums the durations of CUDA kernels and memcpy/memset events by name (templates shortened), divided by the number of
 traced optimizer steps, and prints a Markdown table: ms per step, share of the GPU-busy time, calls per step. The
-last line compares GPU-busy time with the wall time the trace spans (idle gaps = launch or host overhead)."""
+last line compares GPU-busy time with the wall time the trace spans (idle gaps = launch or host overhead). With
+--cpu K, also the K host operators with the most time in them (nested ones count inside their callers too)."""
 import argparse
 import collections
 import gzip
@@ -28,6 +29,7 @@ def main() -> None:
     ap.add_argument("trace")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cpu", type=int, default=0)
     args = ap.parse_args()
     opener = gzip.open if args.trace.endswith(".gz") else open
     with opener(args.trace, "rt") as f:
@@ -48,6 +50,14 @@ def main() -> None:
         print(f"| `{name}` | {us / 1e3 / args.steps:.2f} | {100 * us / busy:.1f} % | {calls[name] / args.steps:.0f} |")
     print(f"\nGPU busy {busy / 1e3 / args.steps:.1f} ms/step of a {span / 1e3 / args.steps:.1f} ms/step span "
           f"({100 * busy / span:.0f} %), {len(gpu) / args.steps:.0f} GPU events per step")
+    if args.cpu:
+        host = collections.Counter()
+        for e in events:
+            if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
+                host[f'{e["cat"]}: {short(e["name"])}'] += e["dur"]
+        print(f"\n| host operator | ms/step |\n|---|---:|")
+        for name, us in host.most_common(args.cpu):
+            print(f"| `{name}` | {us / 1e3 / args.steps:.1f} |")
 
 
 if __name__ == "__main__":
