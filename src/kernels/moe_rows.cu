@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/block.cuh"
 #include "kernels/convert.cuh"
@@ -24,7 +25,7 @@ __global__ void combine_kernel(const T* y, const W* w, const int64_t* inverse, i
       const auto p = load<T, V>(y, s * hidden + c);
       if (w != nullptr) {
         const float wv = to_f(w[s]);
-        for (int i = 0; i < V; ++i) acc[i] += rounded<T>(to_f(p.v[i]) * wv);
+        for (int i = 0; i < V; ++i) acc[i] += rounded<T>(__fmul_rn(to_f(p.v[i]), wv));  // no FMA: ATen rounds it
       } else {
         for (int i = 0; i < V; ++i) acc[i] += to_f(p.v[i]);
       }
@@ -49,7 +50,7 @@ __global__ void combine_backward_kernel(const T* grad_out, const T* y, const W* 
     for (int i = 0; i < V; ++i) {
       const float gv = to_f(g.v[i]);
       q.v[i] = from_f<T>(gv * wv);
-      dot += rounded<W>(gv * to_f(p.v[i]));
+      dot += rounded<W>(__fmul_rn(gv, to_f(p.v[i])));  // the product rounded before the sum, as ATen's
     }
     store<T, V>(grad_y, s * hidden + c, q);
   }
@@ -75,6 +76,9 @@ unsigned threads_for(int64_t hidden, int v) {
 // Calls f(T{}, W{}) for the row dtype and the weights' dtype (F32, or the rows' own).
 template <class F>
 void dispatch_pair(DType dtype, DType w_dtype, F&& f) {
+  if (w_dtype != DType::kF32 && w_dtype != dtype) {
+    throw std::invalid_argument("moe rows: the weights' dtype must be F32 or the rows' own");
+  }
   dispatch(dtype, [&](auto t) {
     using T = decltype(t);
     if (w_dtype == DType::kF32) {

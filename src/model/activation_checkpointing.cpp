@@ -98,6 +98,7 @@ bool save_offloaded(AutogradContext* ctx, const at::Tensor& h, OffloadChain* cha
   if (chain == nullptr) return false;
   OffloadedInput slot = chain->offload(h);
   if (!slot.offloaded()) return false;
+  ctx->saved_data["offloaded"] = true;  // kept when backward drops the tensors below
   ctx->saved_data["h_host"] = slot.host;
   ctx->saved_data["h_prefetched"] = slot.prefetched;
   ctx->saved_data["offload_stream"] = chain->packed_stream();
@@ -113,6 +114,9 @@ bool save_offloaded(AutogradContext* ctx, const at::Tensor& h, OffloadChain* cha
 // node's references to both: autograd frees a node's saved variables after its backward, but not its saved_data, and
 // the nodes live until the graph does, so every restored input would stay on the device to the backward's end.
 at::Tensor restore_offloaded(AutogradContext* ctx, at::Device device) {
+  FT_CHECK(ctx->saved_data.count("h_host") > 0,
+           "activation offload: a layer's offloaded input is gone after its first backward (the graph was kept "
+           "for a second one: train without model.activation_offload for that)");
   const OffloadChain chain = OffloadChain::of_stream(ctx->saved_data["offload_stream"].toIntVector());
   OffloadedInput slot;
   slot.host = ctx->saved_data["h_host"].toTensor();
@@ -184,7 +188,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ac.cpu_dtype = ctx->saved_data["ac_cpu_dtype"].toScalarType();
     ac.cuda_dtype = ctx->saved_data["ac_cuda_dtype"].toScalarType();
     const bool h_grad = ctx->saved_data["h_grad"].toBool();
-    const bool offloaded = ctx->saved_data.count("h_host") > 0;
+    const bool offloaded = ctx->saved_data.count("offloaded") > 0;
     if (offloaded) saved.insert(saved.begin(), restore_offloaded(ctx, saved[0].device()));  // {h, cos, sin}
     at::Tensor h = saved[0].detach().requires_grad_(h_grad);  // [B, T, hidden]
     const at::Tensor rng_dev = ctx->saved_data.count("rng_dev") ? ctx->saved_data["rng_dev"].toTensor() : at::Tensor();

@@ -54,7 +54,7 @@ class CombineRows : public torch::autograd::Function<CombineRows> {
     const at::Tensor &rows = saved[0], &w = saved[1], &order = saved[2];
     const at::Tensor grad = grad_out[0].to(rows.scalar_type()).contiguous();  // [N, hidden]
     at::Tensor grad_rows = at::empty_like(rows);                              // [S, hidden]
-    at::Tensor grad_w = at::empty({rows.size(0)}, rows.options().dtype(at::kFloat));
+    at::Tensor grad_w = at::zeros({rows.size(0)}, rows.options().dtype(at::kFloat));  // stays 0 for 0 columns
     kernels::moe_combine_rows_backward(grad.data_ptr(), rows.data_ptr(), w.data_ptr(), kernel_dtype(w.scalar_type()),
                                        order.data_ptr<int64_t>(), rows.size(0), ctx->saved_data["k"].toInt(),
                                        rows.size(1), grad_rows.data_ptr(), grad_w.data_ptr<float>(),
@@ -74,13 +74,14 @@ bool moe_rows_available(const at::Tensor& y, const at::Tensor& weights) {
 
 at::Tensor moe_dispatch_rows(const at::Tensor& x, const ops::ExpertSlots& slots, int64_t k) {
   FT_CHECK(moe_rows_available(x, at::Tensor()), "moe_dispatch_rows: x must be a CUDA matrix of F32, BF16 or F16");
+  FT_CHECK(k > 0 && slots.order.size(0) == x.size(0) * k, "moe_dispatch_rows: the slots are not N x k");
   return DispatchRows::apply(x, slots.order, slots.inverse, k);
 }
 
 at::Tensor moe_combine_rows(const at::Tensor& y, const at::Tensor& weights_sorted, const ops::ExpertSlots& slots,
                             int64_t k) {
-  FT_CHECK(moe_rows_available(y, weights_sorted) && weights_sorted.defined() && weights_sorted.numel() == y.size(0) &&
-               slots.inverse.size(0) == y.size(0),
+  FT_CHECK(k > 0 && moe_rows_available(y, weights_sorted) && weights_sorted.defined() &&
+               weights_sorted.numel() == y.size(0) && slots.inverse.size(0) == y.size(0),
            "moe_combine_rows: y [S, hidden] and weights [S] must be CUDA tensors, the weights in y's dtype or F32");
   return CombineRows::apply(y, weights_sorted.reshape({-1}), slots.order, slots.inverse, k);
 }
