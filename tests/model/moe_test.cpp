@@ -228,7 +228,7 @@ TEST(MoeExperts, RowKernelsOnCudaMatchTheAtenCompositeWithinOneRounding) {
         }
         xs.backward(y);
         sum.backward(grad);
-        (kernel ? got : want) = {xs.detach(), sum.detach(), xi.grad(), yi.grad(), wi.grad()};
+        (kernel ? got : want) = std::vector<at::Tensor>{xs.detach(), sum.detach(), xi.grad(), yi.grad(), wi.grad()};
       }
       const std::string what = std::to_string(hidden) + " " + c10::toString(weight_dtype);
       EXPECT_TRUE(at::equal(got[0], want[0])) << what << ": dispatched rows";
