@@ -224,6 +224,20 @@ void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::D
 
 }  // namespace
 
+model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& tokenizer,
+                                  const PrecisionPolicy& precision) {
+  model::ModelArgs args;
+  if (cfg.model.path.empty()) {
+    args = model::args_from_config(cfg.model, tokenizer.vocab_size());
+    // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
+    model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
+  } else {
+    args = model::load_hf_config(cfg.model.path);
+    args.torch_dtype = model::dtype_name(precision.param);
+  }
+  return args;
+}
+
 std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
                                                      const PrecisionPolicy& precision, const RunContext& ctx) {
   check_fp8_gemms(cfg, precision, ctx.device);
@@ -233,16 +247,7 @@ std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const to
   if (!cfg.model.path.empty() && !cfg.model.random_weights) {
     m = model::load_pretrained(cfg.model.path, ctx.device, precision.param, cfg.model.quantize);
   } else {  // from the model.* dimensions, or model.path's config.json with weights drawn (model.random_weights)
-    model::ModelArgs args;
-    if (cfg.model.path.empty()) {
-      args = model::args_from_config(cfg.model, tokenizer.vocab_size());
-      // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
-      model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
-    } else {
-      args = model::load_hf_config(cfg.model.path);
-      args.torch_dtype = model::dtype_name(precision.param);
-    }
-    m = std::make_shared<model::Transformer>(args);
+    m = std::make_shared<model::Transformer>(build_model_args(cfg, tokenizer, precision));
     model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param, cfg.model.quantize);
     m->to(ctx.device, precision.param);  // the buffers: the parameters are there already
   }
@@ -280,24 +285,29 @@ void seed_rank_generators(const Config& cfg, const RunContext& ctx) {
   at::manual_seed(static_cast<uint64_t>(cfg.run.seed) + 7919ull * static_cast<uint64_t>(ctx.rank + 1));
 }
 
+std::vector<std::string> configure_model(model::Transformer& m, const Config& cfg,
+                                         const std::vector<int64_t>& created) {
+  if (cfg.lora.enabled) model::apply_lora(m, cfg.lora, static_cast<uint64_t>(cfg.run.seed));
+  if (cfg.lora.enabled && !created.empty()) m.add_token_rows(created);
+  std::vector<std::string> left;
+  if (cfg.train.fp8 != Fp8Training::kOff) left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip);
+  m.set_activation_checkpointing(cfg.model.activation_checkpointing);
+  m.set_activation_offload(cfg.model.activation_offload);
+  return left;
+}
+
 ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx) {
   ModelParts parts;
-  const auto seed = static_cast<uint64_t>(cfg.run.seed);
   std::shared_ptr<model::Transformer> m = build_base_model(cfg, tokenizer, precision, ctx);
-  const std::vector<int64_t> created = created_token_ids(tokenizer);
-  if (cfg.lora.enabled) model::apply_lora(*m, cfg.lora, seed);
-  if (cfg.lora.enabled && !created.empty()) m->add_token_rows(created);
+  const auto left = configure_model(*m, cfg, created_token_ids(tokenizer));
   if (cfg.train.fp8 != Fp8Training::kOff) {
-    const auto left = model::enable_fp8_training(*m, cfg.train.fp8, cfg.train.fp8_skip);
     FT_LOG_INFO("train.fp8: {}: {} of {} projections train with FP8 GEMMs{}", name_of(cfg.train.fp8),
                 m->projections().size() - left.size(), m->projections().size(),
                 left.empty() ? ""
                              : fmt::format(" (in bf16, by train.fp8_skip or a size not a multiple of 16: {})",
                                            fmt::join(left, ", ")));
   }
-  m->set_activation_checkpointing(cfg.model.activation_checkpointing);
-  m->set_activation_offload(cfg.model.activation_offload);
   if (cfg.model.activation_offload) {
     FT_LOG_INFO("model.activation_offload: {}",
                 ctx.device.is_cuda() ? "layer inputs wait in pinned host memory" : "no effect on the CPU");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/args.h"
 #include "train/precision.h"
 
 namespace ft::dist {
@@ -69,6 +70,10 @@ void prepare_inputs(Config& cfg, const RunContext& ctx);
 // The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
 std::unique_ptr<tok::Tokenizer> build_tokenizer(const Config& cfg);
 
+// The shape of the run's model: model.path's config.json (its torch_dtype set to precision.param), or the model.*
+// dimensions with the tokenizer's vocabulary and special token ids.
+model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision);
+
 // The model as the run starts from, before adapters: model.path's weights (in precision.param, NF4 projections with
 // model.quantize) or a fresh init from run.seed, with rows for tokenizer.add_tokens. Seeds the generators with
 // run.seed: call seed_rank_generators after it.
@@ -76,6 +81,11 @@ std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const to
                                                      const PrecisionPolicy& precision, const RunContext& ctx);
 // Seeds the generators for this rank's dropout and sampling (weights are initialised identically on every rank).
 void seed_rank_generators(const Config& cfg, const RunContext& ctx);
+
+// What the config adds to a base model: LoRA adapters (lora.*; under LoRA, trainable embedding rows for the
+// `created` token ids), FP8 GEMMs (train.fp8) and the memory levers (model.activation_checkpointing and
+// activation_offload). Returns the projections train.fp8 leaves in bf16.
+std::vector<std::string> configure_model(model::Transformer& m, const Config& cfg, const std::vector<int64_t>& created);
 
 struct ModelParts {
   std::shared_ptr<model::Transformer> model;                  // on ctx.device, in precision.param, in train mode

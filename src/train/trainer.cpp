@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/checkpoint_store.h"
@@ -31,6 +32,7 @@
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
 #include "tokenizer/tokenizer.h"
+#include "train/kernel_warm_up.h"
 #include "train/objective.h"
 #include "train/precision.h"
 #include "train/schedule.h"
@@ -79,17 +81,25 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   const auto kernels = model::KernelPolicy::resolve(cfg_.train.fused_kernels, ctx_.device, precision.compute);
   const auto model_start = Clock::now();
   tokenizer_ = build_tokenizer(cfg_);
+  const auto layout = loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false);
+  // Only a read of weight files takes long enough to hide the warm-up; a model drawn on the GPU is ready sooner.
+  std::optional<KernelWarmUp> warm_up;
+  if (!cfg_.model.path.empty() && !cfg_.model.random_weights) {
+    warm_up.emplace(cfg_, build_model_args(cfg_, *tokenizer_, precision), precision, kernels,
+                    WarmUpBatch{layout.micro_batch_size, layout.seq_len, layout.packing});
+  }
   model_ = build_model(cfg_, *tokenizer_, precision, ctx_);
   model_.model->set_kernel_policy(kernels);
   auto objective = build_objective(cfg_, precision, kernels, *tokenizer_, ctx_);
   model_.build_s = seconds_since(model_start);
   const auto data_start = Clock::now();
-  const auto collate = loader_options(cfg_, *tokenizer_, ctx_, /*shuffle=*/false).collate();
+  const auto collate = layout.collate();
   data_ = build_data(cfg_, *tokenizer_, ctx_, [&](data::PreferenceDataset& pairs) {
     objective->prepare_pairs(*model_.model, pairs, collate, cfg_.train.micro_batch_size, ctx_);
   });
   data_.build_s = seconds_since(data_start);
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_, kernels.kernels);
+  if (warm_up) warm_up->finish();
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   step_ = std::make_unique<TrainStep>(cfg_, ctx_, model_, optim_, std::move(objective),
                                       build_scaler(cfg_, precision, ctx_.device),

@@ -1,0 +1,103 @@
+#include "train/kernel_warm_up.h"
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#ifdef FT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+#include "model/pretrained.h"
+#include "model/transformer.h"
+#include "train/build.h"
+#include "train/objective.h"
+#include "util/log.h"
+
+namespace ft::train {
+namespace {
+
+using WarmUpClock = std::chrono::steady_clock;
+
+double seconds_since_start(WarmUpClock::time_point start) {
+  return std::chrono::duration<double>(WarmUpClock::now() - start).count();
+}
+
+// Tokens without random draws: 0, 1, 2, ... wrapping at the vocabulary, one row of each sample when packing.
+DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::Device device) {
+  const auto i64 = at::TensorOptions().dtype(at::kLong).device(device);
+  const int64_t n = shape.rows * shape.seq_len;
+  DeviceBatch in;
+  in.input_ids = at::arange(n, i64).remainder(vocab_size).view({shape.rows, shape.seq_len});  // I64 [B, T]
+  in.positions = at::arange(shape.seq_len, i64).repeat({shape.rows, 1});                      // I64 [B, T]
+  if (shape.packing) {
+    in.segments = at::zeros({shape.rows, shape.seq_len}, i64.dtype(at::kInt));        // I32 [B, T]
+    in.packed.cu_seqlens = at::arange(0, n + 1, shape.seq_len, i64.dtype(at::kInt));  // I32 [B + 1]
+    in.packed.max_seqlen = shape.seq_len;
+  }
+  return in;
+}
+
+}  // namespace
+
+void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPolicy& precision,
+                     const model::KernelPolicy& kernels, const WarmUpBatch& shape) {
+  const c10::Device device = kernels.device;
+#ifdef FT_WITH_CUDA
+  std::optional<c10::cuda::CUDAStreamGuard> on_side_stream;  // sets the device too
+  if (device.is_cuda()) {
+    on_side_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+  }
+#endif
+  args.num_layers = 1;
+  const auto m = std::make_shared<model::Transformer>(args);
+  model::init_weights(*m, cfg.model.init_std, static_cast<uint64_t>(cfg.run.seed), device, precision.param,
+                      cfg.model.quantize);
+  m->to(device, precision.param);
+  configure_model(*m, cfg, /*created=*/{});
+  m->set_kernel_policy(kernels);
+  m->eval();  // no dropout or router jitter: nothing is drawn from the run's generators
+  const DeviceBatch in = warm_up_inputs(shape, args.vocab_size, device);
+  const at::Tensor rows = at::arange(in.input_ids.numel(), in.input_ids.options());  // I64 [B * T]
+  const at::Tensor labels = in.input_ids.flatten().roll(-1);                         // I64 [B * T]
+  token_losses(*m, in, rows, labels, precision, kernels).sum().backward();
+#ifdef FT_WITH_CUDA
+  if (on_side_stream) on_side_stream->current_stream().synchronize();
+#endif
+}
+
+KernelWarmUp::KernelWarmUp(const Config& cfg, model::ModelArgs args, const PrecisionPolicy& precision,
+                           const model::KernelPolicy& kernels, WarmUpBatch batch) {
+  if (!kernels.device.is_cuda()) return;
+  thread_ = std::thread([this, cfg, args = std::move(args), precision, kernels, batch] {
+    const auto start = WarmUpClock::now();
+    try {
+      warm_up_kernels(cfg, args, precision, kernels, batch);
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
+    seconds_ = seconds_since_start(start);
+  });
+}
+
+KernelWarmUp::~KernelWarmUp() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void KernelWarmUp::finish() {
+  if (!thread_.joinable()) return;
+  const auto start = WarmUpClock::now();
+  thread_.join();
+  const double waited = seconds_since_start(start);
+  if (!failure_.empty()) {
+    FT_LOG_WARN("kernel warm-up failed after {:.2f} s; the first step loads its kernels itself: {}", seconds_,
+                failure_.substr(0, failure_.find('\n')));
+  } else {
+    FT_LOG_INFO("kernel warm-up: {:.2f} s on its own thread, {:.2f} s of it waited for after the model and data",
+                seconds_, waited);
+  }
+}
+
+}  // namespace ft::train
