@@ -12,6 +12,7 @@
 #include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/fs.h"
+#include "util/stopwatch.h"
 
 namespace ft::ckpt {
 
@@ -26,11 +27,7 @@ CheckpointWriterOptions CheckpointWriterOptions::from_config(const Config& cfg, 
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 fs::path marker(const fs::path& dir, const char* kind, int rank) {
   return dir / fmt::format(".{}-rank{}", kind, rank);

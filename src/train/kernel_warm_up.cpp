@@ -1,6 +1,5 @@
 #include "train/kernel_warm_up.h"
 
-#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -15,15 +14,10 @@
 #include "train/build.h"
 #include "train/objective.h"
 #include "util/log.h"
+#include "util/stopwatch.h"
 
 namespace ft::train {
 namespace {
-
-using WarmUpClock = std::chrono::steady_clock;
-
-double seconds_since_start(WarmUpClock::time_point start) {
-  return std::chrono::duration<double>(WarmUpClock::now() - start).count();
-}
 
 // Tokens without random draws: 0, 1, 2, ... wrapping at the vocabulary, one row of each sample when packing.
 DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::Device device) {
@@ -72,13 +66,13 @@ KernelWarmUp::KernelWarmUp(const Config& cfg, model::ModelArgs args, const Preci
                            const model::KernelPolicy& kernels, WarmUpBatch batch) {
   if (!kernels.device.is_cuda()) return;
   thread_ = std::thread([this, cfg, args = std::move(args), precision, kernels, batch] {
-    const auto start = WarmUpClock::now();
+    const auto start = SteadyClock::now();
     try {
       warm_up_kernels(cfg, args, precision, kernels, batch);
     } catch (const std::exception& e) {
       failure_ = e.what();
     }
-    seconds_ = seconds_since_start(start);
+    seconds_ = seconds_since(start);
   });
 }
 
@@ -88,9 +82,9 @@ KernelWarmUp::~KernelWarmUp() {
 
 void KernelWarmUp::finish() {
   if (!thread_.joinable()) return;
-  const auto start = WarmUpClock::now();
+  const auto start = SteadyClock::now();
   thread_.join();
-  const double waited = seconds_since_start(start);
+  const double waited = seconds_since(start);
   if (!failure_.empty()) {
     FT_LOG_WARN("kernel warm-up failed after {:.2f} s; the first step loads its kernels itself: {}", seconds_,
                 failure_.substr(0, failure_.find('\n')));

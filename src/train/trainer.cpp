@@ -39,6 +39,7 @@
 #include "util/fmt.h"
 #include "util/process.h"
 #include "util/signals.h"
+#include "util/stopwatch.h"
 
 #ifdef FT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -47,11 +48,7 @@
 namespace ft::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = SteadyClock;
 
 // Turns an out-of-memory error (CUDA's OutOfMemoryError, or the CPU allocator's failure) into advice in the user's
 // own settings.
