@@ -19,7 +19,7 @@
 namespace ft::train {
 namespace {
 
-// Tokens without random draws: 0, 1, 2, ... wrapping at the vocabulary, one row of each sample when packing.
+// Tokens without random draws: 0, 1, 2, ... wrapping at the vocabulary; when packing, each row is one sample.
 DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::Device device) {
   const auto i64 = at::TensorOptions().dtype(at::kLong).device(device);
   const int64_t n = shape.rows * shape.seq_len;
