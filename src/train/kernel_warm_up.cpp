@@ -86,11 +86,10 @@ void KernelWarmUp::finish() {
   thread_.join();
   const double waited = seconds_since(start);
   if (!failure_.empty()) {
-    FT_LOG_WARN("kernel warm-up failed after {:.2f} s; the first step loads its kernels itself: {}", seconds_,
+    FT_LOG_WARN("kernel warm-up failed (the first step loads its kernels): {}",
                 failure_.substr(0, failure_.find('\n')));
   } else {
-    FT_LOG_INFO("kernel warm-up: {:.2f} s on its own thread, {:.2f} s of it waited for after the model and data",
-                seconds_, waited);
+    FT_LOG_INFO("kernel warm-up: {:.2f} s beside the load, {:.2f} s waited for", seconds_, waited);
   }
 }
 
