@@ -34,8 +34,24 @@ MoeExpertsImpl::MoeExpertsImpl(const ModelArgs& a) {
 }
 
 at::Tensor MoeExpertsImpl::forward(const at::Tensor& x, const RouterChoice& choice, const KernelPolicy& policy) {
-  return ops::moe_experts(x, choice.experts, choice.weights, gate_up_proj, down_proj, policy, &gate_up_lora,
-                          &down_lora);
+  return ops::moe_experts(x, choice.experts, choice.weights, gate_up(), down(), policy, &gate_up_lora, &down_lora);
+}
+
+void MoeExpertsImpl::quantize(const std::string& name, const at::Tensor& value, BaseQuantization format,
+                              at::ScalarType dtype) {
+  FT_CHECK(name == "gate_up_proj" || name == "down_proj",
+           "MoeExperts::quantize: no expert weight named '" + name + "' (gate_up_proj or down_proj)");
+  at::Tensor& weight = name == "gate_up_proj" ? gate_up_proj : down_proj;
+  auto& codes = name == "gate_up_proj" ? gate_up_codes : down_codes;
+  FT_CHECK(weight.defined(), "MoeExperts::quantize: " + name + " is quantized already");
+  FT_CHECK(value.sizes() == weight.sizes(), "MoeExperts::quantize: the value of " + name + " has another shape");
+  codes = std::make_shared<const QuantizedExperts>(quantize_experts(value, format, dtype));
+  parameters_.erase(name);
+  weight = at::Tensor();
+}
+
+int64_t MoeExpertsImpl::quantized_numel() const {
+  return (gate_up_codes ? gate_up_codes->numel() : 0) + (down_codes ? down_codes->numel() : 0);
 }
 
 SparseMoeImpl::SparseMoeImpl(const ModelArgs& a) : jitter_noise(a.router_jitter_noise) {

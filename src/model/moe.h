@@ -9,11 +9,15 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "config/settings.h"
 #include "model/args.h"
 #include "model/kernel_policy.h"
 #include "model/moe_experts.h"
+#include "model/quantized_experts.h"
 
 namespace ft::model {
 
@@ -42,8 +46,18 @@ class MoeExpertsImpl : public torch::nn::Module {
   explicit MoeExpertsImpl(const ModelArgs& args);
   // x [N, hidden] through each token's chosen experts, weighted and summed: [N, hidden] (ops::moe_experts).
   at::Tensor forward(const at::Tensor& x, const RouterChoice& choice, const KernelPolicy& policy);
-  at::Tensor gate_up_proj;  // [E, 2 I, hidden]
-  at::Tensor down_proj;     // [E, hidden, I]
+  // Replaces the frozen weight `name` (gate_up_proj or down_proj) by the codes of `value` (its shape, on the device
+  // the layer runs on) in `format`, standing for compute dtype `dtype` (model/quantized_experts.h). The dense
+  // weight stops being a parameter and is dropped. Throws ft::Error for another name or shape, or a weight already
+  // quantized.
+  void quantize(const std::string& name, const at::Tensor& value, BaseQuantization format, at::ScalarType dtype);
+  ops::ExpertWeight gate_up() const { return {gate_up_proj, gate_up_codes}; }
+  ops::ExpertWeight down() const { return {down_proj, down_codes}; }
+  int64_t quantized_numel() const;  // elements of the quantized weights (0 when dense)
+
+  at::Tensor gate_up_proj;                                            // [E, 2 I, hidden]; undefined once quantized
+  at::Tensor down_proj;                                               // [E, hidden, I]; undefined once quantized
+  std::shared_ptr<const QuantizedExperts> gate_up_codes, down_codes;  // set once quantized
   ops::ExpertAdapter gate_up_lora, down_lora;  // LoRA on them, when .a is defined (model/moe_lora.h)
 };
 TORCH_MODULE(MoeExperts);

@@ -66,6 +66,12 @@ at::Tensor grouped_gemm(const at::Tensor& x, const at::Tensor& w, const at::Tens
   return gemm_per_expert(xc, w, ends);
 }
 
+at::Tensor expert_gemm(const at::Tensor& x, const ExpertWeight& w, const at::Tensor& ends, at::ScalarType dtype,
+                       const KernelPolicy& policy) {
+  if (w.dense.defined()) return grouped_gemm(x, w.dense.to(dtype), ends, policy);
+  return quantized_grouped_gemm(x, w.quantized, ends, dtype, policy);
+}
+
 at::Tensor ExpertAdapter::a_per_expert() const {
   return a.view({experts, a.size(0) / experts, a.size(1)});  // [E, r, in]
 }
@@ -86,10 +92,10 @@ at::Tensor ExpertAdapter::delta_weight() const {
 }
 
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
-                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy,
+                       const ExpertWeight& gate_up_proj, const ExpertWeight& down_proj, const KernelPolicy& policy,
                        const ExpertAdapter* gate_up_lora, const ExpertAdapter* down_lora) {
-  const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.size(2);
-  const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.size(0));
+  const int64_t n = x.size(0), k = experts.size(1), hidden = x.size(1), inter = down_proj.sizes()[2];
+  const ExpertSlots slots = sort_by_expert(experts, gate_up_proj.sizes()[0]);
   const at::ScalarType dtype = gemm_dtype(x);
   // Our row kernels (model/moe_rows.h) where they take the tensors and x is in the GEMMs' dtype already.
   const bool row_kernels = policy.kernels_for(x) && x.scalar_type() == dtype && moe_rows_available(x, weights);
@@ -99,11 +105,11 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at:
       row_kernels
           ? moe_dispatch_rows(x, slots, k)
           : x.to(dtype).unsqueeze(1).expand({n, k, hidden}).reshape({n * k, hidden}).index_select(0, slots.order);
-  at::Tensor gu = grouped_gemm(xs, gate_up_proj.to(dtype), slots.ends, policy);  // [S, 2 I]
+  at::Tensor gu = expert_gemm(xs, gate_up_proj, slots.ends, dtype, policy);  // [S, 2 I]
   // In place: the grouped GEMM's backward does not read its output.
   if (gate_up_lora != nullptr && gate_up_lora->a.defined()) gu.add_(gate_up_lora->delta(xs, slots.ends, policy));
   const at::Tensor act = gated_activation(gu.narrow(1, 0, inter), gu.narrow(1, inter, inter), gu, false, policy);
-  at::Tensor y = grouped_gemm(act, down_proj.to(dtype), slots.ends, policy);  // [S, hidden]
+  at::Tensor y = expert_gemm(act, down_proj, slots.ends, dtype, policy);  // [S, hidden]
   if (down_lora != nullptr && down_lora->a.defined()) y.add_(down_lora->delta(act, slots.ends, policy));
   // Weighted in the weights' dtype (mixtral: F32, then rounded), as transformers multiplies them.
   const at::Tensor w = weights.reshape({-1}).index_select(0, slots.order);  // [S]

@@ -6,7 +6,10 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
+
 #include "model/kernel_policy.h"
+#include "model/quantized_experts.h"
 
 namespace ft::model::ops {
 
@@ -37,13 +40,27 @@ struct ExpertAdapter {
   at::Tensor delta_weight() const;  // F32 [E, out, in]: scaling * B_e A_e for every expert
 };
 
+// An experts' weight stack [E, N, K] as the grouped GEMMs read it: a dense tensor (a parameter, frozen or trained),
+// or frozen codes (model/quantized_experts.h).
+struct ExpertWeight {
+  at::Tensor dense;                                   // [E, N, K], or undefined
+  std::shared_ptr<const QuantizedExperts> quantized;  // where `dense` is undefined
+  at::IntArrayRef sizes() const { return dense.defined() ? dense.sizes() : at::IntArrayRef(quantized->shape); }
+};
+
+// x [S, K] (sorted by expert, slices ending at `ends`) times each slice's expert weight transposed, in `dtype`:
+// [S, N]. The entry point of both formats: grouped_gemm on the dense weight cast to `dtype`, or
+// quantized_grouped_gemm.
+at::Tensor expert_gemm(const at::Tensor& x, const ExpertWeight& w, const at::Tensor& ends, at::ScalarType dtype,
+                       const KernelPolicy& policy);
+
 // x [N, hidden] through the experts each token chose (experts I64 [N, k], weights [N, k]): the sum over its k
 // choices of weight * down_proj[e](silu(gate) * up) with (gate, up) = gate_up_proj[e] x; [N, hidden] in x's dtype.
 // gate_up_proj [E, 2 I, hidden], down_proj [E, hidden, I]. The GEMMs run in autocast's dtype where autocast is on,
-// else in x's (the weights cast to it). The adapters, when given with a defined `a`, add their update to each
-// projection.
+// else in x's (the weights cast or dequantized to it). The adapters, when given with a defined `a`, add their update to
+// each projection.
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& experts, const at::Tensor& weights,
-                       const at::Tensor& gate_up_proj, const at::Tensor& down_proj, const KernelPolicy& policy,
+                       const ExpertWeight& gate_up_proj, const ExpertWeight& down_proj, const KernelPolicy& policy,
                        const ExpertAdapter* gate_up_lora = nullptr, const ExpertAdapter* down_lora = nullptr);
 
 }  // namespace ft::model::ops

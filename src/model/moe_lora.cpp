@@ -20,7 +20,7 @@ struct MoeWeight {
   torch::nn::Module* owner;
   std::string holder;  // the submodule of `owner` that registers lora_A and lora_B
   ops::ExpertAdapter* adapter;
-  at::Tensor weight;  // [E, out, in], or the router's [E, hidden]
+  ops::ExpertWeight weight;  // [E, out, in] (dense or quantized), or the router's [E, hidden]
 };
 
 // Each MoE layer's three weights, in layer order: gate_up_proj, down_proj, the router.
@@ -33,10 +33,10 @@ std::vector<MoeWeight> moe_weights(const Transformer& model) {
     auto& router = *layer->moe->gate;
     const std::string base = "model.layers." + std::to_string(i) + ".mlp.";
     out.push_back({base + "experts.gate_up_proj", "gate_up_proj", &experts, "gate_up_proj_adapter",
-                   &experts.gate_up_lora, experts.gate_up_proj});
-    out.push_back({base + "experts.down_proj", "down_proj", &experts, "down_proj_adapter", &experts.down_lora,
-                   experts.down_proj});
-    out.push_back({base + "gate", "gate.weight", &router, "adapter", &router.lora, router.weight});
+                   &experts.gate_up_lora, experts.gate_up()});
+    out.push_back(
+        {base + "experts.down_proj", "down_proj", &experts, "down_proj_adapter", &experts.down_lora, experts.down()});
+    out.push_back({base + "gate", "gate.weight", &router, "adapter", &router.lora, {router.weight, nullptr}});
   }
   return out;
 }
@@ -63,15 +63,17 @@ int64_t add_moe_adapters(Transformer& model, const std::vector<std::string>& tar
     bool targeted = false;  // a loop, not a lambda: clang 14 cannot capture structured bindings
     for (const auto& t : targets) targeted = targeted || target_matches(w.path, t);
     if (!targeted || w.adapter->a.defined()) continue;
-    const bool stacked = w.weight.dim() == 3;
-    const int64_t experts = stacked ? w.weight.size(0) : 1;
-    const int64_t out = w.weight.size(stacked ? 1 : 0), in = w.weight.size(stacked ? 2 : 1);
+    const at::IntArrayRef shape = w.weight.sizes();
+    const bool stacked = shape.size() == 3;
+    const int64_t experts = stacked ? shape[0] : 1;
+    const int64_t out = shape[stacked ? 1 : 0], in = shape[stacked ? 2 : 1];
+    const at::Device device = w.weight.dense.defined() ? w.weight.dense.device() : w.weight.quantized->device();
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // kaiming_uniform_(a=sqrt(5)), as PEFT
     auto holder = std::make_shared<torch::nn::Module>();
     const at::Tensor a = at::empty({experts * rank, in}, at::kFloat).uniform_(-bound, bound, gen);
-    w.adapter->a = holder->register_parameter("lora_A", a.to(w.weight.device()));
-    w.adapter->b = holder->register_parameter(
-        "lora_B", at::zeros({out, experts * rank}, at::TensorOptions().device(w.weight.device())));
+    w.adapter->a = holder->register_parameter("lora_A", a.to(device));
+    w.adapter->b =
+        holder->register_parameter("lora_B", at::zeros({out, experts * rank}, at::TensorOptions().device(device)));
     w.adapter->scaling = alpha / static_cast<double>(rank);
     w.adapter->experts = experts;
     w.owner->register_module(w.holder, holder);
@@ -119,10 +121,15 @@ std::vector<ops::ExpertAdapter*> moe_adapters(Transformer& model) {
 void merge_moe_adapters(Transformer& model) {
   for (auto& w : moe_weights(model)) {
     if (!w.adapter->a.defined()) continue;
+    if (!w.weight.dense.defined()) {
+      throw Error(std::string("cannot merge a LoRA adapter into the quantized expert weights of ") + w.path,
+                  "save the adapter and merge it into the unquantized model (finetune export)");
+    }
     {
       at::NoGradGuard no_grad;
-      const at::Tensor delta = w.adapter->delta_weight().view(w.weight.sizes());  // F32
-      w.weight.copy_((w.weight.to(at::kFloat) + delta).to(w.weight.scalar_type()));
+      const at::Tensor& dense = w.weight.dense;
+      const at::Tensor delta = w.adapter->delta_weight().view(dense.sizes());  // F32
+      dense.copy_((dense.to(at::kFloat) + delta).to(dense.scalar_type()));
     }
     w.owner->unregister_module(w.holder);
     *w.adapter = ops::ExpertAdapter{};

@@ -85,6 +85,13 @@ class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
 
 }  // namespace
 
+at::Tensor dequantize_weight(const quant::Nf4Tensor& q, at::ScalarType dtype, const KernelPolicy& policy) {
+  if (!policy.kernels_for(q.packed) || !nf4_dequantize_available(q)) return quant::dequantize_nf4(q, dtype);
+  at::Tensor w = at::empty(q.shape, q.packed.options().dtype(dtype));
+  nf4_dequantize_into(q, w);
+  return w;
+}
+
 at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const KernelPolicy& policy) {
   FT_CHECK(!rows.empty(), "dequantize_rows: no weights");
   const quant::Nf4Tensor& first = *rows.front();
@@ -97,8 +104,8 @@ at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const Kern
     out_rows += q->shape[0];
     kernel = kernel && nf4_dequantize_available(*q);
   }
+  if (rows.size() == 1) return dequantize_weight(first, dtype, policy);  // [out, in]
   if (!kernel) {
-    if (rows.size() == 1) return quant::dequantize_nf4(first, dtype);  // [out, in]
     std::vector<at::Tensor> parts;
     for (const auto& q : rows) parts.push_back(quant::dequantize_nf4(*q, dtype));
     return at::cat(parts);  // [sum out_i, in]

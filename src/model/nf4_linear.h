@@ -17,6 +17,10 @@ namespace ft::model {
 // projection, or a group of them that read one input: q/k/v, gate/up).
 using Nf4Rows = std::vector<std::shared_ptr<const quant::Nf4Tensor>>;
 
+// One NF4 weight of any shape in `dtype`: our kernel (kernels/nf4.h) on CUDA where the policy allows it and the
+// layout fits, else quant::dequantize_nf4. Both give the same bits.
+at::Tensor dequantize_weight(const quant::Nf4Tensor& q, at::ScalarType dtype, const KernelPolicy& policy);
+
 // The stacked weight [sum out_i, in] in `dtype`: our kernel (kernels/nf4.h) on CUDA where the policy allows it and
 // the layout fits, else quant::dequantize_nf4. Both give the same bits.
 at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const KernelPolicy& policy);

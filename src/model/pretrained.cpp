@@ -1,5 +1,6 @@
 #include "model/pretrained.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -122,34 +123,48 @@ at::Tensor read_parameter(const io::CheckpointReader& reader, const std::filesys
   return stacked.size() == 1 ? stacked[0] : at::cat(stacked, 1);
 }
 
-// bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig).
-constexpr int64_t kNf4Blocksize = 64;
-
-// Where each base parameter's value goes: with `quantize` nf4 or fp8 a projection's weight is quantized (in `dtype`,
-// its compute dtype) and the value dropped; any other value becomes the parameter's data.
+// Where each base parameter's value goes: with `quantize` nf4 or fp8 a projection's weight and an MoE layer's expert
+// weights are quantized (standing for `dtype`, their compute dtype) and the value dropped; any other value becomes
+// the parameter's data.
 class ParameterPlacer {
  public:
-  ParameterPlacer(Transformer& model, BaseQuantization quantize) : quantize_(quantize) {
-    if (quantize == BaseQuantization::kNone) return;
-    for (const auto& [path, lin] : model.projections()) projections_.emplace(path + ".weight", lin);
-  }
+  using Quantizer = std::function<void(const at::Tensor& value, at::ScalarType dtype)>;
 
-  void place(const std::string& name, const at::Tensor& param, const at::Tensor& value, at::ScalarType dtype) {
-    const auto projection = projections_.find(name);
-    if (projection == projections_.end()) {
-      param.set_data(value);
-    } else if (quantize_ == BaseQuantization::kNf4) {
-      projection->second->quantize_nf4(value, dtype, kNf4Blocksize);
-    } else {
-      projection->second->quantize_fp8(value, dtype);
+  ParameterPlacer(Transformer& model, BaseQuantization quantize) {
+    if (quantize == BaseQuantization::kNone) return;
+    for (const auto& [path, lin] : model.projections()) {
+      quantizers_.emplace(path + ".weight",
+                          [layer = lin.ptr(), quantize](const at::Tensor& value, at::ScalarType dtype) {
+                            if (quantize == BaseQuantization::kNf4) {
+                              layer->quantize_nf4(value, dtype, quant::kNf4Blocksize);
+                            } else {
+                              layer->quantize_fp8(value, dtype);
+                            }
+                          });
+    }
+    for (const auto& [path, experts] : model.moe_experts()) {
+      for (const std::string name : {"gate_up_proj", "down_proj"}) {
+        quantizers_.emplace(path + "." + name,
+                            [module = experts.ptr(), name, quantize](const at::Tensor& value, at::ScalarType dtype) {
+                              module->quantize(name, value, quantize, dtype);
+                            });
+      }
     }
   }
 
-  bool quantizes(const std::string& name) const { return projections_.count(name) > 0; }
+  void place(const std::string& name, const at::Tensor& param, const at::Tensor& value, at::ScalarType dtype) {
+    const auto quantizer = quantizers_.find(name);
+    if (quantizer == quantizers_.end()) {
+      param.set_data(value);
+    } else {
+      quantizer->second(value, dtype);
+    }
+  }
+
+  bool quantizes(const std::string& name) const { return quantizers_.count(name) > 0; }
 
  private:
-  BaseQuantization quantize_;
-  std::map<std::string, Linear> projections_;
+  std::map<std::string, Quantizer> quantizers_;
 };
 
 // The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`

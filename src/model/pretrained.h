@@ -21,9 +21,10 @@ namespace ft::model {
 // Stored float tensors are cast to `dtype` (F32/F16/BF16 in any combination; logged once). Throws ft::Error naming
 // the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
 // A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
-// `quantize` nf4: the decoder layers' projections are stored as NF4 (LinearImpl::quantize_nf4; bitsandbytes'
-// block of 64, double-quantized absmax), fp8: as e4m3 with row scales (LinearImpl::quantize_fp8, torchao's per-row
-// float8); quantized one at a time on `device` as they are read; embeddings, norms and the LM head stay in `dtype`.
+// `quantize` nf4: the decoder layers' projections and MoE expert weights are stored as NF4
+// (LinearImpl::quantize_nf4, MoeExpertsImpl::quantize; bitsandbytes' block of 64, double-quantized absmax), fp8: as
+// e4m3 with row scales (torchao's per-row float8); quantized one at a time on `device` as they are read;
+// embeddings, norms, routers and the LM head stay in `dtype`.
 std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
                                              BaseQuantization quantize = BaseQuantization::kNone);
 
@@ -34,7 +35,7 @@ void load_weights(Transformer& model, const std::filesystem::path& dir);
 // cast), biases 0, RMSNorm weights 1 (Gemma's 0). In place on the CPU when no device or dtype is given; else every
 // base parameter gets new storage on `device` in `dtype`, drawn by that device's generator, so a model built from
 // scratch is never written on the CPU and copied (a GPU's draws differ from the CPU's, each reproducible). LoRA
-// parameters are left alone. With `quantize` nf4 or fp8 each projection's weight is quantized as it is drawn and
+// parameters are left alone. With `quantize` nf4 or fp8 each quantizable weight is quantized as it is drawn and
 // dropped (as load_pretrained does while reading), so the dense base never exists whole: the same draws, quantized.
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device = std::nullopt,
                   std::optional<at::ScalarType> dtype = std::nullopt,

@@ -117,6 +117,15 @@ std::vector<std::pair<std::string, Linear>> Transformer::projections() const {
   return out;
 }
 
+std::vector<std::pair<std::string, MoeExperts>> Transformer::moe_experts() const {
+  std::vector<std::pair<std::string, MoeExperts>> out;
+  for (int64_t i = 0; i < args_.num_layers; ++i) {
+    DecoderLayer decoder = layer(i);
+    if (decoder->moe) out.emplace_back("model.layers." + std::to_string(i) + ".mlp.experts", decoder->moe->experts);
+  }
+  return out;
+}
+
 at::Tensor Transformer::lm_head_weight() const {
   return lm_head_ ? lm_head_->effective_weight() : model_->embed_tokens->effective_weight();
 }

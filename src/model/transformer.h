@@ -116,6 +116,8 @@ class Transformer : public torch::nn::Module {
   // Every projection of the decoder layers (the LoRA-capable and quantizable ones), keyed by its HF module path
   // (model.layers.N.self_attn.q_proj), in registration order.
   std::vector<std::pair<std::string, Linear>> projections() const;
+  // The experts of every MoE layer, keyed by their module path (model.layers.N.mlp.experts), in layer order.
+  std::vector<std::pair<std::string, MoeExperts>> moe_experts() const;
   Backbone& backbone() { return *model_; }
 
  private:

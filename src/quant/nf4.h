@@ -28,6 +28,8 @@ namespace ft::quant {
 
 // Second-level block of the double-quantized absmax (bitsandbytes' fixed choice).
 constexpr int64_t kAbsmaxBlocksize = 256;
+// bitsandbytes' default NF4 block (Linear4bit, transformers' BitsAndBytesConfig): model.quantize's.
+constexpr int64_t kNf4Blocksize = 64;
 
 struct Nf4Tensor {
   // bitsandbytes' names in brackets (QuantState; the HF / PEFT state-dict keys where they differ).
@@ -61,7 +63,7 @@ const at::Tensor& dynamic_map();
 // Quantizes `w` (F32, BF16 or F16, any shape and device, numel > 0) with blocks of `blocksize` (a power of two,
 // 16..4096; bitsandbytes itself accepts 32..4096). The result lives on w's device.
 // Throws ft::Error for an undefined, empty or non-floating `w` or a bad blocksize.
-Nf4Tensor quantize_nf4(const at::Tensor& w, int64_t blocksize = 64, bool double_quant = true);
+Nf4Tensor quantize_nf4(const at::Tensor& w, int64_t blocksize = kNf4Blocksize, bool double_quant = true);
 
 // The block absmax as F32 [blocks]: `absmax`, or the double-quantized one restored (dynamic_map[code] * absmax2 +
 // offset, rounded after the product and after the sum, as bitsandbytes).

@@ -317,6 +317,7 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   int64_t total_count = 0;
   int64_t quantized_count = 0;  // quantized weights are no parameters
   for (const auto& [path, lin] : m->projections()) quantized_count += lin->quantized_numel();
+  for (const auto& [path, experts] : m->moe_experts()) quantized_count += experts->quantized_numel();
   total_count += quantized_count;
   for (const auto& item : m->named_parameters()) {
     total_count += item.value().numel();

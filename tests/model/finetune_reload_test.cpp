@@ -197,6 +197,23 @@ TEST_P(QloraFineTune, AdaptersOnQuantizedBasesLearnATaskAsWellAsOnTheFullPrecisi
 INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "phi3"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
+// QLoRA on the MoE families through `finetune train`, adapters on attention, the experts' stacks and the router:
+// qwen3_moe on an NF4 base, mixtral on an FP8 one, whose expert stacks are quantized too (model/quantized_experts.h).
+// PEFT must reload the adapter onto transformers whose projections and expert stacks hold bitsandbytes' NF4 or
+// torchao's per-row float8 round trip (hf_ref.py).
+class MoeQloraFineTune : public QloraFineTune {};
+
+TEST_P(MoeQloraFineTune, AdapterTrainedOnQuantizedExpertsReloadsInPeft) {
+  if (GetParam() == "qwen3_moe") {
+    expect_adapter_reloads("nf4", BaseQuantization::kNf4, kTol);
+  } else {
+    expect_adapter_reloads("fp8", BaseQuantization::kFp8, 2e-3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeQloraFineTune, ::testing::Values("qwen3_moe", "mixtral"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",
                                            "gemma3", "qwen3_moe", "mixtral"),

@@ -31,18 +31,6 @@ class MoeParity : public ::testing::TestWithParam<std::string> {
   io::TensorMap ref() const { return io::read_safetensors(dir() / "ref.safetensors"); }
 };
 
-// The next-token batch of transformers' labels=input_ids: every position but the last predicts the next token.
-data::Batch next_token_batch(const at::Tensor& ids) {
-  data::Batch b;
-  b.input_ids = ids;
-  b.labels = at::full_like(ids, data::kIgnoreIndex);
-  b.labels.narrow(1, 0, ids.size(1) - 1).copy_(ids.narrow(1, 1, ids.size(1) - 1));
-  b.position_ids = at::arange(ids.size(1)).unsqueeze(0).expand(ids.sizes()).contiguous();
-  b.num_target_tokens = ids.size(0) * (ids.size(1) - 1);
-  b.num_samples = ids.size(0);
-  return b;
-}
-
 TEST_P(MoeParity, RouterAuxLossMatchesTransformers) {
   auto model = load();
   const auto r = ref();
@@ -142,7 +130,7 @@ TEST(MoeExperts, GroupedGemmEqualsThePerExpertLoop) {
     policy.group_gemms = grouped;
     const at::Tensor xi = x.clone().requires_grad_(), wi = weights.clone().requires_grad_();
     const at::Tensor gu = gate_up.clone().requires_grad_(), dn = down.clone().requires_grad_();
-    const at::Tensor y = model::ops::moe_experts(xi, choice, wi, gu, dn, policy);  // [n, hidden]
+    const at::Tensor y = model::ops::moe_experts(xi, choice, wi, {gu, nullptr}, {dn, nullptr}, policy);  // [n, hidden]
     y.backward(at::ones_like(y));
     out.push_back(y.detach());
     grads.insert(grads.end(), {xi.grad(), wi.grad(), gu.grad(), dn.grad()});
@@ -183,7 +171,8 @@ TEST(MoeExperts, GroupedGemmOnCudaMatchesThePerExpertLoop) {
     policy.group_gemms = grouped;
     const at::Tensor xi = x.clone().requires_grad_(), gu = gate_up.clone().requires_grad_();
     model::ops::ExpertAdapter adapter{lora_a.clone().requires_grad_(), lora_b.clone().requires_grad_(), 2.0, experts};
-    const at::Tensor y = model::ops::moe_experts(xi, choice, weights, gu, down, policy, &adapter);  // [n, hidden]
+    const at::Tensor y =
+        model::ops::moe_experts(xi, choice, weights, {gu, nullptr}, {down, nullptr}, policy, &adapter);  // [n, hidden]
     y.backward(at::ones_like(y));
     out.push_back(y.detach().to(at::kFloat));
     grads.insert(grads.end(), {xi.grad().to(at::kFloat), gu.grad().to(at::kFloat), adapter.a.grad()});
@@ -270,7 +259,8 @@ TEST(MoeExperts, RowKernelsOnCudaMatchTheAtenComposite) {
         const at::Tensor xi = x.clone().requires_grad_(), wi = weights.clone().requires_grad_();
         model::ops::ExpertAdapter up{up_a.clone().requires_grad_(), up_b.clone().requires_grad_(), 1.5, experts};
         model::ops::ExpertAdapter dn{down_a.clone().requires_grad_(), down_b.clone().requires_grad_(), 1.5, experts};
-        const at::Tensor y = model::ops::moe_experts(xi, choice, wi, gate_up, down, policy, &up, &dn);  // [n, hidden]
+        const at::Tensor y = model::ops::moe_experts(xi, choice, wi, {gate_up, nullptr}, {down, nullptr}, policy, &up,
+                                                     &dn);  // [n, hidden]
         y.backward(y.detach());  // a gradient that differs from row to row and column to column
         out.push_back(y.detach());
         grads.insert(grads.end(), {xi.grad(), wi.grad(), up.a.grad(), up.b.grad(), dn.a.grad(), dn.b.grad()});

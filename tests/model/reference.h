@@ -9,8 +9,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "util/fs.h"
+#include "data/batch.h"
 #include "support/test_support.h"
+#include "util/fs.h"
 
 namespace ft::test {
 
@@ -45,6 +46,18 @@ inline std::filesystem::path reference_dir() {
   }
   dir = final_dir;
   return dir;
+}
+
+// The next-token batch of transformers' labels=input_ids: every position but the last predicts the next token.
+inline data::Batch next_token_batch(const at::Tensor& ids) {
+  data::Batch b;
+  b.input_ids = ids;
+  b.labels = at::full_like(ids, data::kIgnoreIndex);
+  b.labels.narrow(1, 0, ids.size(1) - 1).copy_(ids.narrow(1, 1, ids.size(1) - 1));
+  b.position_ids = at::arange(ids.size(1)).unsqueeze(0).expand(ids.sizes()).contiguous();
+  b.num_target_tokens = ids.size(0) * (ids.size(1) - 1);
+  b.num_samples = ids.size(0);
+  return b;
 }
 
 }  // namespace ft::test

@@ -82,6 +82,7 @@ std::vector<Case> all_cases() {
       {"f32_midpoints", midpoint_weight(), {64}},
       {"f32_constant", at::full({64, 64}, 0.5f), {64}},  // every absmax equals the offset: absmax2 = 0
       {"f32_division_tail", division_tail_weight(), {64}},
+      {"bf16_6x48x64", random_weight({6, 48, 64}, 14, at::kBFloat16), {64}},  // an MoE experts' stack [E, N, K]
   };
   at::Tensor zero_block = random_weight({4, 64}, 11, at::kFloat);
   zero_block[2].zero_();

@@ -159,6 +159,14 @@ def import_bitsandbytes():
     return bitsandbytes
 
 
+def expert_stacks(model):
+    """The fused expert weights of the MoE layers (transformers 5: mlp.experts.gate_up_proj [E, 2I, H] and
+    mlp.experts.down_proj [E, H, I]), which finetune's model.quantize quantizes as well."""
+    for name, p in model.named_parameters():
+        if ".layers." in name and p.dim() == 3 and name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            yield p
+
+
 def quantize_projections(model):
     """Every projection weight of the decoder layers replaced by bitsandbytes' NF4 round trip of it (quantize_4bit
     with block 64, double-quantized absmax, then dequantize_4bit, in F32): the weight bitsandbytes' Linear4bit
@@ -167,7 +175,9 @@ def quantize_projections(model):
     only on an accelerator, and bitsandbytes 0.50.2's CPU kernels (dequantize_4bit, gemm_4bit) look the block absmax
     up per row, wrong when in_features is not a multiple of the block (the tiny models' 112 and 96; real models'
     are multiples of 64, and its CUDA kernels, the path users take, work on the flat codes). So the codes are made
-    and read flat, as on CUDA. Embeddings, norms and the LM head stay F32."""
+    and read flat, as on CUDA. The MoE experts' stacks likewise: quantize_4bit of the flat stack (PEFT +
+    bitsandbytes leave transformers 5's fused 3-D parameters unquantized; this is the format finetune gives them).
+    Embeddings, norms, routers and the LM head stay F32."""
     bnb = import_bitsandbytes()
     with torch.no_grad():
         for name, module in model.named_modules():
@@ -177,6 +187,10 @@ def quantize_projections(model):
             codes, state = bnb.functional.quantize_4bit(w.reshape(-1), blocksize=64, compress_statistics=True,
                                                         quant_type="nf4")
             module.weight.data = bnb.functional.dequantize_4bit(codes, state).reshape(w.shape)
+        for p in expert_stacks(model):
+            codes, state = bnb.functional.quantize_4bit(p.data.reshape(-1), blocksize=64, compress_statistics=True,
+                                                        quant_type="nf4")
+            p.data = bnb.functional.dequantize_4bit(codes, state).reshape(p.shape)
 
 
 def fp8_projections(model):
@@ -185,7 +199,9 @@ def fp8_projections(model):
     (_choose_scale_float8 per row, _quantize_affine_float8, _dequantize_affine_float8), and a pre-hook that does the
     same to the input of each token, so the layer multiplies the dequantized operands in F32 (the F32 image of the
     scaled FP8 GEMM). The hook sits on the base layer, so PEFT's adapter reads the unquantized input. Not torchao's
-    Float8Tensor itself: its GEMM is _scaled_mm, which has no CPU kernel. Embeddings, norms and the LM head stay F32.
+    Float8Tensor itself: its GEMM is _scaled_mm, which has no CPU kernel. The MoE experts' stacks get the weight's
+    round trip per row of each expert and no input hook (finetune dequantizes them for bf16 grouped GEMMs: weight-only
+    float8). Embeddings, norms, routers and the LM head stay F32.
     torchao is imported from <venv>/bnb (third_party/requirements-bnb.txt)."""
     import sys
     sys.path.insert(1, os.path.join(sys.prefix, "bnb"))
@@ -204,6 +220,8 @@ def fp8_projections(model):
                 continue
             module.weight.data = round_trip(module.weight.data)
             module.register_forward_pre_hook(lambda m, args: (round_trip(args[0]),) + tuple(args[1:]))
+        for p in expert_stacks(model):
+            p.data = round_trip(p.data)
 
 
 def load_model(model_dir, adapter, nf4=False, fp8=False):
