@@ -11,6 +11,7 @@
 
 #include "model/activation_offload.h"
 #include "model/mode_guards.h"
+#include "model/recompute.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -203,6 +204,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     const bool collect = ctx->saved_data["collect"].toBool();
     {
       at::AutoGradMode grad_on(true);
+      const RecomputeScope recompute;
       RngScope rng(h.device(), ctx->saved_data["rng_cpu"].toTensor(), rng_dev);
       AutocastGuard cpu_autocast(at::kCPU, ac.cpu_dtype, ac.cpu);
       AutocastGuard cuda_autocast(at::kCUDA, ac.cuda_dtype, ac.cuda);

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "model/recompute.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -64,8 +65,12 @@ class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
                             bool kernels) {
     KernelPolicy policy;
     policy.kernels = kernels;
-    const at::Tensor w = dequantize_rows(rows, dtype, policy);  // [out, in], freed on return
-    save_rows(ctx, rows);
+    const at::Tensor w = dequantize_rows(rows, dtype, policy);  // [out, in]
+    if (recomputing()) {
+      ctx->save_for_backward({w});  // this layer's backward comes next (model/recompute.h)
+    } else {
+      save_rows(ctx, rows);  // w is freed on return
+    }
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["kernels"] = kernels;
@@ -77,7 +82,8 @@ class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     KernelPolicy policy;
     policy.kernels = ctx->saved_data["kernels"].toBool();
-    const at::Tensor w = dequantize_rows(load_rows(ctx), dtype, policy);  // [out, in]
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor w = saved.empty() ? dequantize_rows(load_rows(ctx), dtype, policy) : saved[0];  // [out, in]
     at::Tensor dx = at::mm(grads[0].to(dtype), w).to(x_dtype);            // [N, in]
     return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }

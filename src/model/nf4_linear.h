@@ -1,6 +1,7 @@
 // The GEMM of a frozen NF4 weight (QLoRA's base, quant/nf4.h): the weight is dequantized to the compute dtype for
 // each GEMM and dropped after it, forward and backward alike, so only the 4-bit codes stay in memory between them
-// (as bitsandbytes' MatMul4Bit). The frozen weight gets no gradient; the input gets its gradient.
+// (as bitsandbytes' MatMul4Bit); only a checkpointed layer's recompute keeps the dense weight for the backward that
+// follows it (model/recompute.h). The frozen weight gets no gradient; the input gets its gradient.
 #pragma once
 
 #include <ATen/ATen.h>

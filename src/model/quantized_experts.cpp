@@ -6,6 +6,7 @@
 
 #include "model/moe_experts.h"
 #include "model/nf4_linear.h"
+#include "model/recompute.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -28,18 +29,23 @@ class QuantizedGroupedGemm : public torch::autograd::Function<QuantizedGroupedGe
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& ends,
                             const c10::intrusive_ptr<GemmState>& state) {
-    const at::Tensor w = state->weight->dequantize(state->dtype, state->policy);  // [E, N, K], freed on return
+    const at::Tensor w = state->weight->dequantize(state->dtype, state->policy);  // [E, N, K]
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
-    ctx->save_for_backward({ends});
+    if (recomputing()) {
+      ctx->save_for_backward({ends, w});  // this layer's backward comes next (model/recompute.h)
+    } else {
+      ctx->save_for_backward({ends});  // w is freed on return
+    }
     return ops::grouped_gemm(x.to(state->dtype), w, ends, state->policy);  // [S, N]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto state = c10::static_intrusive_pointer_cast<GemmState>(ctx->saved_data["state"].toCapsule());
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    const at::Tensor ends = ctx->get_saved_variables()[0];
-    const at::Tensor w = state->weight->dequantize(state->dtype, state->policy);  // [E, N, K]
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& ends = saved[0];
+    const at::Tensor w = saved.size() > 1 ? saved[1] : state->weight->dequantize(state->dtype, state->policy);
     // W_e^T transposed back: the grouped GEMM of dy [S, N] with [E, K, N] views gives dy W_e per slice.
     const at::Tensor dx = ops::grouped_gemm(grads[0].to(state->dtype), w.transpose(1, 2), ends, state->policy);
     return {dx.to(x_dtype), at::Tensor(), at::Tensor()};

@@ -45,7 +45,7 @@ QuantizedExperts quantize_experts(const at::Tensor& w, BaseQuantization format, 
 
 // x [S, K] (rows sorted by expert, slices ending at `ends`) times each slice's dequantized expert weight transposed:
 // [S, N] in `dtype`, through ops::grouped_gemm. Differentiable in x only; backward dequantizes again (nothing of
-// the dense weight is kept for it).
+// the dense weight is kept for it), except after a recompute (model/recompute.h).
 at::Tensor quantized_grouped_gemm(const at::Tensor& x, const std::shared_ptr<const QuantizedExperts>& w,
                                   const at::Tensor& ends, at::ScalarType dtype, const KernelPolicy& policy);
 

@@ -192,6 +192,40 @@ TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
   EXPECT_THROW(model::merge_lora(*quantized), Error);
 }
 
+// With the decoder layers checkpointed, the recompute keeps its dequantized weights for the backward that follows
+// (model/recompute.h) instead of dequantizing them again: the adapters' gradients on the NF4 base (attention and
+// experts) are those of the uncheckpointed model.
+TEST(QuantizedExperts, CheckpointedLayersGiveTheAdaptersTheSameGradients) {
+  const auto dir = reference_dir() / "qwen3_moe" / "model";
+  const data::Batch batch =
+      next_token_batch(io::read_safetensors(reference_dir() / "qwen3_moe" / "ref.safetensors").at("input_ids"));
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "o_proj", "gate_up_proj", "down_proj"};
+  const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
+                                            RouterAuxLoss::kOn);
+  auto m = model::load_pretrained(dir, at::kCPU, at::kFloat, BaseQuantization::kNf4);
+  model::apply_lora(*m, lora, 5);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : model::adapter_tensors(*m)) {
+      if (name.find("lora_B") != std::string::npos) t.fill_(0.02);
+    }
+  }
+  std::vector<std::vector<at::Tensor>> grads(2);
+  for (const bool checkpointing : {false, true}) {
+    m->set_activation_checkpointing(checkpointing);
+    m->zero_grad();
+    objective.loss_sum(*m, batch).backward();
+    for (auto& [name, t] : model::adapter_tensors(*m)) grads[checkpointing].push_back(t.grad().clone());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    EXPECT_GT(grads[0][i].abs().max().item<double>(), 0.0) << i;
+    EXPECT_TRUE(at::allclose(grads[0][i], grads[1][i], 1e-5, 1e-7)) << i;
+  }
+}
+
 // On CUDA in bf16 with our dequantization kernel: the grouped GEMMs over NF4 experts give the dense experts' outputs
 // for the ATen dequantization's values bit for bit (the kernel writes the same bits), and their input gradients
 // within one bf16 rounding. Skips without CUDA.
