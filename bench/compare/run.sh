@@ -24,6 +24,7 @@
 # PEFT (attention and the experts' fused weights through target_parameters) with gradient checkpointing, eager and
 # compiled (MOE_MODES, default eager compile),
 # moe48 = the same config on all 48 layers (model.random_weights: no files; finetune only: does a 30B-A3B LoRA fit),
+# moe-nf4 / moe48-nf4 = moe / moe48 with model.quantize: nf4 (the experts in 4 bits too; finetune only),
 # o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only), q70-80 = the same
 # config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
@@ -246,12 +247,20 @@ for w in "${workloads[@]}"; do
          python3 bench/compare/contender.py moe --model-dir "$work/model-moe" --mode "$mode" --steps "$steps" \
            >>"$results" 2>"$out/py-moe-$mode.log" || tail -3 "$out/py-moe-$mode.log"
      done ;;
-  moe48) # configs/qwen3-30b-a3b-lora.yaml on all 48 layers: config.json only, the weights drawn on the GPU
-     # (model.random_weights; the 61 GB of files would not fit the disk beside the others); finetune only
+  moe-nf4) # moe on an NF4 base (attention and experts quantized while the files are read); finetune only: PEFT +
+     # bitsandbytes leave transformers 5's fused 3-D experts in bf16, so no contender quantizes them
+     [[ -d $work/model-moe ]] || python3 bench/make_random_hf_model.py qwen3-30b-a3b "$work/model-moe" \
+       --layers "${MOE_LAYERS:-12}" --tokenizer "$tok" >/dev/null
+     ft moe-nf4 moe-nf4 --config configs/qwen3-30b-a3b-lora.yaml model.path="$work/model-moe" model.quantize=nf4 \
+       "${pretok[@]}" train.grad_accum_steps=1 ;;
+  moe48|moe48-nf4) # configs/qwen3-30b-a3b-lora.yaml on all 48 layers: config.json only, the weights drawn on the GPU
+     # (model.random_weights; the 61 GB of files would not fit the disk beside the others), moe48-nf4 on an NF4 base
+     # (each weight quantized as it is drawn); finetune only
      [[ -d $work/model-moe48 ]] || python3 bench/make_random_hf_model.py qwen3-30b-a3b "$work/model-moe48" \
        --config-only --tokenizer "$tok" >/dev/null
-     ft moe48 moe --config configs/qwen3-30b-a3b-lora.yaml model.path="$work/model-moe48" model.random_weights=true \
-       "${pretok[@]}" train.grad_accum_steps=1 ;;
+     quant=(); [[ $w == moe48-nf4 ]] && quant=(model.quantize=nf4)
+     ft "$w" "$w" --config configs/qwen3-30b-a3b-lora.yaml model.path="$work/model-moe48" model.random_weights=true \
+       "${quant[@]}" "${pretok[@]}" train.grad_accum_steps=1 ;;
   q70) rm -rf "$work/model-llama3-8b"  # the disk holds one of them
      [[ -d $work/model-q70 ]] || python3 bench/make_random_hf_model.py llama3-70b "$work/model-q70" --layers 16 \
        --tokenizer "$tok" >/dev/null
