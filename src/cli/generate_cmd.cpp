@@ -149,8 +149,9 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--seed", a->seed, "Sampling seed")->default_val(0);
   sub->add_option("--device", a->device, "auto | cpu | cuda | cuda:N")->default_val("auto");
   sub->add_option("--dtype", a->dtype, "Parameter dtype: fp32 | bf16")->default_val("fp32");
-  sub->add_option("--quantize", a->quantize,
-                  "The decoder layers' projections as a quantized base (model.quantize): none | nf4 | fp8")
+  sub->add_option(
+         "--quantize", a->quantize,
+         "The decoder layers' projections and MoE experts as a quantized base (model.quantize): none | nf4 | fp8")
       ->default_val("none");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
