@@ -30,10 +30,10 @@
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
-# LIGER=1 to add transformers + Liger's kernels + torch.compile to a, b and c (liger-kernel importable: a carried
-# wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune run into OUT (PROFILE=first: of the
-# first step, whose time then counts the tracing), SHAPES_7B to run some of the 7b
-# configs, KEEP_MODELS=1 to keep their random models for a later call.
+# LIGER=1 to add transformers + Liger's kernels + torch.compile (eager where compiling fails) to a, b and c
+# (liger-kernel importable: a carried wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune
+# run into OUT (PROFILE=first: of the first step, whose time then counts the tracing), SHAPES_7B to run some of the
+# 7b configs, KEEP_MODELS=1 to keep their random models for a later call.
 set -uo pipefail
 out=${1:?usage: bench/compare/run.sh OUT [a b c d 7b 8b g2 g3]}
 shift
@@ -165,10 +165,16 @@ contender() {  # WORKLOAD MODE [ARGS...]
     tail -3 "$out/py-$1-$2.log"
 }
 
-liger() {  # WORKLOAD [ARGS...]: the compiled contender with Liger's kernels (LIGER=1; liger-kernel importable)
+liger() {  # WORKLOAD [ARGS...]: the compiled contender with Liger's kernels (LIGER=1; liger-kernel importable),
+  # else the eager one: with torch 2.11, dynamo cannot trace liger-kernel 0.8.5's fused linear cross-entropy
+  # (addmm with out_dtype on fake tensors; 2026-12-06), so the compiled run fails before its first step
   [[ ${LIGER:-0} == 1 && ${CONTENDERS:-1} != 0 ]] || return 0
-  FT_LAUNCH_TIME=$(date +%s.%N) python3 bench/compare/contender.py "$1" --mode compile --liger --steps "$steps" \
-    "${@:2}" >>"$results" 2>"$out/py-$1-liger.log" || tail -3 "$out/py-$1-liger.log"
+  local mode
+  for mode in compile eager; do
+    FT_LAUNCH_TIME=$(date +%s.%N) python3 bench/compare/contender.py "$1" --mode "$mode" --liger --steps "$steps" \
+      "${@:2}" >>"$results" 2>"$out/py-$1-liger-$mode.log" && return 0
+    echo "liger $1 $mode failed: $(grep -m1 -E 'Error|error' "$out/py-$1-liger-$mode.log" | cut -c1-200)"
+  done
 }
 
 random_model() {  # SHAPE: a random bf16 Hugging Face model directory at $work/model-SHAPE
