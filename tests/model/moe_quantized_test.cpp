@@ -134,38 +134,59 @@ TEST(QuantizedExperts, LoadedQuantizedModelComputesItsDequantizedTwinsLogits) {
   }
 }
 
-// LoRA r2 on attention and on NF4 experts: the adapters' gradients equal those of the twin with dense experts and the
-// same adapters, a few AdamW steps lower the loss, the saved adapter reloads onto a fresh quantized base to the same
-// logits, and merging into the codes is refused with a hint.
-TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
-  const auto dir = reference_dir() / "qwen3_moe" / "model";
-  const data::Batch batch =
-      next_token_batch(io::read_safetensors(reference_dir() / "qwen3_moe" / "ref.safetensors").at("input_ids"));
+const std::filesystem::path& qwen3_moe_dir() {
+  static const std::filesystem::path dir = reference_dir() / "qwen3_moe" / "model";
+  return dir;
+}
+
+data::Batch qwen3_moe_batch() {
+  return next_token_batch(io::read_safetensors(reference_dir() / "qwen3_moe" / "ref.safetensors").at("input_ids"));
+}
+
+// The training loss (cross-entropy + the routers' aux loss) summed over the target tokens, on the CPU.
+at::Tensor loss_sum(model::Transformer& m, const data::Batch& batch) {
+  static const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
+                                                   RouterAuxLoss::kOn);
+  return objective.loss_sum(m, batch);
+}
+
+// LoRA r2 on `targets`, added to `m` with B filled with `b` (nonzero, so that A gets a gradient too).
+LoraConfig add_adapters(model::Transformer& m, std::vector<std::string> targets, double b) {
   LoraConfig lora;
   lora.enabled = true;
   lora.rank = 2;
   lora.alpha = 4.0;
-  lora.targets = {"q_proj", "gate_up_proj", "down_proj"};
-  const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
-                                            RouterAuxLoss::kOn);
-  auto quantized = model::load_pretrained(dir, at::kCPU, at::kFloat, BaseQuantization::kNf4);
-  auto twin = dequantized_twin(dir, BaseQuantization::kNf4);
-  std::vector<std::vector<at::Tensor>> grads(2);
-  for (auto* m : {quantized.get(), twin.get()}) {
-    model::apply_lora(*m, lora, 11);
-    {
-      at::NoGradGuard no_grad;  // B nonzero, so that A gets a gradient too
-      for (auto& [name, t] : model::adapter_tensors(*m)) {
-        if (name.find("lora_B") != std::string::npos) t.fill_(0.01);
-      }
-    }
-    objective.loss_sum(*m, batch).backward();
-    for (auto& [name, t] : model::adapter_tensors(*m)) grads[m == twin.get()].push_back(t.grad().clone());
+  lora.targets = std::move(targets);
+  model::apply_lora(m, lora, 11);
+  at::NoGradGuard no_grad;
+  for (auto& [name, t] : model::adapter_tensors(m)) {
+    if (name.find("lora_B") != std::string::npos) t.fill_(b);
   }
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (size_t i = 0; i < grads[0].size(); ++i) {
-    EXPECT_TRUE(at::allclose(grads[0][i], grads[1][i], 1e-4, 1e-6)) << i;
-  }
+  return lora;
+}
+
+// The adapters' gradients of one backward of the loss on `batch`.
+std::vector<at::Tensor> adapter_grads(model::Transformer& m, const data::Batch& batch) {
+  m.zero_grad();
+  loss_sum(m, batch).backward();
+  std::vector<at::Tensor> grads;
+  for (auto& [name, t] : model::adapter_tensors(m)) grads.push_back(t.grad().clone());
+  return grads;
+}
+
+// LoRA r2 on attention and on NF4 experts: the adapters' gradients equal those of the twin with dense experts and the
+// same adapters, a few AdamW steps lower the loss, the saved adapter reloads onto a fresh quantized base to the same
+// logits, and merging into the codes is refused with a hint.
+TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
+  const data::Batch batch = qwen3_moe_batch();
+  const std::vector<std::string> targets = {"q_proj", "gate_up_proj", "down_proj"};
+  auto quantized = model::load_pretrained(qwen3_moe_dir(), at::kCPU, at::kFloat, BaseQuantization::kNf4);
+  auto twin = dequantized_twin(qwen3_moe_dir(), BaseQuantization::kNf4);
+  const LoraConfig lora = add_adapters(*quantized, targets, 0.01);
+  add_adapters(*twin, targets, 0.01);
+  const auto ours = adapter_grads(*quantized, batch), theirs = adapter_grads(*twin, batch);
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(at::allclose(ours[i], theirs[i], 1e-4, 1e-6)) << i;
 
   std::vector<at::Tensor> trainable;
   for (const auto& p : quantized->parameters()) {
@@ -176,7 +197,7 @@ TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
   std::vector<double> losses;
   for (int step = 0; step < 6; ++step) {
     opt.zero_grad();
-    const at::Tensor loss = objective.loss_sum(*quantized, batch) / units;
+    const at::Tensor loss = loss_sum(*quantized, batch) / units;
     loss.backward();
     opt.step();
     losses.push_back(loss.item<double>());
@@ -184,8 +205,8 @@ TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
   EXPECT_LT(losses.back(), losses.front() - 0.1) << losses.front() << " -> " << losses.back();
 
   TempDir out("ft-moe-quantized");
-  model::save_adapter(*quantized, lora, out / "adapter", dir.string());
-  auto reloaded = model::load_pretrained(dir, at::kCPU, at::kFloat, BaseQuantization::kNf4);
+  model::save_adapter(*quantized, lora, out / "adapter", qwen3_moe_dir().string());
+  auto reloaded = model::load_pretrained(qwen3_moe_dir(), at::kCPU, at::kFloat, BaseQuantization::kNf4);
   model::load_adapter(*reloaded, out / "adapter");
   at::NoGradGuard no_grad;
   EXPECT_TRUE(at::equal(reloaded->forward(batch.input_ids), quantized->forward(batch.input_ids)));
@@ -196,33 +217,15 @@ TEST(QuantizedExperts, LoraOverNf4ExpertsTrainsLikeTheDequantizedTwin) {
 // (model/recompute.h) instead of dequantizing them again: the adapters' gradients on the NF4 base (attention and
 // experts) are those of the uncheckpointed model.
 TEST(QuantizedExperts, CheckpointedLayersGiveTheAdaptersTheSameGradients) {
-  const auto dir = reference_dir() / "qwen3_moe" / "model";
-  const data::Batch batch =
-      next_token_batch(io::read_safetensors(reference_dir() / "qwen3_moe" / "ref.safetensors").at("input_ids"));
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank = 2;
-  lora.targets = {"q_proj", "o_proj", "gate_up_proj", "down_proj"};
-  const train::NextTokenObjective objective({}, model::KernelPolicy::resolve(false, at::kCPU, at::kFloat),
-                                            RouterAuxLoss::kOn);
-  auto m = model::load_pretrained(dir, at::kCPU, at::kFloat, BaseQuantization::kNf4);
-  model::apply_lora(*m, lora, 5);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& [name, t] : model::adapter_tensors(*m)) {
-      if (name.find("lora_B") != std::string::npos) t.fill_(0.02);
-    }
-  }
-  std::vector<std::vector<at::Tensor>> grads(2);
-  for (const bool checkpointing : {false, true}) {
-    m->set_activation_checkpointing(checkpointing);
-    m->zero_grad();
-    objective.loss_sum(*m, batch).backward();
-    for (auto& [name, t] : model::adapter_tensors(*m)) grads[checkpointing].push_back(t.grad().clone());
-  }
-  for (size_t i = 0; i < grads[0].size(); ++i) {
-    EXPECT_GT(grads[0][i].abs().max().item<double>(), 0.0) << i;
-    EXPECT_TRUE(at::allclose(grads[0][i], grads[1][i], 1e-5, 1e-7)) << i;
+  const data::Batch batch = qwen3_moe_batch();
+  auto m = model::load_pretrained(qwen3_moe_dir(), at::kCPU, at::kFloat, BaseQuantization::kNf4);
+  add_adapters(*m, {"q_proj", "o_proj", "gate_up_proj", "down_proj"}, 0.02);
+  const auto plain = adapter_grads(*m, batch);
+  m->set_activation_checkpointing(true);
+  const auto checkpointed = adapter_grads(*m, batch);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_GT(plain[i].abs().max().item<double>(), 0.0) << i;
+    EXPECT_TRUE(at::allclose(plain[i], checkpointed[i], 1e-5, 1e-7)) << i;
   }
 }
 
