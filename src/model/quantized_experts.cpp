@@ -70,9 +70,7 @@ at::Device QuantizedExperts::device() const {
 }
 
 int64_t QuantizedExperts::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  return c10::multiply_integers(shape);
 }
 
 int64_t QuantizedExperts::storage_bytes() const {
