@@ -27,6 +27,8 @@
 # moe-nf4 / moe48-nf4 = moe / moe48 with model.quantize: nf4 (the experts in 4 bits too; finetune only),
 # o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only), q70-80 = the same
 # config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
+# f8loss = b on real text (the Python standard library's sources) for 300 steps, bf16 and train.fp8=tensorwise, with
+# the relative loss gap at every logged step (OUT/f8loss.md),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
@@ -66,6 +68,15 @@ if "dpo" in sys.argv[2].split():  # preference pairs: prompts of ~500 tokens, ea
         for _ in range(400):
             prompt, chosen, rejected = (" ".join(rng.choice(words, n)) for n in (210, 250, 250))
             f.write(json.dumps(dict(prompt=prompt, chosen=" " + chosen, rejected=" " + rejected)) + "\n")
+if "f8loss" in sys.argv[2].split():  # real text: the Python standard library's sources, 4,000 records of <= 6,000
+    import pathlib, sysconfig          # characters (a little over 300 steps of 8 x 2048 tokens)
+    records = []
+    for src in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        text = src.read_text(errors="replace")
+        records += [text[i:i + 6000] for i in range(0, len(text), 6000)]
+    with open(f"{sys.argv[1]}/stdlib.jsonl", "w") as f:
+        for text in records[:4000]:
+            f.write(json.dumps({"text": text}) + "\n")
 if "ds" in sys.argv[2].split():  # documents of ~8-32 tokens (short SFT samples), for the ds workload only
     with open(f"{sys.argv[1]}/tiny.jsonl", "w") as f:
         for _ in range(400000):
@@ -127,6 +138,15 @@ PY
     for f in "$work/$name"/profile/*.json; do [[ -f $f ]] && gzip -c "$f" >"$out/$name.trace.json.gz"; done
   fi
   rm -rf "${work:?}/$name"  # a killed run leaves no checkpoint, but the disk is shared with the random models
+}
+
+# loss_curve NAME ARGS...: one whole finetune run (ARGS set its max_steps), its train records into OUT/NAME.loss.jsonl.
+loss_curve() {
+  local name=$1; shift
+  rm -rf "$work/$name"
+  "$bin" train "${common[@]}" "$@" run.output_dir="$work/$name" >"$out/$name.log" 2>&1 || tail -5 "$out/$name.log"
+  grep '"event":"train"' "$work/$name/metrics.jsonl" >"$out/$name.loss.jsonl"
+  rm -rf "${work:?}/$name"
 }
 
 # ckpt_stall NAME STOP ARGS...: 60 steps with a checkpoint at step 30; the stall is the time between the step-30 and
@@ -195,6 +215,28 @@ for w in "${workloads[@]}"; do
         contender b compile --float8 "$r"
       done
       contender b compile ;;
+  f8loss) # issue #33: (b) on real text, 300 steps, bf16 and train.fp8=tensorwise; the loss gap at every logged step
+      for r in off tensorwise; do
+        loss_curve "f8loss-$r" "${scratch[@]}" "${shape_b[@]}" "data.train=[{path: $work/stdlib.jsonl, format: text}]" \
+          data.packing=true data.seq_len=2048 train.micro_batch_size=8 train.max_steps=300 train.fp8=$r \
+          scheduler.type=cosine scheduler.warmup_steps=30 optimizer.lr=3e-4 logging.every_steps=10
+      done
+      python3 - "$out/f8loss-off.loss.jsonl" "$out/f8loss-tensorwise.loss.jsonl" >"$out/f8loss.md" <<'PY'
+import json, sys
+bf16, fp8 = ({e["step"]: e for e in map(json.loads, open(p))} for p in sys.argv[1:3])
+print("| step | bf16 loss | FP8 tensorwise loss | gap | bf16 tok/s | FP8 tok/s |\n|---|---|---|---|---|---|")
+gaps = []
+for step in sorted(set(bf16) & set(fp8)):
+    a, b = bf16[step], fp8[step]
+    gap = (b["loss"] - a["loss"]) / a["loss"]
+    if step > 30:  # after the warm-up
+        gaps.append(abs(gap))
+    if step % 50 == 0 or step == 10:
+        print(f"| {step} | {a['loss']:.4f} | {b['loss']:.4f} | {100 * gap:+.2f} % | {a['tokens_per_s']:,.0f} | "
+              f"{b['tokens_per_s']:,.0f} |")
+print(f"\nlargest gap after the warm-up: {100 * max(gaps):.2f} % over {len(gaps)} logged steps")
+PY
+      cat "$out/f8loss.md" ;;
   ds) ft ds-a ds "${scratch[@]}" "${shape_a[@]}" "${packed_tiny[@]}" data.seq_len=1024 train.micro_batch_size=32
       ft ds-b ds "${scratch[@]}" "${shape_b[@]}" "${packed_tiny[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   a-aten|b-aten)  # finetune with train.fused_kernels=false: what the fused paths add
