@@ -136,6 +136,37 @@ __global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, F
   }
 }
 
+// One 64 x 64 tile of x [rows, cols] (cols a multiple of 4) per block of 256 threads: its codes written in place
+// and, through shared memory, transposed into codes_t [cols, ld_t] as 16-byte rows; rows rows .. ld_t - 1 of the
+// tile are zero codes.
+__global__ void tensor_cast_both_kernel(const bf16* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
+                                        uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse) {
+  __shared__ uint32_t tile[kTile][kTile / 4 + 1];  // codes [row in tile][column in tile], four to a word
+  const float s = scale_of(*amax, code, false);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inverse = __frcp_rn(s);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int word = threadIdx.x % 16;  // columns 4 word .. 4 word + 3 of the tile
+  const int64_t c = c0 + 4 * word;
+  for (int tr = threadIdx.x / 16; tr < kTile; tr += 16) {
+    const int64_t r = r0 + tr;
+    Pack<uint8_t, 4> q{};  // zero codes outside x
+    if (r < rows && c < cols) {
+      const auto p = load<bf16, 4>(x, r * cols + c);
+      for (int k = 0; k < 4; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+      store<uint8_t, 4>(codes, r * cols + c, q);
+    }
+    tile[tr][word] = *reinterpret_cast<const uint32_t*>(q.v);
+  }
+  __syncthreads();
+  // Thread t writes bytes 16 (t % 4) .. + 15 of the tile's transposed row t / 4.
+  const int out_col = threadIdx.x / 4, seg = 16 * (threadIdx.x % 4);
+  const int64_t oc = c0 + out_col, orow = r0 + seg;
+  if (oc >= cols || orow >= ld_t) return;
+  Pack<uint8_t, 16> t;
+  for (int k = 0; k < 16; ++k) t.v[k] = static_cast<uint8_t>(tile[seg + k][out_col / 4] >> (8 * (out_col % 4)));
+  store<uint8_t, 16>(codes_t, oc * ld_t + orow, t);
+}
+
 unsigned grid_for(int64_t groups, int threads) {
   const int64_t blocks = (groups + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
@@ -158,6 +189,19 @@ void fp8_cast_tensorwise(const void* x, int64_t n, Fp8Code code, float* amax_scr
     tensor_cast_kernel<false><<<grid, kThreads, 0, st>>>(xb, n, code, amax_scratch, codes, inverse);
   }
   check_launch("fp8_cast_tensorwise");
+}
+
+void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+                              uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  const auto* xb = static_cast<const bf16*>(x);
+  const int64_t n = rows * cols;
+  constexpr int kThreads = 256;
+  cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
+  tensor_amax_kernel<true><<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax_scratch);
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((ld_t + kTile - 1) / kTile));
+  tensor_cast_both_kernel<<<grid, kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+  check_launch("fp8_cast_tensorwise_both");
 }
 
 void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,

@@ -41,9 +41,22 @@ Fp8Scaled cast_columns(const at::Tensor& x, Fp8Format format, const Fp8Plan& pla
   return quant::cast_fp8_rowwise(x.t().contiguous(), format, /*pow2=*/true);
 }
 
-// A tensorwise cast of x read as x^T: the codes transposed, the one scale kept.
-Fp8Scaled transposed(const Fp8Scaled& q, const Fp8Plan& plan) {
-  return {plan.fast ? fp8_transpose_cuda(q.codes) : q.codes.t().contiguous(), q.inverse};
+// x [rows, cols] cast tensorwise for a GEMM that reads it as it is and one that reads it transposed (the fast
+// path's codes_t has its rows padded to 16 with zero codes, as the GEMMs that reduce over them need).
+Fp8TwoLayouts cast_both(const at::Tensor& x, Fp8Format format, const Fp8Plan& plan) {
+  if (plan.fast) return fp8_cast_tensorwise_both_cuda(x, format);
+  Fp8Scaled q = quant::cast_fp8_tensorwise(x, format);
+  at::Tensor codes_t = q.codes.t().contiguous();
+  return {std::move(q), std::move(codes_t)};
+}
+
+// x [rows, cols] cast for the forward GEMM. Under tensorwise scaling the backward reads x transposed: its codes_t
+// and scale go to `saved` (under rowwise it casts x again, along the other dimension, from x that the caller saves).
+Fp8Scaled cast_for_forward(const at::Tensor& x, const Fp8Plan& plan, variable_list& saved) {
+  if (plan.rowwise()) return cast_rows(x, Fp8Format::kE4m3, plan);
+  Fp8TwoLayouts q = cast_both(x, Fp8Format::kE4m3, plan);
+  saved.insert(saved.end(), {q.codes_t, q.scaled.inverse});
+  return q.scaled;
 }
 
 // a [m, k] . b [n, k]^T with both operands' scales: [m, n] in `dtype`.
@@ -82,19 +95,18 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
                                bool fast, at::ScalarType dtype) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // it casts for itself
     const Fp8Plan plan{static_cast<Fp8Training>(recipe), fast};
-    const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
-    const Fp8Scaled xq = cast_rows(xin, Fp8Format::kE4m3, plan);
     ctx->saved_data["recipe"] = recipe;
     ctx->saved_data["fast"] = fast;
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
-    // Saved: rowwise {xin, W_1..W_k} (the backward casts them along the other dimension); tensorwise {x codes,
-    // x scale, then per weight its codes and scale, then W_1..W_k}: 1 byte per element.
-    variable_list saved = plan.rowwise() ? variable_list{xin} : variable_list{xq.codes, xq.inverse};
-    variable_list out;
+    // Saved: rowwise {x, W_1..W_k} (the backward casts them along the other dimension); tensorwise {x^T codes,
+    // x scale, then per weight W_i^T codes and scale, then W_1..W_k}: 1 byte per element.
+    const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
+    variable_list saved, out;
+    if (plan.rowwise()) saved.push_back(xin);
+    const Fp8Scaled xq = cast_for_forward(xin, plan, saved);
     for (const at::Tensor& weight : weights) {
-      const Fp8Scaled wq = cast_rows(weight.to(dtype).contiguous(), Fp8Format::kE4m3, plan);  // [out_i, in]
-      if (!plan.rowwise()) saved.insert(saved.end(), {wq.codes, wq.inverse});
+      const Fp8Scaled wq = cast_for_forward(weight.to(dtype).contiguous(), plan, saved);  // [out_i, in]
       out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));  // [N, out_i]
     }
     saved.insert(saved.end(), weights.begin(), weights.end());
@@ -111,7 +123,7 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
     const size_t k = grads.size(), first_weight = saved.size() - k;
     // x read along tokens by every weight gradient, cast once: [in, N (padded to 16)]
     const Fp8Scaled x_by_columns = plan.rowwise() ? cast_columns(rows_to_16(saved[0], plan), Fp8Format::kE4m3, plan)
-                                                  : transposed({rows_to_16(saved[0], plan), saved[1]}, plan);
+                                                  : Fp8Scaled{saved[0], saved[1]};
     at::Tensor dx;  // [N, in], summed in x's dtype as autograd sums the input gradients of separate layers
     variable_list result{at::Tensor()};
     for (size_t i = 0; i < k; ++i) {
@@ -121,17 +133,17 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
         continue;
       }
       const at::Tensor dy = grads[i].to(dtype).contiguous();  // [N, out_i]
-      const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
-      at::Tensor dx_i, dw;  // [N, in], [out_i, in]
+      at::Tensor dx_i, dw;                                    // [N, in], [out_i, in]
       if (plan.rowwise()) {
+        const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
         dx_i = scaled_gemm(dyq, cast_columns(weight.to(dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
         dw = scaled_gemm(cast_columns(rows_to_16(dy, plan), plan.grad_format(), plan), x_by_columns,
                          weight.scalar_type(), false, plan);
       } else {
-        const Fp8Scaled wq{saved[2 + 2 * i], saved[3 + 2 * i]};
-        dx_i = scaled_gemm(dyq, transposed(wq, plan), dtype, false, plan);
-        dw = scaled_gemm(transposed({rows_to_16(dyq.codes, plan), dyq.inverse}, plan), x_by_columns,
-                         weight.scalar_type(), false, plan);
+        const Fp8TwoLayouts dyq = cast_both(dy, plan.grad_format(), plan);
+        const Fp8Scaled w_by_columns{saved[2 + 2 * i], saved[3 + 2 * i]};  // W_i^T codes [in, out_i]
+        dx_i = scaled_gemm(dyq.scaled, w_by_columns, dtype, false, plan);
+        dw = scaled_gemm({dyq.codes_t, dyq.scaled.inverse}, x_by_columns, weight.scalar_type(), false, plan);
       }
       dx = dx.defined() ? dx.add_(dx_i.to(x_dtype)) : dx_i.to(x_dtype);
       result.push_back(dw);

@@ -47,6 +47,13 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
 bool fp8_tensor_cores(at::Device device);
 // quant::cast_fp8_tensorwise(x, format).
 quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor& x, quant::Fp8Format format);
+// quant::cast_fp8_tensorwise(x, format) in both layouts from one read of x: `codes_t` [cols, rows rounded up to 16]
+// holds x^T's codes, zero past rows (the GEMMs that reduce over rows need a multiple of 16); cols a multiple of 4.
+struct Fp8TwoLayouts {
+  quant::Fp8Scaled scaled;  // codes [rows, cols], inverse []
+  at::Tensor codes_t;       // [cols, round_up(rows, 16)], the same scale
+};
+Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x, quant::Fp8Format format);
 // quant::cast_fp8_rowwise(x, format, pow2 = true).
 quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format);
 // quant::cast_fp8_rowwise(x^T, format, pow2 = true), without the transposed copy; sizes multiples of 4.

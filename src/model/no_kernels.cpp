@@ -63,6 +63,9 @@ bool fp8_tensor_cores(at::Device) {
 quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor&, quant::Fp8Format) {
   no_kernels("fp8_cast_tensorwise_cuda");
 }
+Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor&, quant::Fp8Format) {
+  no_kernels("fp8_cast_tensorwise_both_cuda");
+}
 quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor&, quant::Fp8Format) {
   no_kernels("fp8_cast_rows_cuda");
 }

@@ -64,6 +64,27 @@ TEST(Fp8Training, CastKernelsEqualTheAtenCastsBitForBit) {
   }
 }
 
+// The one-read cast of the tensorwise recipe: its codes are the ATen cast's, its codes_t their transpose, padded with
+// zero codes to 16 rows (37 and 70 rows: partial tiles and padding; 300 columns: a partial tile across).
+TEST(Fp8Training, CastInBothLayoutsIsTheAtenCastAndItsPaddedTranspose) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 4096}, {37, 64}, {70, 300}, {16, 20}}) {
+    SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
+    const at::Tensor x = random_bf16(shape, 11 + shape[0], 0.3).cuda();
+    for (Fp8Format f : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
+      const auto both = model::fp8_cast_tensorwise_both_cuda(x, f);
+      const auto aten = quant::cast_fp8_tensorwise(x, f);
+      EXPECT_TRUE(bits_equal(both.scaled.inverse, aten.inverse));
+      EXPECT_TRUE(bits_equal(both.scaled.codes.view(at::kByte), aten.codes.view(at::kByte)));
+      const int64_t padded = (shape[0] + 15) / 16 * 16;
+      ASSERT_EQ(both.codes_t.sizes(), (std::vector<int64_t>{shape[1], padded}));
+      const at::Tensor expected_t =
+          at::constant_pad_nd(aten.codes.view(at::kByte).t(), {0, padded - shape[0]}).contiguous();
+      EXPECT_TRUE(bits_equal(both.codes_t.view(at::kByte), expected_t));
+    }
+  }
+}
+
 double relative_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>() / b.to(at::kFloat).abs().max().item<double>();
 }
