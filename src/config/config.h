@@ -60,7 +60,7 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;       // from scratch, qwen3_moe: experts' SwiGLU width (0 = intermediate_size)
   // MoE: add the router's load-balancing loss to the training loss: auto (config.json's output_router_logits) | on | off
   RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto;
-  // LoRA's frozen projections: none | nf4 (4-bit, QLoRA) | fp8 (e4m3, row scales; sm_89+); the rest in model.dtype
+  // frozen projections and MoE experts under LoRA: none | nf4 (4-bit, QLoRA) | fp8 (e4m3, row scales; sm_89+)
   BaseQuantization quantize = BaseQuantization::kNone;
   bool random_weights = false;  // with model.path: its config.json only, the weights drawn (init_std) instead of read
 
