@@ -40,7 +40,17 @@ template <bool kVector>
 __global__ void tensor_amax_kernel(const bf16* x, int64_t n, float* amax) {
   float m = 0.0f;
   const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+  int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (kVector) {  // four whole groups per thread in flight (the loads issue before the first max waits on one)
+    for (const int64_t whole = n / kV; g + 3 * stride < whole; g += 4 * stride) {
+      Pack<bf16, kV> p[4];
+      for (int u = 0; u < 4; ++u) p[u] = load<bf16, kV>(x, (g + u * stride) * kV);
+      for (int u = 0; u < 4; ++u) {
+        for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p[u].v[k])));
+      }
+    }
+  }
+  for (; g < groups; g += stride) {
     if (kVector && (g + 1) * kV <= n) {
       const auto p = load<bf16, kV>(x, g * kV);
       for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
@@ -136,35 +146,41 @@ __global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, F
   }
 }
 
-// One 64 x 64 tile of x [rows, cols] (cols a multiple of 4) per block of 256 threads: its codes written in place
-// and, through shared memory, transposed into codes_t [cols, ld_t] as 16-byte rows; rows rows .. ld_t - 1 of the
-// tile are zero codes.
+// One tile of 64 rows x 16 V columns of x [rows, cols] (cols a multiple of V) per block of 256 threads, each
+// loading V bf16 at a time: its codes written in place and, through shared memory, transposed into codes_t
+// [cols, ld_t] as 16-byte pieces of rows; rows rows .. ld_t - 1 of the tile are zero codes.
+template <int V>
 __global__ void tensor_cast_both_kernel(const bf16* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
                                         uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse) {
-  __shared__ uint32_t tile[kTile][kTile / 4 + 1];  // codes [row in tile][column in tile], four to a word
+  constexpr int kCols = 16 * V, kWords = V / 4;    // columns per tile; 4-code words per thread and row
+  __shared__ uint32_t tile[kTile][kCols / 4 + 1];  // codes [row in tile][column in tile], four to a word
   const float s = scale_of(*amax, code, false);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inverse = __frcp_rn(s);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int word = threadIdx.x % 16;  // columns 4 word .. 4 word + 3 of the tile
-  const int64_t c = c0 + 4 * word;
-  for (int tr = threadIdx.x / 16; tr < kTile; tr += 16) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  const int lane = threadIdx.x % 16;  // columns V lane .. V lane + V - 1 of the tile
+  const int64_t c = c0 + V * lane;
+#pragma unroll
+  for (int i = 0; i < kTile / 16; ++i) {
+    const int tr = threadIdx.x / 16 + 16 * i;
     const int64_t r = r0 + tr;
-    Pack<uint8_t, 4> q{};  // zero codes outside x
+    Pack<uint8_t, V> q{};  // zero codes outside x
     if (r < rows && c < cols) {
-      const auto p = load<bf16, 4>(x, r * cols + c);
-      for (int k = 0; k < 4; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
-      store<uint8_t, 4>(codes, r * cols + c, q);
+      const auto p = load<bf16, V>(x, r * cols + c);
+      for (int k = 0; k < V; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+      store<uint8_t, V>(codes, r * cols + c, q);
     }
-    tile[tr][word] = *reinterpret_cast<const uint32_t*>(q.v);
+    for (int w = 0; w < kWords; ++w) tile[tr][lane * kWords + w] = reinterpret_cast<const uint32_t*>(q.v)[w];
   }
   __syncthreads();
-  // Thread t writes bytes 16 (t % 4) .. + 15 of the tile's transposed row t / 4.
-  const int out_col = threadIdx.x / 4, seg = 16 * (threadIdx.x % 4);
-  const int64_t oc = c0 + out_col, orow = r0 + seg;
-  if (oc >= cols || orow >= ld_t) return;
-  Pack<uint8_t, 16> t;
-  for (int k = 0; k < 16; ++k) t.v[k] = static_cast<uint8_t>(tile[seg + k][out_col / 4] >> (8 * (out_col % 4)));
-  store<uint8_t, 16>(codes_t, oc * ld_t + orow, t);
+  // kCols transposed rows of 64 codes each: 4 kCols pieces of 16 bytes, kWords of them per thread.
+  for (int j = 0; j < kWords; ++j) {
+    const int piece = threadIdx.x + 256 * j, out_col = piece / 4, seg = 16 * (piece % 4);
+    const int64_t oc = c0 + out_col, orow = r0 + seg;
+    if (oc >= cols || orow >= ld_t) continue;
+    Pack<uint8_t, 16> t;
+    for (int k = 0; k < 16; ++k) t.v[k] = static_cast<uint8_t>(tile[seg + k][out_col / 4] >> (8 * (out_col % 4)));
+    store<uint8_t, 16>(codes_t, oc * ld_t + orow, t);
+  }
 }
 
 unsigned grid_for(int64_t groups, int threads) {
@@ -199,8 +215,17 @@ void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code
   constexpr int kThreads = 256;
   cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
   tensor_amax_kernel<true><<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax_scratch);
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((ld_t + kTile - 1) / kTile));
-  tensor_cast_both_kernel<<<grid, kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+  const auto grid = [&](int tile_cols) {
+    return dim3(static_cast<unsigned>((cols + tile_cols - 1) / tile_cols),
+                static_cast<unsigned>((ld_t + kTile - 1) / kTile));
+  };
+  if (cols % 8 == 0) {  // 16-byte loads
+    tensor_cast_both_kernel<8>
+        <<<grid(128), kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+  } else {
+    tensor_cast_both_kernel<4>
+        <<<grid(64), kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+  }
   check_launch("fp8_cast_tensorwise_both");
 }
 

@@ -17,7 +17,7 @@ void fp8_cast_tensorwise(const void* x, int64_t n, Fp8Code code, float* amax_scr
                          void* stream);
 // The same, with the codes written twice: codes [rows, cols] and codes_t [cols, ld_t] (x^T's codes; ld_t >= rows a
 // multiple of 16, columns rows .. ld_t - 1 zero codes), for the GEMMs that read x transposed. cols a multiple of 4;
-// x (8-byte), codes (4-byte) and codes_t (16-byte) aligned.
+// x, codes and codes_t 16-byte aligned.
 void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
                               uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream);
 // One power-of-two scale per row of x [rows, cols]: codes [rows, cols], inverse [rows].

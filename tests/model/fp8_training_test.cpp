@@ -65,10 +65,12 @@ TEST(Fp8Training, CastKernelsEqualTheAtenCastsBitForBit) {
 }
 
 // The one-read cast of the tensorwise recipe: its codes are the ATen cast's, its codes_t their transpose, padded with
-// zero codes to 16 rows (37 and 70 rows: partial tiles and padding; 300 columns: a partial tile across).
+// zero codes to 16 rows (37 and 70 rows: partial tiles and padding; 300 and 20 columns: the 8-byte loads; 4096 x
+// 8200: enough elements for the amax pass's four loads in flight, and a partial tile across).
 TEST(Fp8Training, CastInBothLayoutsIsTheAtenCastAndItsPaddedTranspose) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 4096}, {37, 64}, {70, 300}, {16, 20}}) {
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{256, 4096}, {37, 64}, {70, 300}, {16, 20}, {4096, 8200}}) {
     SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
     const at::Tensor x = random_bf16(shape, 11 + shape[0], 0.3).cuda();
     for (Fp8Format f : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
