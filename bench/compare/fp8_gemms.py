@@ -10,6 +10,8 @@ import argparse
 
 import torch
 
+import cuda_timing
+
 p = argparse.ArgumentParser()
 p.add_argument("--tokens", type=int, default=16384)
 p.add_argument("--hidden", type=int, default=2048)
@@ -27,15 +29,7 @@ one = torch.ones((), device=dev)
 
 
 def timed(fn):
-    for _ in range(3):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(a.iters):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / a.iters
+    return cuda_timing.timed(fn, a.iters)
 
 
 def codes(t, dtype):  # a contiguous FP8 copy (the values do not matter for speed)

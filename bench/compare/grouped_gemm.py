@@ -8,6 +8,8 @@ import argparse
 
 import torch
 
+import cuda_timing
+
 p = argparse.ArgumentParser()
 p.add_argument("--tokens", type=int, default=8192)
 p.add_argument("--experts", type=int, default=128)
@@ -27,15 +29,7 @@ ends = counts.cumsum(0).to(torch.int32)
 
 
 def timed(fn):
-    for _ in range(3):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(a.iters):
-        fn()
-    stop.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(stop) / a.iters
+    return cuda_timing.timed(fn, a.iters)
 
 
 rows = []
