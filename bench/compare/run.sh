@@ -5,7 +5,7 @@
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
 # d = a and b on packed short samples (c also times the contenders' load of its model directory and the files'
 # read, into OUT/read-c.txt), f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
-# contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender: PEFT on
+# contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender (Q_MODES, default eager and compile): PEFT on
 # transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
 # 80 layers (against the same contender with gradient checkpointing), f70 = q70 with an FP8 base beside the NF4 one
 # (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
@@ -255,9 +255,11 @@ PY
   q) random_model llama3-8b
      ft q q --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=nf4 lora.dropout=0 \
        "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
-     [[ ${CONTENDERS:-1} == 0 ]] ||
-       python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --steps "$steps" >>"$results" \
-         2>"$out/py-q.log" || tail -3 "$out/py-q.log" ;;
+     for mode in ${Q_MODES:-eager compile}; do  # PEFT on transformers' bitsandbytes 4-bit model (importable: see docs)
+       [[ ${CONTENDERS:-1} == 0 ]] ||
+         python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --mode "$mode" --steps "$steps" \
+           >>"$results" 2>"$out/py-q-$mode.log" || tail -3 "$out/py-q-$mode.log"
+     done ;;
   f8) random_model llama3-8b  # c on an FP8 base beside c itself (bf16 base) and PEFT on bf16 (c's contender)
      ft f8 c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=fp8 lora.dropout=0 \
        "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
