@@ -35,49 +35,29 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// Grid-stride over groups of kV elements; `vector`: whole groups as one 16-byte load.
-template <bool kVector>
+// Grid-stride over groups of kV elements, whole groups as one 16-byte load (x 16-byte aligned), four of them per
+// thread in flight (the loads issue before the first max waits on one); the last partial group element by element.
 __global__ void tensor_amax_kernel(const bf16* x, int64_t n, float* amax) {
   float m = 0.0f;
   const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (kVector) {  // four whole groups per thread in flight (the loads issue before the first max waits on one)
-    for (const int64_t whole = n / kV; g + 3 * stride < whole; g += 4 * stride) {
-      Pack<bf16, kV> p[4];
-      for (int u = 0; u < 4; ++u) p[u] = load<bf16, kV>(x, (g + u * stride) * kV);
-      for (int u = 0; u < 4; ++u) {
-        for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p[u].v[k])));
-      }
+  for (const int64_t whole = n / kV; g + 3 * stride < whole; g += 4 * stride) {
+    Pack<bf16, kV> p[4];
+    for (int u = 0; u < 4; ++u) p[u] = load<bf16, kV>(x, (g + u * stride) * kV);
+    for (int u = 0; u < 4; ++u) {
+      for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p[u].v[k])));
     }
   }
   for (; g < groups; g += stride) {
-    if (kVector && (g + 1) * kV <= n) {
+    if ((g + 1) * kV <= n) {
       const auto p = load<bf16, kV>(x, g * kV);
       for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
     } else {
-      for (int64_t i = g * kV; i < n && i < (g + 1) * kV; ++i) m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+      for (int64_t i = g * kV; i < n; ++i) m = fmaxf(m, fabsf(__bfloat162float(x[i])));
     }
   }
   m = block_max(m);
   if (threadIdx.x == 0) atomic_max_nonneg(amax, m);
-}
-
-template <bool kVector>
-__global__ void tensor_cast_kernel(const bf16* x, int64_t n, Fp8Code code, const float* amax, uint8_t* codes,
-                                   float* inverse) {
-  const float s = scale_of(*amax, code, false);
-  if (blockIdx.x == 0 && threadIdx.x == 0) *inverse = __frcp_rn(s);
-  const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
-    if (kVector && (g + 1) * kV <= n) {
-      const auto p = load<bf16, kV>(x, g * kV);
-      Pack<uint8_t, kV> q;
-      for (int k = 0; k < kV; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
-      store<uint8_t, kV>(codes, g * kV, q);
-    } else {
-      for (int64_t i = g * kV; i < n && i < (g + 1) * kV; ++i) codes[i] = code_of(__bfloat162float(x[i]), s, code);
-    }
-  }
 }
 
 // One block per row: the row's amax, then its codes (the second read hits L2).
@@ -190,23 +170,6 @@ unsigned grid_for(int64_t groups, int threads) {
 
 }  // namespace
 
-void fp8_cast_tensorwise(const void* x, int64_t n, Fp8Code code, float* amax_scratch, uint8_t* codes, float* inverse,
-                         void* stream) {
-  const auto st = static_cast<cudaStream_t>(stream);
-  const auto* xb = static_cast<const bf16*>(x);
-  constexpr int kThreads = 256;
-  const unsigned grid = grid_for((n + kV - 1) / kV, kThreads);
-  cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
-  if (aligned16(x) && aligned16(codes)) {
-    tensor_amax_kernel<true><<<grid, kThreads, 0, st>>>(xb, n, amax_scratch);
-    tensor_cast_kernel<true><<<grid, kThreads, 0, st>>>(xb, n, code, amax_scratch, codes, inverse);
-  } else {
-    tensor_amax_kernel<false><<<grid, kThreads, 0, st>>>(xb, n, amax_scratch);
-    tensor_cast_kernel<false><<<grid, kThreads, 0, st>>>(xb, n, code, amax_scratch, codes, inverse);
-  }
-  check_launch("fp8_cast_tensorwise");
-}
-
 void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
                               uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
@@ -214,7 +177,7 @@ void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code
   const int64_t n = rows * cols;
   constexpr int kThreads = 256;
   cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
-  tensor_amax_kernel<true><<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax_scratch);
+  tensor_amax_kernel<<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax_scratch);
   const auto grid = [&](int tile_cols) {
     return dim3(static_cast<unsigned>((cols + tile_cols - 1) / tile_cols),
                 static_cast<unsigned>((ld_t + kTile - 1) / kTile));

@@ -64,16 +64,6 @@ uint8_t* bytes_of(at::Tensor& codes) {
 
 }  // namespace
 
-quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor& x, quant::Fp8Format format) {
-  check_cast_input(x, "fp8_cast_tensorwise_cuda");
-  quant::Fp8Scaled q{at::empty(x.sizes(), x.options().dtype(quant::fp8_dtype(format))),
-                     at::empty({}, x.options().dtype(at::kFloat))};
-  at::Tensor amax = at::empty({}, q.inverse.options());
-  kernels::fp8_cast_tensorwise(x.const_data_ptr(), x.numel(), code_of(format), amax.data_ptr<float>(),
-                               bytes_of(q.codes), q.inverse.data_ptr<float>(), stream_of(x));
-  return q;
-}
-
 Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x_in, quant::Fp8Format format) {
   check_cast_input(x_in, "fp8_cast_tensorwise_both_cuda");
   FT_CHECK(x_in.size(1) % 4 == 0, "fp8_cast_tensorwise_both_cuda: cols must be a multiple of 4");

@@ -29,10 +29,10 @@ struct Fp8Plan {
   Fp8Format grad_format() const { return rowwise() ? Fp8Format::kE4m3 : Fp8Format::kE5m2; }
 };
 
-// x [rows, cols] for a GEMM that reduces over cols: scaled per row (rowwise) or once (tensorwise).
+// x [rows, cols] for a GEMM that reduces over cols, scaled per row (rowwise only).
 Fp8Scaled cast_rows(const at::Tensor& x, Fp8Format format, const Fp8Plan& plan) {
-  if (plan.fast) return plan.rowwise() ? fp8_cast_rows_cuda(x, format) : fp8_cast_tensorwise_cuda(x, format);
-  return plan.rowwise() ? quant::cast_fp8_rowwise(x, format, /*pow2=*/true) : quant::cast_fp8_tensorwise(x, format);
+  if (plan.fast) return fp8_cast_rows_cuda(x, format);
+  return quant::cast_fp8_rowwise(x, format, /*pow2=*/true);
 }
 
 // x [rows, cols] for a GEMM that reduces over rows (rowwise only): x^T's codes [cols, rows], scaled per column of x.

@@ -45,10 +45,9 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
 // CUDA tensors, bit for bit quant/fp8_cast.h's (see the kernels' header for the one power-of-two edge).
 // Whether `device` has FP8 tensor cores (sm_89+) in a build with our kernels.
 bool fp8_tensor_cores(at::Device device);
-// quant::cast_fp8_tensorwise(x, format).
-quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor& x, quant::Fp8Format format);
-// quant::cast_fp8_tensorwise(x, format) in both layouts from one read of x: `codes_t` [cols, rows rounded up to 16]
-// holds x^T's codes, zero past rows (the GEMMs that reduce over rows need a multiple of 16); cols a multiple of 4.
+// quant::cast_fp8_tensorwise(x, format) in both layouts, written in one pass after the amax: `codes_t` [cols, rows
+// rounded up to 16] holds x^T's codes, zero past rows (the GEMMs that reduce over rows need a multiple of 16); cols a
+// multiple of 4.
 struct Fp8TwoLayouts {
   quant::Fp8Scaled scaled;  // codes [rows, cols], inverse []
   at::Tensor codes_t;       // [cols, round_up(rows, 16)], the same scale

@@ -60,9 +60,6 @@ bool fp8_gemm_available(at::Device, at::ScalarType, const quant::Fp8Tensor&) {
 bool fp8_tensor_cores(at::Device) {
   return false;
 }
-quant::Fp8Scaled fp8_cast_tensorwise_cuda(const at::Tensor&, quant::Fp8Format) {
-  no_kernels("fp8_cast_tensorwise_cuda");
-}
 Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor&, quant::Fp8Format) {
   no_kernels("fp8_cast_tensorwise_both_cuda");
 }

@@ -44,15 +44,12 @@ bool fp8_gpu() {
   return has_cuda() && model::fp8_tensor_cores(at::Device(at::kCUDA, 0));
 }
 
-TEST(Fp8Training, CastKernelsEqualTheAtenCastsBitForBit) {
+TEST(Fp8Training, RowAndColumnCastKernelsEqualTheAtenCastsBitForBit) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
   for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 4096}, {64, 96}, {48, 64}, {16, 20}}) {
     SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
     const at::Tensor x = random_bf16(shape, 3 + shape[1], 0.3).cuda();
     for (Fp8Format f : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
-      const auto ours = model::fp8_cast_tensorwise_cuda(x, f), aten = quant::cast_fp8_tensorwise(x, f);
-      EXPECT_TRUE(bits_equal(ours.inverse, aten.inverse));
-      EXPECT_TRUE(bits_equal(ours.codes.view(at::kByte), aten.codes.view(at::kByte)));
       const auto rows = model::fp8_cast_rows_cuda(x, f), rows_aten = quant::cast_fp8_rowwise(x, f, true);
       EXPECT_TRUE(bits_equal(rows.inverse, rows_aten.inverse));
       EXPECT_TRUE(bits_equal(rows.codes.view(at::kByte), rows_aten.codes.view(at::kByte)));
