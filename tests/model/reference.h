@@ -1,17 +1,12 @@
 // Reference models made by tests/model/ref/hf_ref.py with transformers, shared by the parity suites.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
-#include <stdexcept>
 #include <string>
 
 #include "data/batch.h"
 #include "support/test_support.h"
-#include "util/fs.h"
 
 namespace ft::test {
 
@@ -28,23 +23,12 @@ inline std::filesystem::path ref_source_dir() {
 
 inline std::string ref_script() { return (ref_source_dir() / "tests/model/ref/hf_ref.py").string(); }
 
-// Reference models and outputs from tests/model/ref/hf_ref.py. CTest runs every case in its own process, so they
-// are made once into a temp directory keyed by the script's contents and published by an atomic rename.
+// Reference models and outputs from tests/model/ref/hf_ref.py, made once per content of the script (made_once).
 inline std::filesystem::path reference_dir() {
-  static std::filesystem::path dir;
-  if (!dir.empty()) return dir;
-  const std::string script = read_file(ref_script());
-  const auto key = std::to_string(std::hash<std::string>{}(script + ref_python()));
-  const auto final_dir = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key);
-  if (!std::filesystem::exists(final_dir / "qwen2" / "ref.json")) {
-    const auto staging = std::filesystem::temp_directory_path() / ("ft-model-refs-" + key + "-" + std::to_string(::getpid()));
-    const auto r = run(ref_python() + " " + shell_quote(ref_script()) + " make --out " + shell_quote(staging.string()));
-    if (r.exit_code != 0) throw std::runtime_error("hf_ref.py make failed:\n" + r.output);
-    std::error_code ec;
-    std::filesystem::rename(staging, final_dir, ec);  // loses harmlessly to a concurrent maker
-    ft::remove_tree(staging);
-  }
-  dir = final_dir;
+  static const std::filesystem::path dir =
+      made_once("ft-model-refs", read_file(ref_script()) + ref_python(), [](const std::filesystem::path& out) {
+        return run(ref_python() + " " + shell_quote(ref_script()) + " make --out " + shell_quote(out.string()));
+      });
   return dir;
 }
 

@@ -82,6 +82,23 @@ CommandResult run_finetune(const std::string& args) {
   return run(shell_quote(binary()) + " " + args);
 }
 
+std::filesystem::path made_once(const std::string& name, const std::string& key,
+                                const std::function<CommandResult(const std::filesystem::path&)>& make) {
+  const auto final_dir =
+      std::filesystem::temp_directory_path() / (name + "-" + std::to_string(std::hash<std::string>{}(key)));
+  if (std::filesystem::exists(final_dir)) return final_dir;
+  const std::filesystem::path staging = final_dir.string() + "-" + std::to_string(::getpid());
+  const CommandResult made = make(staging);
+  if (made.exit_code != 0) {
+    ft::remove_tree(staging);
+    throw std::runtime_error(name + ": making the shared reference failed:\n" + made.output);
+  }
+  std::error_code ec;
+  std::filesystem::rename(staging, final_dir, ec);  // loses harmlessly to a concurrent maker
+  ft::remove_tree(staging);
+  return final_dir;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);

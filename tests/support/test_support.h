@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct CommandResult {
 CommandResult run(const std::string& command);
 // Runs the finetune binary with `args` (already shell-quoted where needed).
 CommandResult run_finetune(const std::string& args);
+
+// The directory `make(dir)` fills, made once per `key` (the text its contents depend on: a script and its
+// interpreter, say) as NAME-<hash of key> under the temp directory and published by an atomic rename. CTest runs
+// every test in a process of its own, so the tests of a run share one slow reference this way instead of remaking it
+// each. Throws std::runtime_error with the command's output when `make` fails.
+std::filesystem::path made_once(const std::string& name, const std::string& key,
+                                const std::function<CommandResult(const std::filesystem::path&)>& make);
 // Writes `text` to `path`, creating parent directories.
 void write_file(const std::filesystem::path& path, const std::string& text);
 std::string read_file(const std::filesystem::path& path);

@@ -40,13 +40,20 @@ std::string ids_string(const nlohmann::json& ids) {
 
 class AddTokens : public ::testing::Test {
  protected:
-  // The tiny models and chat data; false (with the test skipped) when the reference packages are missing.
+  // The tiny models and chat data (model, model_tied, chat.jsonl), made once per content of the script and copied
+  // into the test's directory; false (with the test skipped) when the reference packages are missing.
   bool make() {
-    const auto made = run(python() + " " + script() + " make " + shell_quote(dir_.path().string()));
-    if (made.exit_code != 0) {
-      skip_reason_ = "reference packages missing: " + made.output.substr(0, 300);
+    std::filesystem::path made;
+    try {
+      made = made_once("ft-addtok-refs", read_file(source_dir() / "tests/train/ref/add_tokens_roundtrip.py") + python(),
+                       [](const std::filesystem::path& out) {
+                         return run(python() + " " + script() + " make " + shell_quote(out.string()));
+                       });
+    } catch (const std::runtime_error& e) {
+      skip_reason_ = std::string("reference packages missing: ") + std::string(e.what()).substr(0, 300);
       return false;
     }
+    std::filesystem::copy(made, dir_.path(), std::filesystem::copy_options::recursive);
     return true;
   }
 
