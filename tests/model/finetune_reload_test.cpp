@@ -87,42 +87,56 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
   TempDir dir_{"ft-family-ft"};
 };
 
-// Ours and transformers' logits for the same input, from the trained model directory (and adapter when given).
-// With a `quantize`d base, both load the base with quantized projections (PEFT: on bitsandbytes' NF4 weights or
-// torchao's per-row float8, hf_ref.py); `tol` bounds the largest logit difference.
-void expect_transformers_agrees(const std::filesystem::path& model_dir, const std::filesystem::path& adapter,
-                                const std::filesystem::path& work, const at::Tensor& ids, const at::Tensor& base_logits,
-                                BaseQuantization quantize = BaseQuantization::kNone, double tol = kTol) {
-  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat, quantize);
-  if (!adapter.empty()) model::load_adapter(*model, adapter);
-  at::Tensor ours;
-  {
-    at::NoGradGuard no_grad;
-    ours = model->forward(ids);
-  }
-  EXPECT_GT(max_diff(ours, base_logits), 1e-3) << "20 steps changed nothing";
+// A trained model directory (and adapter when given) whose logits transformers must reproduce. With a `quantize`d
+// base, both load the base with quantized projections (PEFT: on bitsandbytes' NF4 weights or torchao's per-row
+// float8, hf_ref.py); `tol` bounds the largest logit difference.
+struct Reload {
+  std::filesystem::path model_dir, adapter;
+  BaseQuantization quantize = BaseQuantization::kNone;
+  double tol = kTol;
+};
+
+// Ours and transformers' logits for the same input, for each reload; one hf_ref.py process computes theirs (its
+// import of transformers takes seconds).
+void expect_transformers_agrees(const std::vector<Reload>& reloads, const std::filesystem::path& work,
+                                const at::Tensor& ids, const at::Tensor& base_logits) {
   io::write_safetensors(work / "ids.safetensors", {{"input_ids", ids}});
-  nlohmann::json job = {{"model", model_dir.string()},
-                        {"ids", (work / "ids.safetensors").string()},
-                        {"out", (work / "theirs.safetensors").string()}};
-  if (!adapter.empty()) job["adapter"] = adapter.string();
-  if (quantize == BaseQuantization::kNf4) job["nf4"] = true;
-  if (quantize == BaseQuantization::kFp8) job["fp8"] = true;
-  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " +
-                       shell_quote(nlohmann::json::array({job}).dump()));
-  ASSERT_EQ(res.exit_code, 0) << res.output;
-  const at::Tensor theirs = io::read_safetensors(work / "theirs.safetensors").at("logits");
-  if (quantize != BaseQuantization::kFp8) {
-    EXPECT_LT(max_diff(theirs, ours), tol);
-    return;
+  std::vector<at::Tensor> ours;
+  nlohmann::json jobs = nlohmann::json::array();
+  for (size_t i = 0; i < reloads.size(); ++i) {
+    const Reload& r = reloads[i];
+    auto model = model::load_pretrained(r.model_dir, at::kCPU, at::kFloat, r.quantize);
+    if (!r.adapter.empty()) model::load_adapter(*model, r.adapter);
+    {
+      at::NoGradGuard no_grad;
+      ours.push_back(model->forward(ids));
+    }
+    EXPECT_GT(max_diff(ours.back(), base_logits), 1e-3) << "20 steps changed nothing: " << r.model_dir;
+    nlohmann::json job = {{"model", r.model_dir.string()},
+                          {"ids", (work / "ids.safetensors").string()},
+                          {"out", (work / ("theirs-" + std::to_string(i) + ".safetensors")).string()}};
+    if (!r.adapter.empty()) job["adapter"] = r.adapter.string();
+    if (r.quantize == BaseQuantization::kNf4) job["nf4"] = true;
+    if (r.quantize == BaseQuantization::kFp8) job["fp8"] = true;
+    jobs.push_back(job);
   }
-  // FP8 activations: an input that the two implementations compute 1 ulp apart can round to neighbouring e4m3 codes,
-  // and that position and every later one of its row then differ (by up to 0.29 on an AMD EPYC host, where row 1
-  // diverged at position 6 and agreed within 3e-6 before it). A wrongly quantized layer moves every position,
-  // the first of each row included: so the first positions must agree, and most of all positions.
-  const at::Tensor per_position = (theirs - ours).abs().amax(-1);  // F32 [B, T]
-  EXPECT_LT(per_position.select(1, 0).max().item<double>(), tol) << per_position;
-  EXPECT_GE((per_position < tol).to(at::kFloat).mean().item<double>(), 0.5) << per_position;
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  for (size_t i = 0; i < reloads.size(); ++i) {
+    SCOPED_TRACE(reloads[i].model_dir.string() + " " + reloads[i].adapter.string());
+    const at::Tensor theirs = io::read_safetensors(jobs[i]["out"].get<std::string>()).at("logits");
+    if (reloads[i].quantize != BaseQuantization::kFp8) {
+      EXPECT_LT(max_diff(theirs, ours[i]), reloads[i].tol);
+      continue;
+    }
+    // FP8 activations: an input that the two implementations compute 1 ulp apart can round to neighbouring e4m3
+    // codes, and that position and every later one of its row then differ (by up to 0.29 on an AMD EPYC host, where
+    // row 1 diverged at position 6 and agreed within 3e-6 before it). A wrongly quantized layer moves every
+    // position, the first of each row included: so the first positions must agree, and most of all positions.
+    const at::Tensor per_position = (theirs - ours[i]).abs().amax(-1);  // F32 [B, T]
+    EXPECT_LT(per_position.select(1, 0).max().item<double>(), reloads[i].tol) << per_position;
+    EXPECT_GE((per_position < reloads[i].tol).to(at::kFloat).mean().item<double>(), 0.5) << per_position;
+  }
 }
 
 TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
@@ -134,11 +148,11 @@ TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
 
   const auto lora_run = train("lora", true);
   ASSERT_TRUE(std::filesystem::exists(lora_run / "adapter" / "adapter_config.json"));
-  expect_transformers_agrees(base(), lora_run / "adapter", dir_.path(), ids, base_logits);
-
   const auto full_run = train("full", false);
   ASSERT_TRUE(std::filesystem::exists(full_run / "model" / "config.json"));
-  expect_transformers_agrees(full_run / "model", {}, dir_.path(), ids, base_logits);
+  const std::vector<Reload> reloads = {{base(), lora_run / "adapter", BaseQuantization::kNone, kTol},
+                                       {full_run / "model", {}, BaseQuantization::kNone, kTol}};
+  expect_transformers_agrees(reloads, dir_.path(), ids, base_logits);
 }
 
 // QLoRA through `finetune train` (model.quantize: nf4 or fp8): plain projections (llama) and fused q/k/v and
@@ -152,8 +166,8 @@ class QloraFineTune : public FamilyFineTune {
     const auto ref = io::read_safetensors(reference_dir() / GetParam() / "ref.safetensors");
     const auto run_dir = train(quantize, true, quantize);
     ASSERT_TRUE(std::filesystem::exists(run_dir / "adapter" / "adapter_model.safetensors"));
-    expect_transformers_agrees(base(), run_dir / "adapter", dir_.path(), ref.at("input_ids"), ref.at("logits"), kind,
-                               tol);
+    expect_transformers_agrees({{base(), run_dir / "adapter", kind, tol}}, dir_.path(), ref.at("input_ids"),
+                               ref.at("logits"));
   }
 };
 
