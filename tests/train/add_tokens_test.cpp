@@ -22,8 +22,12 @@ namespace {
 const char* const kPrompt = "Reverse: red cat sun";
 const char* const kChatPrompt = "<|im_start|>user\nReverse: red cat sun<|im_end|>\n<|im_start|>assistant\n";
 
+std::filesystem::path script_path() {
+  return source_dir() / "tests/train/ref/add_tokens_roundtrip.py";
+}
+
 std::string script() {
-  return shell_quote((source_dir() / "tests/train/ref/add_tokens_roundtrip.py").string());
+  return shell_quote(script_path().string());
 }
 
 // The JSON object a command printed last (logs go before it).
@@ -45,10 +49,9 @@ class AddTokens : public ::testing::Test {
   bool make() {
     std::filesystem::path made;
     try {
-      made = made_once("ft-addtok-refs", read_file(source_dir() / "tests/train/ref/add_tokens_roundtrip.py") + python(),
-                       [](const std::filesystem::path& out) {
-                         return run(python() + " " + script() + " make " + shell_quote(out.string()));
-                       });
+      made = made_once("ft-addtok-refs", read_file(script_path()) + python(), [](const std::filesystem::path& out) {
+        return run(python() + " " + script() + " make " + shell_quote(out.string()));
+      });
     } catch (const std::runtime_error& e) {
       skip_reason_ = std::string("reference packages missing: ") + std::string(e.what()).substr(0, 300);
       return false;
