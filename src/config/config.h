@@ -231,6 +231,7 @@ struct TrainConfig {
   bool fused_kernels = true;        // CUDA: fused RMSNorm, varlen flash attention (packing), chunked linear+CE
   Fp8Training fp8 = Fp8Training::kOff;  // full fine-tunes: decoder projections' GEMMs in FP8 (off|tensorwise|rowwise)
   std::vector<std::string> fp8_skip;    // train.fp8: projections left in bf16, by name part (e.g. down_proj, layers.0.)
+  int64_t fp8_edge_layers = 1;          // train.fp8: decoder layers at each end of the stack left in bf16 (0: none)
   int64_t profile_start_step = 0;   // > 0: trace optimizer steps from this one into <run>/profile/ (Kineto)
   int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
@@ -248,6 +249,7 @@ struct TrainConfig {
     v("fused_kernels", fused_kernels);
     v("fp8", fp8);
     v("fp8_skip", fp8_skip);
+    v("fp8_edge_layers", fp8_edge_layers);
     v("profile_start_step", profile_start_step);
     v("profile_steps", profile_steps);
   }

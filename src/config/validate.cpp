@@ -261,6 +261,7 @@ void check_training(const Config& c, Checker& k) {
       k.fail("train.fp8", "FP8 GEMMs compute in bf16 around them; set train.precision: bf16 or bf16-pure");
     }
   }
+  k.at_least<int64_t>("train.fp8_edge_layers", t.fp8_edge_layers, 0);
   for (size_t i = 0; i < t.fp8_skip.size(); ++i) {
     if (t.fp8_skip[i].empty()) k.fail("train.fp8_skip[" + std::to_string(i) + "]", "empty (expected a name part)");
   }

@@ -189,15 +189,30 @@ at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp
   return fp8_training_linears(x, {weight}, recipe, policy)[0];
 }
 
+std::vector<int64_t> fp8_edge_layers(int64_t num_layers, int64_t edge) {
+  std::vector<int64_t> layers;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    if (i < edge || i >= num_layers - edge) layers.push_back(i);
+  }
+  return layers;
+}
+
 std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
-                                             const std::vector<std::string>& skip) {
+                                             const std::vector<std::string>& skip, int64_t edge_layers) {
+  std::vector<std::string> edge_prefixes;
+  for (const int64_t i : fp8_edge_layers(model.args().num_layers, edge_layers)) {
+    edge_prefixes.push_back("model.layers." + std::to_string(i) + ".");  // Transformer::projections' paths
+  }
   std::vector<std::string> left;
   for (auto& [projection_path, lin] : model.projections()) {
     const std::string& path = projection_path;  // C++17 lambdas cannot capture a structured binding
-    const bool named = std::any_of(skip.begin(), skip.end(),
-                                   [&](const std::string& part) { return path.find(part) != std::string::npos; });
+    const auto in_path = [&](const std::string& part) { return path.find(part) != std::string::npos; };
+    if (std::any_of(edge_prefixes.begin(), edge_prefixes.end(),
+                    [&](const std::string& prefix) { return path.rfind(prefix, 0) == 0; })) {
+      continue;
+    }
     const bool sized = lin->weight.defined() && lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0;
-    if (named || !sized || lin->quantized()) {
+    if (std::any_of(skip.begin(), skip.end(), in_path) || !sized || lin->quantized()) {
       left.push_back(path);
       continue;
     }

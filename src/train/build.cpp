@@ -290,24 +290,42 @@ std::vector<std::string> configure_model(model::Transformer& m, const Config& cf
   if (cfg.lora.enabled) model::apply_lora(m, cfg.lora, static_cast<uint64_t>(cfg.run.seed));
   if (cfg.lora.enabled && !created.empty()) m.add_token_rows(created);
   std::vector<std::string> left;
-  if (cfg.train.fp8 != Fp8Training::kOff) left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip);
+  if (cfg.train.fp8 != Fp8Training::kOff) {
+    left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip, cfg.train.fp8_edge_layers);
+  }
   m.set_activation_checkpointing(cfg.model.activation_checkpointing);
   m.set_activation_offload(cfg.model.activation_offload);
   return left;
 }
+
+namespace {
+
+// One line: how many projections train in FP8, and which stay bf16 and why.
+void log_fp8_projections(const model::Transformer& m, const TrainConfig& train, const std::vector<std::string>& left) {
+  const auto projections = m.projections();
+  const auto in_fp8 = std::count_if(projections.begin(), projections.end(),
+                                    [](const auto& p) { return p.second->fp8_training != Fp8Training::kOff; });
+  const auto edge = model::fp8_edge_layers(m.args().num_layers, train.fp8_edge_layers);
+  std::string bf16;
+  if (!edge.empty()) {
+    bf16 +=
+        fmt::format("; layers {} in bf16 (train.fp8_edge_layers: {})", fmt::join(edge, ", "), train.fp8_edge_layers);
+  }
+  if (!left.empty()) {
+    bf16 += fmt::format("; in bf16 by train.fp8_skip or a size not a multiple of 16: {}", fmt::join(left, ", "));
+  }
+  FT_LOG_INFO("train.fp8: {}: {} of {} projections train with FP8 GEMMs{}", name_of(train.fp8), in_fp8,
+              projections.size(), bf16);
+}
+
+}  // namespace
 
 ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx) {
   ModelParts parts;
   std::shared_ptr<model::Transformer> m = build_base_model(cfg, tokenizer, precision, ctx);
   const auto left = configure_model(*m, cfg, created_token_ids(tokenizer));
-  if (cfg.train.fp8 != Fp8Training::kOff) {
-    FT_LOG_INFO("train.fp8: {}: {} of {} projections train with FP8 GEMMs{}", name_of(cfg.train.fp8),
-                m->projections().size() - left.size(), m->projections().size(),
-                left.empty() ? ""
-                             : fmt::format(" (in bf16, by train.fp8_skip or a size not a multiple of 16: {})",
-                                           fmt::join(left, ", ")));
-  }
+  if (cfg.train.fp8 != Fp8Training::kOff) log_fp8_projections(*m, cfg.train, left);
   if (cfg.model.activation_offload) {
     FT_LOG_INFO("model.activation_offload: {}",
                 ctx.device.is_cuda() ? "layer inputs wait in pinned host memory" : "no effect on the CPU");

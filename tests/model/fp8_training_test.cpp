@@ -5,12 +5,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "model/fp8_training.h"
 #include "model/kernel_policy.h"
 #include "model/linear.h"
+#include "model/transformer.h"
 #include "quant/fp8_cast.h"
 #include "support/tensor_bits.h"
 #include "support/test_support.h"
@@ -38,6 +40,45 @@ TEST(Fp8Training, ForwardIsTheCastThenScaledGemmDefinition) {
       bits_equal(y_rw.reshape({24, 48}),
                  quant::fp8_scaled_gemm_reference(quant::cast_fp8_rowwise(x, Fp8Format::kE4m3, true),
                                                   quant::cast_fp8_rowwise(w, Fp8Format::kE4m3, true), at::kBFloat16)));
+}
+
+// train.fp8_edge_layers: the first and last `edge` layers keep bf16 GEMMs, train.fp8_skip and the size rule apply to
+// the rest, and only those are reported back (the edge layers are logged by number).
+TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
+  model::ModelArgs a;
+  a.vocab_size = 32;
+  a.hidden_size = 32;
+  a.intermediate_size = 40;  // not a multiple of 16: gate, up and down stay bf16 by size
+  a.num_layers = 5;
+  a.num_heads = 2;
+  a.num_kv_heads = 1;
+  a.head_dim = 16;
+  EXPECT_EQ(model::fp8_edge_layers(5, 1), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(model::fp8_edge_layers(5, 2), (std::vector<int64_t>{0, 1, 3, 4}));
+  EXPECT_EQ(model::fp8_edge_layers(3, 2), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(model::fp8_edge_layers(5, 0).empty());
+
+  model::Transformer m(a);
+  const auto left = model::enable_fp8_training(m, Fp8Training::kTensorwise, {"layers.2.self_attn.o_proj"}, 1);
+  std::vector<std::string> expected_left, in_fp8;
+  for (const int layer : {1, 2, 3}) {
+    const std::string base = "model.layers." + std::to_string(layer) + ".";
+    if (layer == 2) expected_left.push_back(base + "self_attn.o_proj");
+    for (const char* mlp : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) expected_left.push_back(base + mlp);
+  }
+  std::sort(expected_left.begin(), expected_left.end());
+  std::vector<std::string> sorted_left = left;
+  std::sort(sorted_left.begin(), sorted_left.end());
+  EXPECT_EQ(sorted_left, expected_left);
+  for (const auto& [path, lin] : m.projections()) {
+    if (lin->fp8_training != Fp8Training::kOff) in_fp8.push_back(path);
+  }
+  const std::vector<std::string> expected_fp8 = {
+      "model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj", "model.layers.1.self_attn.v_proj",
+      "model.layers.1.self_attn.o_proj", "model.layers.2.self_attn.q_proj", "model.layers.2.self_attn.k_proj",
+      "model.layers.2.self_attn.v_proj", "model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
+      "model.layers.3.self_attn.v_proj", "model.layers.3.self_attn.o_proj"};
+  EXPECT_EQ(in_fp8, expected_fp8);
 }
 
 bool fp8_gpu() {
