@@ -28,7 +28,8 @@
 # o70 = q70 at 8,192 tokens per row, with model.activation_offload off and on (finetune only), q70-80 = the same
 # config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
 # f8loss = b on real text (the Python standard library's sources) for 300 steps, bf16 and train.fp8=tensorwise, with
-# the relative loss gap at every logged step (OUT/f8loss.md),
+# the relative loss gap at every logged step (OUT/f8loss.md; F8LOSS_FP8_ARGS: more overrides for the FP8 run, e.g.
+# 'train.fp8_skip=[layers.0.,layers.15.]'),
 # f8t = b with train.fp8 (tensorwise, rowwise) beside b, against torchao's float8 training + torch.compile (torchao
 # importable: a carried wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
@@ -219,7 +220,8 @@ for w in "${workloads[@]}"; do
       for r in off tensorwise; do
         loss_curve "f8loss-$r" "${scratch[@]}" "${shape_b[@]}" "data.train=[{path: $work/stdlib.jsonl, format: text}]" \
           data.packing=true data.seq_len=2048 train.micro_batch_size=8 train.max_steps=300 train.fp8=$r \
-          scheduler.type=cosine scheduler.warmup_steps=30 optimizer.lr=3e-4 logging.every_steps=10
+          scheduler.type=cosine scheduler.warmup_steps=30 optimizer.lr=3e-4 logging.every_steps=10 \
+          $([[ $r == tensorwise ]] && echo "${F8LOSS_FP8_ARGS:-}")
       done
       python3 - "$out/f8loss-off.loss.jsonl" "$out/f8loss-tensorwise.loss.jsonl" >"$out/f8loss.md" <<'PY'
 import json, sys
