@@ -9,6 +9,9 @@ Usage (the build's tests/python launcher does this): python -S pyfork.py REAL_PY
 - Anything else (`-c`, `-m`, options), FT_PYFORK=0, or a server that cannot be reached runs REAL_PYTHON itself.
 One server serves each interpreter and environment (the variables that imports read: see IMPORT_ENV); it starts on
 the first request and exits after IDLE_S seconds without one. Its log: $TMPDIR/ft-pyfork-UID.log.
+What differs from a fresh interpreter: a script's own changes to os.environ made before its imports do not reach
+the preloaded packages (tqdm, transformers, peft, torch read some variables when imported), sys.argv[0] is the
+absolute path, and tracebacks show runpy's frames.
 """
 import array
 import hashlib
@@ -23,21 +26,29 @@ START_WAIT_S = 90
 PRELOAD = ("torch", "numpy", "safetensors.torch", "transformers", "peft", "jinja2")
 # Variables read while the preloaded packages import (or the interpreter starts): a server serves only callers that
 # agree on all of them. Others (TZ, TOKENIZERS_PARALLELISM, paths) are read later and follow each caller.
-IMPORT_ENV = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "HF_",
-              "HUGGINGFACE", "TRANSFORMERS", "PEFT", "ACCELERATE", "TQDM", "LD_", "LANG", "LC_", "HOME", "XDG_")
+IMPORT_ENV = ("PYTHON", "OMP_", "GOMP_", "MKL_", "KMP_", "OPENBLAS", "TORCH", "PYTORCH", "CUDA", "NVIDIA", "HF_",
+              "HUGGINGFACE", "TRANSFORMERS", "PEFT", "ACCELERATE", "TQDM", "USE_TORCH", "USE_TF", "LD_", "MALLOC_",
+              "GLIBC_", "LANG", "LC_", "HOME", "XDG_")
 
 
 def _socket_name(python):
+    import shutil
+
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(IMPORT_ENV))
+    try:
+        mounts = os.readlink("/proc/self/ns/mnt")  # another container may share the network namespace, not the files
+    except OSError:
+        mounts = ""
     with open(__file__, "rb") as f:
-        key = hashlib.sha256(repr((python, f.read(), env)).encode()).hexdigest()[:20]
+        key = hashlib.sha256(repr((shutil.which(python) or python, f.read(), env, mounts)).encode()).hexdigest()[:20]
     return f"\0ft-pyfork-{os.getuid()}-{key}"  # abstract namespace: no file to leave behind
 
 
 def _send_msg(sock, payload, fds=()):
     data = struct.pack("!I", len(payload)) + payload
     ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-    sock.sendmsg([data], ancillary)
+    sock.sendmsg([data[:1]], ancillary)  # the descriptors ride on the first byte; sendmsg may send less than asked
+    sock.sendall(data[1:])
 
 
 def _recv_exact(sock, n):
@@ -89,14 +100,11 @@ def _start_server(python, name):
 
 def _server_starting(name):
     """Whether some server holds the start lock (is importing); a server that gave up does not."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.bind(name + "-starting")
+    probe = _connect(name + "-starting")
+    if probe is None:
         return False
-    except OSError:
-        return True
-    finally:
-        probe.close()
+    probe.close()
+    return True
 
 
 def client(python, args):
@@ -118,8 +126,10 @@ def client(python, args):
             _run_here(python, args)
     request = repr({"argv": args, "script": os.path.abspath(args[0]), "cwd": os.getcwd(), "env": dict(os.environ)})
     try:
+        sock.settimeout(60)  # a worker answers at once; a server that cannot is no reason to wait for ever
         _send_msg(sock, request.encode(), fds=(0, 1, 2))
         _recv_exact(sock, 1)  # the script has started
+        sock.settimeout(None)
     except OSError:  # a server that was leaving (idle) or failed: the script did not start, so it runs here
         _run_here(python, args)
     try:
@@ -210,6 +220,8 @@ def _become_script(request, fds):
     os.environ.clear()
     os.environ.update(request["env"])
     time.tzset()
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # found again from this caller's TMPDIR
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     random.seed()  # a fresh interpreter seeds from the OS; every fork would otherwise draw the same numbers
@@ -218,7 +230,8 @@ def _become_script(request, fds):
     if "torch" in sys.modules:
         sys.modules["torch"].seed()
     sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(request["script"])
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path[0] = os.path.dirname(request["script"])
     return request["script"]
 
 
@@ -230,6 +243,7 @@ def serve(name):
     starting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         starting.bind(name + "-starting")  # one server imports at a time; the others' callers wait for it
+        starting.listen(1)  # _server_starting's probe connects
     except OSError:
         os._exit(0)
     os.chdir("/")
@@ -250,18 +264,38 @@ def serve(name):
         readable, _, _ = select.select([listener], [], [], IDLE_S)
         if not readable:
             os._exit(0)
-        conn, _ = listener.accept()
-        if os.fork() != 0:
+        try:
+            conn, _ = listener.accept()
+        except OSError as e:
+            print(f"pyfork: {e!r}", flush=True)
+            continue
+        try:
+            worker = os.fork()
+        except OSError as e:  # the caller, refused, runs the script itself
+            print(f"pyfork: {e!r}", flush=True)
             conn.close()
             continue
-        # The worker.
+        if worker != 0:
+            conn.close()
+            continue
         listener.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        try:
-            request, fds = _receive_request(conn)
-        except Exception as e:
-            print(f"pyfork: a bad request: {e!r}", flush=True)
-            os._exit(1)
+        script = _work(conn)
+        if script is not None:
+            return script
+
+
+def _work(conn):
+    """The worker for one caller: returns the script's path in the script's process, exits in its own."""
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = 0
+    try:
+        credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        peer_uid = struct.unpack("3i", credentials)[1]  # pid, uid, gid
+        if peer_uid != os.getuid():
+            raise PermissionError(f"a caller of uid {peer_uid}")
+        request, fds = _receive_request(conn)
         pid = os.fork()
         if pid == 0:
             conn.close()
@@ -272,12 +306,17 @@ def serve(name):
             pass
         for fd in fds:
             os.close(fd)
-        try:
-            conn.sendall(b"s")
-        except OSError:
-            pass
+        conn.sendall(b"s")
         _watch(conn, pid)
-        os._exit(0)
+    except BaseException as e:  # the caller then reports a lost server (or runs the script itself)
+        print(f"pyfork: worker: {e!r}", flush=True)
+        if pid > 0:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os._exit(1)
+    os._exit(0)
 
 
 def main():
