@@ -21,7 +21,7 @@ import struct
 import sys
 import time
 
-IDLE_S = 120
+IDLE_S = 300  # CTest can go minutes between two scripts; each restart imports again
 START_WAIT_S = 90
 PRELOAD = ("torch", "numpy", "safetensors.torch", "transformers", "peft", "jinja2")
 # Variables read while the preloaded packages import (or the interpreter starts): a server serves only callers that
