@@ -6,6 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 ./scripts/build.sh ci
+# The tests' Python fork servers (tests/support/pyfork.py) would wait 5 minutes for more scripts; none come after this.
+trap 'pkill -u "$(id -u)" -f "$root/tests/support/pyfork.py --serve" || true' EXIT
 ctest --preset ci "$@"
 fuzz_seconds=${FT_FUZZ_SECONDS:-20}
 if ((fuzz_seconds > 0)); then
