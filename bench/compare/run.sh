@@ -30,8 +30,9 @@
 # f8loss = b on real text (the Python standard library's sources) for 300 steps, bf16 and train.fp8=tensorwise, with
 # the relative loss gap at every logged step (OUT/f8loss.md; F8LOSS_FP8_ARGS: more overrides for the FP8 run, e.g.
 # 'train.fp8_skip=[layers.0.,layers.15.]'),
-# f8t = b with train.fp8 (F8T_RECIPES, default tensorwise rowwise) beside b, against torchao's float8 training +
-# torch.compile (torchao importable: a carried wheel),
+# f8t = b with train.fp8 (F8T_RECIPES, default tensorwise rowwise; F8T_ARGS: more overrides for those runs, e.g.
+# train.fp8_edge_layers=0) beside b, against torchao's float8 training + torch.compile (torchao importable: a carried
+# wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
 # LIGER=1 to add transformers + Liger's kernels + torch.compile (eager where compiling fails) to a, b and c
 # (liger-kernel importable: a carried wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune
@@ -212,7 +213,7 @@ for w in "${workloads[@]}"; do
       ft b b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8
       for r in ${F8T_RECIPES:-tensorwise rowwise}; do
         ft "b-fp8-$r" b "${scratch[@]}" "${shape_b[@]}" "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=8 \
-          train.fp8=$r
+          train.fp8=$r ${F8T_ARGS:-}
         contender b compile --float8 "$r"
       done
       contender b compile ;;

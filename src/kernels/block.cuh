@@ -93,6 +93,11 @@ __device__ __forceinline__ float block_max(float v) {
   return t;
 }
 
+// A non-negative float's bits order as the float does, so an integer atomicMax is a float max (amax reductions).
+__device__ __forceinline__ void atomic_max_nonneg(float* target, float v) {
+  atomicMax(reinterpret_cast<int*>(target), __float_as_int(v));
+}
+
 inline void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));

@@ -24,11 +24,6 @@ __device__ __forceinline__ uint8_t code_of(float v, float scale, Fp8Code code) {
       __nv_cvt_float_to_fp8(__fmul_rn(v, scale), __NV_SATFINITE, code == Fp8Code::kE4m3 ? __NV_E4M3 : __NV_E5M2));
 }
 
-// A non-negative float's bits order as the float does, so an integer atomicMax is a float max.
-__device__ __forceinline__ void atomic_max_nonneg(float* target, float v) {
-  atomicMax(reinterpret_cast<int*>(target), __float_as_int(v));
-}
-
 constexpr int kV = 8;  // bf16 elements per 16-byte load
 
 bool aligned16(const void* p) {
@@ -170,24 +165,26 @@ unsigned grid_for(int64_t groups, int threads) {
 
 }  // namespace
 
-void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax, bool amax_known,
                               uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream) {
   const auto st = static_cast<cudaStream_t>(stream);
   const auto* xb = static_cast<const bf16*>(x);
   const int64_t n = rows * cols;
   constexpr int kThreads = 256;
-  cudaMemsetAsync(amax_scratch, 0, sizeof(float), st);
-  tensor_amax_kernel<<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax_scratch);
+  if (!amax_known) {
+    cudaMemsetAsync(amax, 0, sizeof(float), st);
+    tensor_amax_kernel<<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax);
+  }
   const auto grid = [&](int tile_cols) {
     return dim3(static_cast<unsigned>((cols + tile_cols - 1) / tile_cols),
                 static_cast<unsigned>((ld_t + kTile - 1) / kTile));
   };
   if (cols % 8 == 0) {  // 16-byte loads
     tensor_cast_both_kernel<8>
-        <<<grid(128), kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+        <<<grid(128), kThreads, 0, st>>>(xb, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
   } else {
     tensor_cast_both_kernel<4>
-        <<<grid(64), kThreads, 0, st>>>(xb, rows, cols, code, amax_scratch, codes, codes_t, ld_t, inverse);
+        <<<grid(64), kThreads, 0, st>>>(xb, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
   }
   check_launch("fp8_cast_tensorwise_both");
 }

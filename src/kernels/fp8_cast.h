@@ -12,11 +12,12 @@ namespace ft::kernels {
 
 enum class Fp8Code { kE4m3, kE5m2 };
 
-// One scale for x [rows, cols]: amax into *amax_scratch (an F32 the call zeroes), then *inverse and the codes in both
-// layouts from one more read: codes [rows, cols] and codes_t [cols, ld_t] (x^T's codes, for the GEMMs that read x
-// transposed; ld_t >= rows a multiple of 16, columns rows .. ld_t - 1 zero codes). cols a multiple of 4; x, codes
-// and codes_t 16-byte aligned.
-void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+// One scale for x [rows, cols]: its amax in *amax (computed into that F32, which the call zeroes first, unless
+// amax_known: the kernel that wrote x wrote its amax there), then *inverse and the codes in both layouts from one
+// more read: codes [rows, cols] and codes_t [cols, ld_t] (x^T's codes, for the GEMMs that read x transposed; ld_t >=
+// rows a multiple of 16, columns rows .. ld_t - 1 zero codes). cols a multiple of 4; x, codes and codes_t 16-byte
+// aligned.
+void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax, bool amax_known,
                               uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream);
 // One power-of-two scale per row of x [rows, cols]: codes [rows, cols], inverse [rows].
 void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,

@@ -36,6 +36,17 @@ at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp
 std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                                              Fp8Training recipe, const KernelPolicy& policy);
 
+// The gated MLP down(act(x Wg^T) * (x Wu^T)) as one op, for MLPs whose projections all train with tensorwise FP8
+// and no bias: the SwiGLU kernels write the amax of h = act(gate) * up and of the gate and up gradients beside those
+// tensors, so their casts skip the amax pass (a second read of the layer's largest activations). The same bits as
+// the separate ops. `gate_up`: {Wg, Wu}, or {Wgu} (one joint weight, gate rows first); x [..., in]; returns
+// [..., hidden]. Available with our kernels on the fast path of every weight (FP8 GPU, BF16 GEMMs, sizes multiples of
+// 16).
+bool fp8_mlp_available(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
+                       const KernelPolicy& policy);
+at::Tensor fp8_training_mlp(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
+                            bool gelu_tanh, const KernelPolicy& policy);
+
 // The decoder layers that train.fp8_edge_layers keeps in bf16: `edge` at each end of `num_layers`, ascending (all of
 // them when 2 * edge >= num_layers). The first and last layers are where FP8's rounding moved (b)'s loss most: with
 // them in bf16 the loss on real text stayed within 0.7 % of bf16's over 300 steps, against 1.9 % (docs/benchmarks.md).
@@ -58,7 +69,10 @@ struct Fp8TwoLayouts {
   quant::Fp8Scaled scaled;  // codes [rows, cols], inverse []
   at::Tensor codes_t;       // [cols, round_up(rows, 16)], the same scale
 };
-Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x, quant::Fp8Format format);
+// `known_amax` (F32 [] on x's device, or undefined): x's amax as the kernel that wrote x computed it beside x; the cast
+// then skips its own amax pass.
+Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x, quant::Fp8Format format,
+                                            const at::Tensor& known_amax = {});
 // quant::cast_fp8_rowwise(x, format, pow2 = true).
 quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format);
 // quant::cast_fp8_rowwise(x^T, format, pow2 = true), without the transposed copy; sizes multiples of 4.

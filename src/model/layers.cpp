@@ -1,7 +1,9 @@
 #include "model/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "model/fp8_training.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -123,7 +125,21 @@ MLPImpl::MLPImpl(const ModelArgs& a)
   down_proj = register_module("down_proj", Linear(a.intermediate_size, a.hidden_size, a.mlp_bias));
 }
 
+at::Tensor MLPImpl::fp8_forward(const at::Tensor& x, const KernelPolicy& policy) {
+  const std::vector<LinearImpl*> in = gate_up_proj ? std::vector<LinearImpl*>{gate_up_proj.get()}
+                                                   : std::vector<LinearImpl*>{gate_proj.get(), up_proj.get()};
+  const auto plain_tensorwise = [](const LinearImpl* l) {
+    return l->fp8_training == Fp8Training::kTensorwise && !l->has_lora() && !l->quantized() && !l->bias.defined();
+  };
+  if (!plain_tensorwise(down_proj.get()) || !std::all_of(in.begin(), in.end(), plain_tensorwise)) return {};
+  std::vector<at::Tensor> gate_up;
+  for (const LinearImpl* l : in) gate_up.push_back(l->weight);
+  if (!fp8_mlp_available(x, gate_up, down_proj->weight, policy)) return {};
+  return fp8_training_mlp(x, gate_up, down_proj->weight, gelu_tanh, policy);
+}
+
 at::Tensor MLPImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {
+  if (at::Tensor y = fp8_forward(x, policy); y.defined()) return y;
   if (gate_up_proj) {
     const at::Tensor gu = gate_up_proj->forward(x, policy);  // [B, T, 2 I], gate first
     const at::Tensor gate = gu.narrow(-1, 0, intermediate_size);                  // [B, T, I]

@@ -82,6 +82,9 @@ class MLPImpl : public torch::nn::Module {
  public:
   explicit MLPImpl(const ModelArgs& args);
   at::Tensor forward(const at::Tensor& x, const KernelPolicy& policy);  // [B, T, hidden]
+  // The MLP as one FP8 training op (fp8_training_mlp) where every projection trains with tensorwise FP8 (no bias,
+  // adapter or quantized weight) and its fast path takes them; undefined otherwise.
+  at::Tensor fp8_forward(const at::Tensor& x, const KernelPolicy& policy);
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   Linear gate_up_proj{nullptr};  // phi3: gate and up in one weight (gate rows first); gate/up_proj are null then
   int64_t intermediate_size;

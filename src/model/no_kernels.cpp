@@ -1,8 +1,8 @@
 // The kernel wrappers of a build without our CUDA kernels (no nvcc at configure time): every kernel reports that
 // it cannot take its tensors, so the entry points (model/ops.h, model/attention.h, model/linear.h) keep the ATen
 // paths, and a direct call explains itself. Builds with the kernels compile norm.cpp, rope.cpp, swiglu.cpp,
-// short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp, moe_rows.cpp
-// and cross_entropy_rows.cpp instead (model/CMakeLists.txt).
+// short_attention.cpp, softcap_attention.cpp, lora_dropout.cpp, nf4_dequantize.cpp, fp8_kernels.cpp, fp8_mlp.cpp,
+// moe_rows.cpp and cross_entropy_rows.cpp instead (model/CMakeLists.txt).
 #include "model/fp8_linear.h"
 #include "model/fp8_training.h"
 #include "model/linear_cross_entropy.h"
@@ -60,7 +60,14 @@ bool fp8_gemm_available(at::Device, at::ScalarType, const quant::Fp8Tensor&) {
 bool fp8_tensor_cores(at::Device) {
   return false;
 }
-Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor&, quant::Fp8Format) {
+bool fp8_mlp_available(const at::Tensor&, const std::vector<at::Tensor>&, const at::Tensor&, const KernelPolicy&) {
+  return false;
+}
+at::Tensor fp8_training_mlp(const at::Tensor&, const std::vector<at::Tensor>&, const at::Tensor&, bool,
+                            const KernelPolicy&) {
+  no_kernels("fp8_training_mlp");
+}
+Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor&, quant::Fp8Format, const at::Tensor&) {
   no_kernels("fp8_cast_tensorwise_both_cuda");
 }
 quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor&, quant::Fp8Format) {

@@ -19,9 +19,10 @@ at::Tensor as_rows(const at::Tensor& t) {
   return m;
 }
 
-kernels::Matrix matrix(const at::Tensor& m, int64_t column_offset = 0) {
+// m [rows, cols] with contiguous columns (a column block of a wider matrix too).
+kernels::Matrix matrix(const at::Tensor& m) {
   const int64_t ld = m.size(0) > 1 ? m.stride(0) : m.size(1);
-  return {static_cast<char*>(m.data_ptr()) + column_offset * static_cast<int64_t>(m.element_size()), ld};
+  return {m.data_ptr(), ld};
 }
 
 kernels::GateAct activation(bool gelu) {
@@ -33,8 +34,7 @@ class SwigluPair : public torch::autograd::Function<SwigluPair> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up, bool gelu) {
     const at::Tensor g = as_rows(gate), u = as_rows(up);
     at::Tensor out = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));  // [rows, I]
-    kernels::swiglu_forward(matrix(g), matrix(u), matrix(out), g.size(0), g.size(1), kernel_dtype(g.scalar_type()),
-                            stream_of(g), activation(gelu));
+    swiglu_rows_forward(g, u, out, gelu, nullptr);
     ctx->save_for_backward({g, u});
     ctx->saved_data["gelu"] = gelu;
     ctx->saved_data["shape"] = gate.sizes().vec();
@@ -47,8 +47,7 @@ class SwigluPair : public torch::autograd::Function<SwigluPair> {
     const at::Tensor d = as_rows(grad_out[0].to(g.scalar_type()));
     at::Tensor dg = at::empty(g.sizes(), g.options().memory_format(at::MemoryFormat::Contiguous));
     at::Tensor du = at::empty_like(dg);
-    kernels::swiglu_backward(matrix(d), matrix(g), matrix(u), matrix(dg), matrix(du), g.size(0), g.size(1),
-                             kernel_dtype(g.scalar_type()), stream_of(g), activation(ctx->saved_data["gelu"].toBool()));
+    swiglu_rows_backward(d, g, u, dg, du, ctx->saved_data["gelu"].toBool(), {});
     const auto shape = ctx->saved_data["shape"].toIntVector();
     return {dg.view(shape), du.view(shape), at::Tensor()};
   }
@@ -60,8 +59,7 @@ class SwigluJoint : public torch::autograd::Function<SwigluJoint> {
     const at::Tensor gu = as_rows(gate_up);  // [N, 2 I]
     const int64_t n = gu.size(0), i = gu.size(1) / 2;
     at::Tensor out = at::empty({n, i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::swiglu_forward(matrix(gu), matrix(gu, i), matrix(out), n, i, kernel_dtype(gu.scalar_type()), stream_of(gu),
-                            activation(gelu));
+    swiglu_rows_forward(gu.narrow(1, 0, i), gu.narrow(1, i, i), out, gelu, nullptr);
     ctx->save_for_backward({gu});
     ctx->saved_data["gelu"] = gelu;
     return out;
@@ -71,14 +69,26 @@ class SwigluJoint : public torch::autograd::Function<SwigluJoint> {
     const int64_t n = gu.size(0), i = gu.size(1) / 2;
     const at::Tensor d = as_rows(grad_out[0].to(gu.scalar_type()));
     at::Tensor dgu = at::empty({n, 2 * i}, gu.options().memory_format(at::MemoryFormat::Contiguous));
-    kernels::swiglu_backward(matrix(d), matrix(gu), matrix(gu, i), matrix(dgu), matrix(dgu, i), n, i,
-                             kernel_dtype(gu.scalar_type()), stream_of(gu),
-                             activation(ctx->saved_data["gelu"].toBool()));
+    swiglu_rows_backward(d, gu.narrow(1, 0, i), gu.narrow(1, i, i), dgu.narrow(1, 0, i), dgu.narrow(1, i, i),
+                         ctx->saved_data["gelu"].toBool(), {});
     return {dgu, at::Tensor()};
   }
 };
 
 }  // namespace
+
+void swiglu_rows_forward(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& out, bool gelu_tanh,
+                         float* out_amax) {
+  kernels::swiglu_forward(matrix(gate), matrix(up), matrix(out), gate.size(0), gate.size(1),
+                          kernel_dtype(gate.scalar_type()), stream_of(gate), activation(gelu_tanh), out_amax);
+}
+
+void swiglu_rows_backward(const at::Tensor& d_out, const at::Tensor& gate, const at::Tensor& up,
+                          const at::Tensor& d_gate, const at::Tensor& d_up, bool gelu_tanh, kernels::GradAmax amax) {
+  kernels::swiglu_backward(matrix(d_out), matrix(gate), matrix(up), matrix(d_gate), matrix(d_up), gate.size(0),
+                           gate.size(1), kernel_dtype(gate.scalar_type()), stream_of(gate), activation(gelu_tanh),
+                           amax);
+}
 
 bool fused_swiglu_available(const at::Tensor& gate, const at::Tensor& up) {
   return gate.is_cuda() && up.is_cuda() && gate.scalar_type() == up.scalar_type() &&

@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/fp8_training.h"
 #include "model/kernel_policy.h"
+#include "model/layers.h"
 #include "model/linear.h"
+#include "model/swiglu.h"
 #include "model/transformer.h"
 #include "quant/fp8_cast.h"
 #include "support/tensor_bits.h"
@@ -240,6 +243,69 @@ TEST(Fp8Training, GroupedLayersEqualEachLayerAlone) {
     EXPECT_TRUE(bits_equal(together[1]->bias.grad(), alone[1]->bias.grad()));
     EXPECT_LT(relative_diff(xg.grad(), xa.grad()), 1e-2);  // autograd may sum the three in another order
   }
+}
+
+// The gated MLP as one op (fp8_training_mlp): its SwiGLU kernels hand the amax of h and of the gate/up gradients to
+// the casts, which then skip their amax pass. Output and every gradient equal the separate ops (fp8_training_linears,
+// fused_swiglu, fp8_training_linear) bit for bit: separate gate/up weights and one joint weight, SwiGLU and GeGLU,
+// 37 tokens (the weight gradients reduce over a padded token dimension).
+TEST(Fp8Training, MlpAsOneOpEqualsItsSeparateOpsBitForBit) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  const int64_t hidden = 128, inter = 256;
+  for (const bool joint : {false, true}) {
+    for (const bool gelu : {false, true}) {
+      SCOPED_TRACE(std::string(joint ? "joint" : "separate") + (gelu ? ", GeGLU" : ", SwiGLU"));
+      const at::Tensor x = random_bf16({37, hidden}, 70, 1.0).cuda(), dy = random_bf16({37, hidden}, 71, 1e-3).cuda();
+      std::vector<at::Tensor> w_in = {random_bf16({inter, hidden}, 72, 0.05).cuda(),
+                                      random_bf16({inter, hidden}, 73, 0.05).cuda()};
+      if (joint) w_in = {at::cat(w_in)};  // gate rows first
+      const at::Tensor w_down = random_bf16({hidden, inter}, 74, 0.05).cuda();
+      auto leaves = [&] {
+        std::vector<at::Tensor> w;
+        for (const at::Tensor& t : w_in) w.push_back(t.clone().requires_grad_(true));
+        return std::make_tuple(x.clone().requires_grad_(true), w, w_down.clone().requires_grad_(true));
+      };
+      auto [x1, w1, d1] = leaves();
+      ASSERT_TRUE(model::fp8_mlp_available(x1, w1, d1, kernels));
+      const at::Tensor y1 = model::fp8_training_mlp(x1, w1, d1, gelu, kernels);
+      y1.backward(dy);
+
+      auto [x2, w2, d2] = leaves();
+      const std::vector<at::Tensor> gu = model::fp8_training_linears(x2, w2, Fp8Training::kTensorwise, kernels);
+      const at::Tensor h = joint ? model::fused_swiglu_joint(gu[0], gelu) : model::fused_swiglu(gu[0], gu[1], gelu);
+      const at::Tensor y2 = model::fp8_training_linear(h, d2, Fp8Training::kTensorwise, kernels);
+      y2.backward(dy);
+
+      EXPECT_TRUE(bits_equal(y1, y2));
+      EXPECT_TRUE(bits_equal(x1.grad(), x2.grad()));
+      EXPECT_TRUE(bits_equal(d1.grad(), d2.grad()));
+      for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(bits_equal(w1[i].grad(), w2[i].grad())) << "weight " << i;
+    }
+  }
+}
+
+// The MLP module takes the one-op path only where every projection trains with tensorwise FP8 and no bias.
+TEST(Fp8Training, MlpModuleRunsAsOneOpOnlyWhenEveryProjectionQualifies) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  model::ModelArgs a;
+  a.hidden_size = 64;
+  a.intermediate_size = 128;
+  model::MLP mlp(a);
+  mlp->to(at::Device(at::kCUDA), at::kBFloat16);
+  const at::Tensor x = random_bf16({2, 8, 64}, 80, 1.0).cuda();
+  EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());  // bf16 GEMMs
+  for (model::Linear* l : {&mlp->gate_proj, &mlp->up_proj, &mlp->down_proj})
+    (*l)->fp8_training = Fp8Training::kTensorwise;
+  const at::Tensor y = mlp->fp8_forward(x, kernels);
+  ASSERT_TRUE(y.defined());
+  EXPECT_TRUE(bits_equal(y, mlp->forward(x, kernels)));
+  EXPECT_FALSE(mlp->fp8_forward(x, model::KernelPolicy{}).defined());  // no kernels: the separate ops
+  mlp->up_proj->fp8_training = Fp8Training::kRowwise;
+  EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());
 }
 
 }  // namespace
