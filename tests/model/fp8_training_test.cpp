@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "model/kernel_policy.h"
 #include "model/layers.h"
 #include "model/linear.h"
+#include "model/mode_guards.h"
 #include "model/swiglu.h"
 #include "model/transformer.h"
 #include "quant/fp8_cast.h"
@@ -245,48 +247,67 @@ TEST(Fp8Training, GroupedLayersEqualEachLayerAlone) {
   }
 }
 
+// The separate ops that fp8_training_mlp stands for: fp8_training_linears for gate/up (or the joint weight), the fused
+// SwiGLU, fp8_training_linear for down.
+at::Tensor separate_fp8_mlp(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
+                            bool gelu, const model::KernelPolicy& policy) {
+  const std::vector<at::Tensor> gu = model::fp8_training_linears(x, gate_up, Fp8Training::kTensorwise, policy);
+  const at::Tensor h =
+      gu.size() == 1 ? model::fused_swiglu_joint(gu[0], gelu) : model::fused_swiglu(gu[0], gu[1], gelu);
+  return model::fp8_training_linear(h, down, Fp8Training::kTensorwise, policy);
+}
+
+struct MlpCase {
+  int64_t tokens, hidden, inter;
+  bool joint, gelu, f32_autocast;
+};
+
 // The gated MLP as one op (fp8_training_mlp): its SwiGLU kernels hand the amax of h and of the gate/up gradients to
-// the casts, which then skip their amax pass. Output and every gradient equal the separate ops (fp8_training_linears,
-// fused_swiglu, fp8_training_linear) bit for bit: separate gate/up weights and one joint weight, SwiGLU and GeGLU,
-// 37 tokens (the weight gradients reduce over a padded token dimension).
+// the casts, which then skip their amax pass. Output and every gradient equal the separate ops bit for bit: separate
+// gate/up weights and one joint weight, SwiGLU and GeGLU, bf16 weights and F32 weights under bf16 autocast, 37 tokens
+// (the weight gradients reduce over a padded token dimension), and 4,200 x 2,048 activations (more than the kernels'
+// 4,096 blocks cover in one pass, so their grid-stride loops and amax run over several).
 TEST(Fp8Training, MlpAsOneOpEqualsItsSeparateOpsBitForBit) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
   model::KernelPolicy kernels;
   kernels.kernels = true;
-  const int64_t hidden = 128, inter = 256;
-  for (const bool joint : {false, true}) {
-    for (const bool gelu : {false, true}) {
-      SCOPED_TRACE(std::string(joint ? "joint" : "separate") + (gelu ? ", GeGLU" : ", SwiGLU"));
-      const at::Tensor x = random_bf16({37, hidden}, 70, 1.0).cuda(), dy = random_bf16({37, hidden}, 71, 1e-3).cuda();
-      std::vector<at::Tensor> w_in = {random_bf16({inter, hidden}, 72, 0.05).cuda(),
-                                      random_bf16({inter, hidden}, 73, 0.05).cuda()};
-      if (joint) w_in = {at::cat(w_in)};  // gate rows first
-      const at::Tensor w_down = random_bf16({hidden, inter}, 74, 0.05).cuda();
-      auto leaves = [&] {
-        std::vector<at::Tensor> w;
-        for (const at::Tensor& t : w_in) w.push_back(t.clone().requires_grad_(true));
-        return std::make_tuple(x.clone().requires_grad_(true), w, w_down.clone().requires_grad_(true));
-      };
-      auto [x1, w1, d1] = leaves();
-      ASSERT_TRUE(model::fp8_mlp_available(x1, w1, d1, kernels));
-      const at::Tensor y1 = model::fp8_training_mlp(x1, w1, d1, gelu, kernels);
-      y1.backward(dy);
+  const std::vector<MlpCase> cases = {{37, 128, 256, false, false, false}, {37, 128, 256, true, false, false},
+                                      {37, 128, 256, false, true, false},  {37, 128, 256, true, true, true},
+                                      {37, 128, 256, false, false, true},  {4200, 64, 2048, false, false, false}};
+  for (const MlpCase& c : cases) {
+    SCOPED_TRACE(std::to_string(c.tokens) + " tokens" + (c.joint ? ", joint" : ", separate") +
+                 (c.gelu ? ", GeGLU" : ", SwiGLU") + (c.f32_autocast ? ", F32 under autocast" : ", bf16"));
+    const at::ScalarType wdtype = c.f32_autocast ? at::kFloat : at::kBFloat16;
+    const at::Tensor x = random_bf16({c.tokens, c.hidden}, 70, 1.0).cuda();
+    const at::Tensor dy = random_bf16({c.tokens, c.hidden}, 71, 1e-3).cuda();
+    std::vector<at::Tensor> w_in = {random_bf16({c.inter, c.hidden}, 72, 0.05).cuda().to(wdtype),
+                                    random_bf16({c.inter, c.hidden}, 73, 0.05).cuda().to(wdtype)};
+    if (c.joint) w_in = {at::cat(w_in)};  // gate rows first
+    const at::Tensor w_down = random_bf16({c.hidden, c.inter}, 74, 0.05).cuda().to(wdtype);
+    std::unique_ptr<model::AutocastGuard> autocast;
+    if (c.f32_autocast) autocast = std::make_unique<model::AutocastGuard>(at::kCUDA, at::kBFloat16, true);
+    auto leaves = [&] {
+      std::vector<at::Tensor> w;
+      for (const at::Tensor& t : w_in) w.push_back(t.clone().requires_grad_(true));
+      return std::make_tuple(x.clone().requires_grad_(true), w, w_down.clone().requires_grad_(true));
+    };
+    auto [x1, w1, d1] = leaves();
+    ASSERT_TRUE(model::fp8_mlp_available(x1, w1, d1, kernels));
+    const at::Tensor y1 = model::fp8_training_mlp(x1, w1, d1, c.gelu, kernels);
+    y1.backward(dy);
+    auto [x2, w2, d2] = leaves();
+    const at::Tensor y2 = separate_fp8_mlp(x2, w2, d2, c.gelu, kernels);
+    y2.backward(dy);
 
-      auto [x2, w2, d2] = leaves();
-      const std::vector<at::Tensor> gu = model::fp8_training_linears(x2, w2, Fp8Training::kTensorwise, kernels);
-      const at::Tensor h = joint ? model::fused_swiglu_joint(gu[0], gelu) : model::fused_swiglu(gu[0], gu[1], gelu);
-      const at::Tensor y2 = model::fp8_training_linear(h, d2, Fp8Training::kTensorwise, kernels);
-      y2.backward(dy);
-
-      EXPECT_TRUE(bits_equal(y1, y2));
-      EXPECT_TRUE(bits_equal(x1.grad(), x2.grad()));
-      EXPECT_TRUE(bits_equal(d1.grad(), d2.grad()));
-      for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(bits_equal(w1[i].grad(), w2[i].grad())) << "weight " << i;
-    }
+    EXPECT_TRUE(bits_equal(y1, y2));
+    EXPECT_TRUE(bits_equal(x1.grad(), x2.grad()));
+    EXPECT_TRUE(bits_equal(d1.grad(), d2.grad()));
+    for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(bits_equal(w1[i].grad(), w2[i].grad())) << "weight " << i;
   }
 }
 
-// The MLP module takes the one-op path only where every projection trains with tensorwise FP8 and no bias.
+// The MLP module takes the one-op path only where every projection trains with tensorwise FP8 and no bias, and its
+// output is then the separate ops'.
 TEST(Fp8Training, MlpModuleRunsAsOneOpOnlyWhenEveryProjectionQualifies) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
   model::KernelPolicy kernels;
@@ -294,19 +315,24 @@ TEST(Fp8Training, MlpModuleRunsAsOneOpOnlyWhenEveryProjectionQualifies) {
   model::ModelArgs a;
   a.hidden_size = 64;
   a.intermediate_size = 128;
-  model::MLP mlp(a);
-  mlp->to(at::Device(at::kCUDA), at::kBFloat16);
-  const at::Tensor x = random_bf16({2, 8, 64}, 80, 1.0).cuda();
-  EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());  // bf16 GEMMs
-  for (model::Linear* l : {&mlp->gate_proj, &mlp->up_proj, &mlp->down_proj})
-    (*l)->fp8_training = Fp8Training::kTensorwise;
-  const at::Tensor y = mlp->fp8_forward(x, kernels);
-  ASSERT_TRUE(y.defined());
-  EXPECT_TRUE(bits_equal(y, mlp->forward(x, kernels)));
-  EXPECT_FALSE(mlp->fp8_forward(x, model::KernelPolicy{}).defined());  // no kernels: the separate ops
-  mlp->up_proj->fp8_training = Fp8Training::kRowwise;
-  EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());
+  for (const bool bias : {false, true}) {
+    a.mlp_bias = bias;
+    model::MLP mlp(a);
+    mlp->to(at::Device(at::kCUDA), at::kBFloat16);
+    const at::Tensor x = random_bf16({2, 8, 64}, 80, 1.0).cuda();
+    EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());  // bf16 GEMMs
+    for (model::Linear* l : {&mlp->gate_proj, &mlp->up_proj, &mlp->down_proj}) {
+      (*l)->fp8_training = Fp8Training::kTensorwise;
+    }
+    const at::Tensor y = mlp->fp8_forward(x, kernels);
+    ASSERT_EQ(y.defined(), !bias) << "bias " << bias;
+    if (bias) continue;
+    EXPECT_TRUE(bits_equal(y, separate_fp8_mlp(x, {mlp->gate_proj->weight, mlp->up_proj->weight},
+                                               mlp->down_proj->weight, false, kernels)));
+    EXPECT_FALSE(mlp->fp8_forward(x, model::KernelPolicy{}).defined());  // no kernels: the separate ops
+    mlp->up_proj->fp8_training = Fp8Training::kRowwise;
+    EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());
+  }
 }
-
 }  // namespace
 }  // namespace ft::test
