@@ -13,7 +13,8 @@
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only), 8b-opt = llama3-8b-full.yaml with bf16
 # weights instead of F32 master weights: bf16-pure, and bf16-pure with Kahan-compensated AdamW, 8b-f8 = the same
-# bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card),
+# bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
+# master weights under autocast, 120 GiB),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -390,11 +391,11 @@ PY
           model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16-pure \
           optimizer.kahan_summation=$kahan
       done ;;
-  8b-f8) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights, bf16 GEMMs against train.fp8: tensorwise
+  8b-f8) random_model llama3-8b  # llama3-8b-full.yaml, bf16 GEMMs against train.fp8: tensorwise
       for fp8 in off tensorwise; do
-        ft "llama3-8b-full-pure-fp8-$fp8" 8b --config configs/llama3-8b-full.yaml \
-          model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16-pure \
-          train.fp8=$fp8
+        ft "llama3-8b-full-${F8B_PRECISION:-bf16-pure}-fp8-$fp8" 8b --config configs/llama3-8b-full.yaml \
+          model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 \
+          train.precision="${F8B_PRECISION:-bf16-pure}" train.fp8=$fp8
       done ;;
   esac
 done
