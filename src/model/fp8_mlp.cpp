@@ -1,5 +1,4 @@
 // The gated MLP of FP8 training as one op (model/fp8_training.h: fp8_training_mlp). Built with the kernels only.
-#include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -82,19 +81,12 @@ class Fp8GatedMlp : public torch::autograd::Function<Fp8GatedMlp> {
   }
 };
 
-// The GEMMs' dtype: autocast's, else the weights' (as fp8_training_linears).
-at::ScalarType gemm_dtype(const at::Tensor& x, const at::Tensor& weight) {
-  const auto device_type = x.device().type();
-  return at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type)
-                                                        : weight.scalar_type();
-}
-
 }  // namespace
 
 bool fp8_mlp_available(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
                        const KernelPolicy& policy) {
   if (!x.is_cuda() || (gate_up.size() != 1 && gate_up.size() != 2)) return false;
-  const at::ScalarType dtype = gemm_dtype(x, down);
+  const at::ScalarType dtype = fp8_detail::gemm_dtype(x, down);
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});
   std::vector<at::Tensor> weights = gate_up;
   weights.push_back(down);
@@ -108,7 +100,7 @@ at::Tensor fp8_training_mlp(const at::Tensor& x, const std::vector<at::Tensor>& 
   std::vector<at::Tensor> weights = gate_up;
   weights.push_back(down);
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
-  const at::Tensor y = Fp8GatedMlp::apply(x2d, at::TensorList(weights), gelu_tanh, gemm_dtype(x, down));
+  const at::Tensor y = Fp8GatedMlp::apply(x2d, at::TensorList(weights), gelu_tanh, fp8_detail::gemm_dtype(x, down));
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = y.size(1);
   return y.view(shape);  // [..., hidden]

@@ -85,6 +85,12 @@ at::Tensor amax_at(const at::Tensor& grad_amax, size_t i) {
 
 }  // namespace
 
+at::ScalarType gemm_dtype(const at::Tensor& x, const at::Tensor& weight) {
+  const auto device_type = x.device().type();
+  return at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type)
+                                                        : weight.scalar_type();
+}
+
 bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype, const KernelPolicy& policy) {
   return policy.kernels_for(x) && dtype == at::kBFloat16 && fp8_tensor_cores(x.device()) && weight.size(0) % 16 == 0 &&
          weight.size(1) % 16 == 0;
@@ -183,10 +189,7 @@ std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vec
                                              Fp8Training recipe, const KernelPolicy& policy) {
   FT_CHECK(recipe != Fp8Training::kOff, "fp8_training_linears: the recipe is off");
   FT_CHECK(!weights.empty(), "fp8_training_linears: no weight");
-  const auto device_type = x.device().type();
-  const at::ScalarType dtype = at::autocast::is_autocast_enabled(device_type)
-                                   ? at::autocast::get_autocast_dtype(device_type)
-                                   : weights[0].scalar_type();
+  const at::ScalarType dtype = fp8_detail::gemm_dtype(x, weights[0]);
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
   const bool fast = std::all_of(weights.begin(), weights.end(),
                                 [&](const at::Tensor& w) { return fp8_detail::fast_path(x2d, w, dtype, policy); });

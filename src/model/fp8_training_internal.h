@@ -22,6 +22,9 @@ struct Plan {
   quant::Fp8Format grad_format() const { return rowwise() ? quant::Fp8Format::kE4m3 : quant::Fp8Format::kE5m2; }
 };
 
+// The GEMMs' dtype for x times weight^T: autocast's where it is on, else the weight's.
+at::ScalarType gemm_dtype(const at::Tensor& x, const at::Tensor& weight);
+
 // Whether the fast path takes x times weight^T: our kernels on an FP8 GPU, BF16 compute, sizes multiples of 16.
 bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype, const KernelPolicy& policy);
 
