@@ -32,6 +32,18 @@ SHAPES = {
                       query_pre_attn_scalar=256, sliding_window=512, max_position_embeddings=32768,
                       rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
                                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    "qwen3-8b": dict(cls="Qwen3Config", vocab_size=151936, hidden_size=4096, intermediate_size=12288,
+                     num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                     rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False),
+    # Phi-4-mini: fused qkv_proj / gate_up_proj, a quarter of each head unrotated, longrope (its real factors are
+    # learned; ones here, which cost the same).
+    "phi-4-mini": dict(cls="Phi3Config", vocab_size=200064, hidden_size=3072, intermediate_size=8192,
+                       num_hidden_layers=32, num_attention_heads=24, num_key_value_heads=8,
+                       partial_rotary_factor=0.75, max_position_embeddings=131072,
+                       original_max_position_embeddings=4096, tie_word_embeddings=True,
+                       rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                        "original_max_position_embeddings": 4096,
+                                        "short_factor": [1.0] * 48, "long_factor": [1.0] * 48}),
     # Qwen3-30B-A3B: 48 layers of 128 experts (768 wide), 8 routed per token; --layers keeps it within a test host's
     # disk (48 layers are 61 GB).
     "qwen3-30b-a3b": dict(cls="Qwen3MoeConfig", vocab_size=151936, hidden_size=2048, intermediate_size=6144,

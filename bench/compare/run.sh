@@ -31,7 +31,8 @@
 # config on all 80 layers (model.random_weights: no files; 2 x 2048, and 1 x 8,192 with offload; finetune only),
 # f8loss = b on real text (the Python standard library's sources) for 300 steps, bf16 and train.fp8=tensorwise, with
 # the relative loss gap at every logged step (OUT/f8loss.md; F8LOSS_FP8_ARGS: more overrides for the FP8 run, e.g.
-# 'train.fp8_skip=[layers.0.,layers.15.]'),
+# 'train.fp8_skip=[layers.0.,layers.15.]'), f16loss = the same text and steps in bf16 and in fp16 (dynamic loss
+# scaling), with the gap, the fp16 run's skipped steps and last loss scale (OUT/f16loss.md),
 # f8t = b with train.fp8 (F8T_RECIPES, default tensorwise rowwise; F8T_ARGS: more overrides for those runs, e.g.
 # train.fp8_edge_layers=0) beside b, against torchao's float8 training + torch.compile (torchao importable: a carried
 # wheel),
@@ -72,8 +73,8 @@ if "dpo" in sys.argv[2].split():  # preference pairs: prompts of ~500 tokens, ea
         for _ in range(400):
             prompt, chosen, rejected = (" ".join(rng.choice(words, n)) for n in (210, 250, 250))
             f.write(json.dumps(dict(prompt=prompt, chosen=" " + chosen, rejected=" " + rejected)) + "\n")
-if "f8loss" in sys.argv[2].split():  # real text: the Python standard library's sources, 4,000 records of <= 6,000
-    import pathlib, sysconfig          # characters (a little over 300 steps of 8 x 2048 tokens)
+if {"f8loss", "f16loss"} & set(sys.argv[2].split()):  # real text: the Python standard library's sources,
+    import pathlib, sysconfig  # 4,000 records of <= 6,000 characters (a little over 300 steps of 8 x 2048 tokens)
     records = []
     for src in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
         text = src.read_text(errors="replace")
@@ -101,6 +102,10 @@ common=(run.device=cuda:0 tokenizer.path="$tok" "data.eval=[]" eval.every_steps=
 pretok=("data.train=[{path: $work/random.u16, format: pretokenized}]" data.pretokenized_dtype=uint16)
 packed=("data.train=[{path: $work/short.jsonl, format: text}]" data.packing=true)
 packed_tiny=("data.train=[{path: $work/tiny.jsonl, format: text}]" data.packing=true)
+# (b) on real text for 300 steps (f8loss, f16loss)
+stdlib_b=("${scratch[@]}" "${shape_b[@]}" "data.train=[{path: $work/stdlib.jsonl, format: text}]" data.packing=true
+          data.seq_len=2048 train.micro_batch_size=8 train.max_steps=300 scheduler.type=cosine scheduler.warmup_steps=30
+          optimizer.lr=3e-4 logging.every_steps=10)
 
 # ft NAME WORKLOAD --config FILE ARGS...: one finetune run, killed once step 5 + STEPS is logged (no final checkpoint).
 ft() {
@@ -151,6 +156,30 @@ loss_curve() {
   "$bin" train "${common[@]}" "$@" run.output_dir="$work/$name" >"$out/$name.log" 2>&1 || tail -5 "$out/$name.log"
   grep '"event":"train"' "$work/$name/metrics.jsonl" >"$out/$name.loss.jsonl"
   rm -rf "${work:?}/$name"
+}
+
+# loss_gap BF16.loss.jsonl OTHER.loss.jsonl LABEL: a markdown table of both losses and their relative gap every 50
+# steps, the largest gap after the warm-up (step 30), and the other run's skipped steps and last loss scale.
+loss_gap() {
+  python3 - "$@" <<'PY'
+import json, sys
+bf16, other = ({e["step"]: e for e in map(json.loads, open(p))} for p in sys.argv[1:3])
+label = sys.argv[3]
+print(f"| step | bf16 loss | {label} loss | gap | bf16 tok/s | {label} tok/s |\n|---|---|---|---|---|---|")
+gaps = []
+for step in sorted(set(bf16) & set(other)):
+    a, b = bf16[step], other[step]
+    gap = (b["loss"] - a["loss"]) / a["loss"]
+    if step > 30:  # after the warm-up
+        gaps.append(abs(gap))
+    if step % 50 == 0 or step == 10:
+        print(f"| {step} | {a['loss']:.4f} | {b['loss']:.4f} | {100 * gap:+.2f} % | {a['tokens_per_s']:,.0f} | "
+              f"{b['tokens_per_s']:,.0f} |")
+last = other[max(other)]
+print(f"\nlargest gap after the warm-up: {100 * max(gaps):.2f} % over {len(gaps)} logged steps; mean "
+      f"{100 * sum(gaps) / len(gaps):.2f} %; {label}: {last.get('skipped_steps', 0)} skipped steps, last loss scale "
+      f"{last.get('loss_scale')}")
+PY
 }
 
 # ckpt_stall NAME STOP ARGS...: 60 steps with a checkpoint at step 30; the stall is the time between the step-30 and
@@ -221,27 +250,14 @@ for w in "${workloads[@]}"; do
       contender b compile ;;
   f8loss) # issue #33: (b) on real text, 300 steps, bf16 and train.fp8=tensorwise; the loss gap at every logged step
       for r in off tensorwise; do
-        loss_curve "f8loss-$r" "${scratch[@]}" "${shape_b[@]}" "data.train=[{path: $work/stdlib.jsonl, format: text}]" \
-          data.packing=true data.seq_len=2048 train.micro_batch_size=8 train.max_steps=300 train.fp8=$r \
-          scheduler.type=cosine scheduler.warmup_steps=30 optimizer.lr=3e-4 logging.every_steps=10 \
-          $([[ $r == tensorwise ]] && echo "${F8LOSS_FP8_ARGS:-}")
+        loss_curve "f8loss-$r" "${stdlib_b[@]}" train.fp8=$r $([[ $r == tensorwise ]] && echo "${F8LOSS_FP8_ARGS:-}")
       done
-      python3 - "$out/f8loss-off.loss.jsonl" "$out/f8loss-tensorwise.loss.jsonl" >"$out/f8loss.md" <<'PY'
-import json, sys
-bf16, fp8 = ({e["step"]: e for e in map(json.loads, open(p))} for p in sys.argv[1:3])
-print("| step | bf16 loss | FP8 tensorwise loss | gap | bf16 tok/s | FP8 tok/s |\n|---|---|---|---|---|---|")
-gaps = []
-for step in sorted(set(bf16) & set(fp8)):
-    a, b = bf16[step], fp8[step]
-    gap = (b["loss"] - a["loss"]) / a["loss"]
-    if step > 30:  # after the warm-up
-        gaps.append(abs(gap))
-    if step % 50 == 0 or step == 10:
-        print(f"| {step} | {a['loss']:.4f} | {b['loss']:.4f} | {100 * gap:+.2f} % | {a['tokens_per_s']:,.0f} | "
-              f"{b['tokens_per_s']:,.0f} |")
-print(f"\nlargest gap after the warm-up: {100 * max(gaps):.2f} % over {len(gaps)} logged steps")
-PY
+      loss_gap "$out/f8loss-off.loss.jsonl" "$out/f8loss-tensorwise.loss.jsonl" "FP8 tensorwise" >"$out/f8loss.md"
       cat "$out/f8loss.md" ;;
+  f16loss) # (b) on real text, 300 steps, bf16 autocast against fp16 autocast with dynamic loss scaling
+      for p in bf16 fp16; do loss_curve "f16loss-$p" "${stdlib_b[@]}" train.precision=$p; done
+      loss_gap "$out/f16loss-bf16.loss.jsonl" "$out/f16loss-fp16.loss.jsonl" "fp16" >"$out/f16loss.md"
+      cat "$out/f16loss.md" ;;
   ds) ft ds-a ds "${scratch[@]}" "${shape_a[@]}" "${packed_tiny[@]}" data.seq_len=1024 train.micro_batch_size=32
       ft ds-b ds "${scratch[@]}" "${shape_b[@]}" "${packed_tiny[@]}" data.seq_len=2048 train.micro_batch_size=8 ;;
   a-aten|b-aten)  # finetune with train.fused_kernels=false: what the fused paths add
