@@ -24,6 +24,27 @@ bool inside(size_t pos, const std::vector<std::pair<size_t, size_t>>& spans) {
   return std::any_of(spans.begin(), spans.end(), [&](const auto& s) { return pos >= s.first && pos < s.second; });
 }
 
+nlohmann::json parse_json_file(const std::filesystem::path& file) {
+  try {
+    return nlohmann::json::parse(read_text_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("cannot parse " + file.string() + ": " + e.what(), "fix or remove the file");
+  }
+}
+
+// A multimodal checkpoint's processor template (chat_template.json, {"chat_template": "..."}: Gemma 3 4B+), which
+// transformers' processor applies; it renders text-only conversations as the tokenizer's would.
+std::optional<ChatTemplateSource> processor_chat_template(const std::filesystem::path& dir) {
+  const auto file = dir / "chat_template.json";
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  const nlohmann::json j = parse_json_file(file);
+  if (!j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string()) {
+    throw ConfigError(file.string() + ": expected an object with a \"chat_template\" string",
+                      "fix the file, or set data.template to a built-in template (llama2, llama3, chatml, plain)");
+  }
+  return ChatTemplateSource{j["chat_template"].get<std::string>(), file};
+}
+
 }  // namespace
 
 std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path& dir) {
@@ -32,14 +53,9 @@ std::optional<ChatTemplateSource> find_chat_template(const std::filesystem::path
     return ChatTemplateSource{read_text_file(dir / "chat_template.jinja"), dir / "chat_template.jinja"};
   }
   const auto config_file = dir / "tokenizer_config.json";
-  if (!std::filesystem::exists(config_file)) return std::nullopt;
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_text_file(config_file));
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError("cannot parse " + config_file.string() + ": " + e.what(), "fix or remove the file");
-  }
-  if (!config.is_object() || !config.contains("chat_template")) return std::nullopt;
+  if (!std::filesystem::exists(config_file)) return processor_chat_template(dir);
+  const nlohmann::json config = parse_json_file(config_file);
+  if (!config.is_object() || !config.contains("chat_template")) return processor_chat_template(dir);
   const auto& t = config["chat_template"];
   if (t.is_string()) return ChatTemplateSource{t.get<std::string>(), config_file};
   if (t.is_array()) {  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]

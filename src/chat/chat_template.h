@@ -19,7 +19,8 @@ class Tokenizer;
 namespace ft::chat {
 
 // The template transformers would use for `dir`: chat_template.jinja, else tokenizer_config.json's "chat_template"
-// (a string, or the entry named "default" of a list of {name, template}). nullopt when the model has none.
+// (a string, or the entry named "default" of a list of {name, template}), else a multimodal checkpoint's processor
+// template (chat_template.json). nullopt when the model has none.
 struct ChatTemplateSource {
   std::string text;              // Jinja source
   std::filesystem::path origin;  // the file it came from

@@ -167,6 +167,26 @@ namespace {
 
 // ShareGPT's conversations and a system column give the same sample as the OpenAI-style messages they stand for;
 // an unknown speaker is an error naming the field.
+// Gemma 3 4B+ ship their template for the processor too (chat_template.json); it serves where the tokenizer files
+// carry none, and a tokenizer's own template wins over it, as transformers' tokenizer reads only its own.
+TEST(ChatTemplateFiles, ProcessorTemplateServesWhenTheTokenizerHasNone) {
+  TempDir dir;
+  write_file(dir / "chat_template.json", R"({"chat_template": "{{ messages[0]['content'] }}"})");
+  auto found = chat::find_chat_template(dir.path());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->text, "{{ messages[0]['content'] }}");
+  EXPECT_EQ(found->origin, dir / "chat_template.json");
+  write_file(dir / "tokenizer_config.json", R"({"model_max_length": 8})");
+  found = chat::find_chat_template(dir.path());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->origin, dir / "chat_template.json");
+  write_file(dir / "tokenizer_config.json", R"({"chat_template": "tokenizer's"})");
+  EXPECT_EQ(chat::find_chat_template(dir.path())->text, "tokenizer's");
+  std::filesystem::remove(dir / "tokenizer_config.json");
+  write_file(dir / "chat_template.json", R"({"chat_template": 3})");
+  EXPECT_THROW(chat::find_chat_template(dir.path()), ConfigError);
+}
+
 TEST(ChatRecords, ShareGptAndSystemColumnAreMessages) {
   const auto tok = load_test_tokenizer();
   data::RecordOptions o;
