@@ -44,6 +44,14 @@ SHAPES = {
                        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
                                         "original_max_position_embeddings": 4096,
                                         "short_factor": [1.0] * 48, "long_factor": [1.0] * 48}),
+    # Gemma 3 4B as released: the multimodal checkpoint (Gemma3ForConditionalGeneration) with its SigLIP tower.
+    "gemma-3-4b": dict(cls="Gemma3Config", mm_tokens_per_image=256, boi_token_index=255999, eoi_token_index=256000,
+                       image_token_index=262144,
+                       text_config=dict(hidden_size=2560, intermediate_size=10240, num_hidden_layers=34,
+                                        sliding_window=1024, rope_scaling={"factor": 8.0, "rope_type": "linear"}),
+                       vision_config=dict(hidden_size=1152, image_size=896, intermediate_size=4304,
+                                          model_type="siglip_vision_model", num_attention_heads=16,
+                                          num_hidden_layers=27, patch_size=14, vision_use_head=False)),
     # Qwen3-30B-A3B: 48 layers of 128 experts (768 wide), 8 routed per token; --layers keeps it within a test host's
     # disk (48 layers are 61 GB).
     "qwen3-30b-a3b": dict(cls="Qwen3MoeConfig", vocab_size=151936, hidden_size=2048, intermediate_size=6144,

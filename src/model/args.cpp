@@ -38,7 +38,8 @@ const std::vector<Family>& families() {
       family(ModelFamily::kQwen3, "Qwen3ForCausalLM", "Qwen3 dense"),
       family(ModelFamily::kPhi3, "Phi3ForCausalLM", "Phi-3/3.5 mini and medium, Phi-4-mini"),
       family(ModelFamily::kGemma2, "Gemma2ForCausalLM", "Gemma 2"),
-      family(ModelFamily::kGemma3Text, "Gemma3ForCausalLM", "Gemma 3 1B and other text-only Gemma 3 checkpoints"),
+      family(ModelFamily::kGemma3Text, "Gemma3ForCausalLM",
+             "Gemma 3 1B; the language model of Gemma 3 4B/12B/27B (model_type gemma3)"),
       family(ModelFamily::kQwen3Moe, "Qwen3MoeForCausalLM", "Qwen3-30B-A3B, Qwen3-235B-A22B"),
       family(ModelFamily::kMixtral, "MixtralForCausalLM", "Mixtral 8x7B, 8x22B"),
   };

@@ -28,6 +28,10 @@ struct RopeScaling {
 struct ModelArgs {
   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text | qwen3_moe | mixtral
   std::string model_type = "llama";
+  // "gemma3" when config.json is a multimodal checkpoint's (Gemma 3 4B/12B/27B, Gemma3ForConditionalGeneration) and
+  // the model is its language model: text_config, weights under language_model. (model/checkpoint_names.h); its
+  // vision tower and projector are read and written back unchanged. Empty otherwise.
+  std::string multimodal_type;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

@@ -417,11 +417,40 @@ void parse_tokens_and_dtype(const Reader& r, ModelArgs& a) {
   }
 }
 
+// The language model's config of a Gemma 3 multimodal checkpoint (model_type gemma3): its text_config, which the
+// released files give sparsely (gemma-3-4b-it: sizes, layers and rope scaling only), over Gemma3TextConfig's defaults
+// (transformers 5), with the outer file's special-token ids and dtype, which generation reads there.
+json gemma3_text_config(const Reader& r) {
+  const json& outer = r.j;
+  if (!outer.contains("text_config") || !outer["text_config"].is_object()) throw r.missing("text_config");
+  json t = {{"vocab_size", 262208},      {"hidden_size", 2304},
+            {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+            {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+            {"head_dim", 256},           {"query_pre_attn_scalar", 256},
+            {"sliding_window", 4096},    {"max_position_embeddings", 131072},
+            {"rms_norm_eps", 1e-6},      {"hidden_activation", "gelu_pytorch_tanh"},
+            {"bos_token_id", 2},         {"eos_token_id", 1},
+            {"pad_token_id", 0}};
+  t.update(outer["text_config"]);
+  if (t.contains("model_type") && t["model_type"] != "gemma3_text") {
+    throw ConfigError(r.source + ": text_config.model_type " + t["model_type"].dump() + " is not gemma3_text");
+  }
+  t["model_type"] = "gemma3_text";
+  t.erase("architectures");
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype"}) {
+    if (outer.contains(key) && !outer[key].is_null()) t[key] = outer[key];
+  }
+  return t;
+}
+
 ModelArgs parse_fields(const std::string& json_text, const std::string& source) {
-  const json j = parse_json_object(json_text, source);
-  const Reader r{j, source};
+  const json outer = parse_json_object(json_text, source);
+  const bool multimodal = outer.contains("model_type") && outer["model_type"] == "gemma3";
+  const json j = multimodal ? gemma3_text_config(Reader{outer, source}) : outer;
+  const Reader r{j, multimodal ? source + " (text_config)" : source};
   ModelArgs a;
   a.raw_config_json = json_text;
+  if (multimodal) a.multimodal_type = "gemma3";
   parse_family(r, a);
   parse_shape(r, a);
   // Phi3Config's and MixtralConfig's default differs from Llama's.

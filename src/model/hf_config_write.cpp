@@ -62,11 +62,11 @@ void save_moe_fields(const ModelArgs& a, json& j) {
   j["mlp_only_layers"] = a.mlp_only_layers;
 }
 
-}  // namespace
-
-void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
-  json j = a.raw_config_json.empty() ? json::object() : json::parse(a.raw_config_json);
-  if (const Family* f = find_family(a.model_type)) j["architectures"] = {f->architecture};
+// Our fields over `j` (the loaded file's keys, or its text_config's for a multimodal checkpoint).
+json language_model_config(const ModelArgs& a, json j) {
+  if (const Family* f = find_family(a.model_type); f != nullptr && a.multimodal_type.empty()) {
+    j["architectures"] = {f->architecture};
+  }
   j["model_type"] = a.model_type;
   j["vocab_size"] = a.vocab_size;
   j["hidden_size"] = a.hidden_size;
@@ -132,6 +132,22 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   put_special_token_ids(a, j);
   j["torch_dtype"] = a.torch_dtype;
   j["dtype"] = a.torch_dtype;
+  return j;
+}
+
+}  // namespace
+
+void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
+  json j = a.raw_config_json.empty() ? json::object() : json::parse(a.raw_config_json);
+  if (a.multimodal_type.empty()) {
+    j = language_model_config(a, std::move(j));
+  } else {  // the language model's fields in text_config; generation reads the special tokens and dtype outside
+    const bool has_text = j.contains("text_config") && j["text_config"].is_object();
+    j["text_config"] = language_model_config(a, has_text ? j["text_config"] : json::object());
+    put_special_token_ids(a, j);
+    j["torch_dtype"] = a.torch_dtype;
+    j["dtype"] = a.torch_dtype;
+  }
   ft::write_file(path, j.dump(2) + "\n");
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/checkpoint_names.h"
 #include "model/lora_internal.h"
 #include "model/moe_lora.h"
 #include "util/error.h"
@@ -11,6 +12,10 @@
 
 namespace ft::model {
 namespace lora_detail {
+
+std::string peft_module(const std::string& path, const ModelArgs& args) {
+  return kPeftPrefix + transformers_module_path(path, args);
+}
 
 bool target_matches(const std::string& path, const std::string& target) {
   return path == target ||
@@ -136,16 +141,17 @@ std::vector<at::Tensor> trainable_parameters(Transformer& model) {
 
 std::vector<std::pair<std::string, at::Tensor>> adapter_tensors(const Transformer& model) {
   std::vector<std::pair<std::string, at::Tensor>> out;
+  const ModelArgs& args = model.args();
   for (const auto& [path, lin] : model.projections()) {
     if (!lin->has_lora()) continue;
-    out.emplace_back(kPeftPrefix + path + ".lora_A.weight", lin->lora_a);
-    out.emplace_back(kPeftPrefix + path + ".lora_B.weight", lin->lora_b);
+    out.emplace_back(peft_module(path, args) + ".lora_A.weight", lin->lora_a);
+    out.emplace_back(peft_module(path, args) + ".lora_B.weight", lin->lora_b);
   }
   if (model.embed_tokens().has_token_rows()) {
-    out.emplace_back(kPeftPrefix + kEmbedPath + kTokenDelta, model.embed_tokens().token_rows);
+    out.emplace_back(peft_module(kEmbedPath, args) + kTokenDelta, model.embed_tokens().token_rows);
   }
   if (model.lm_head() != nullptr && model.lm_head()->has_token_rows()) {
-    out.emplace_back(kPeftPrefix + kLmHeadPath + kTokenDelta, model.lm_head()->token_rows);
+    out.emplace_back(peft_module(kLmHeadPath, args) + kTokenDelta, model.lm_head()->token_rows);
   }
   for (auto& named : moe_adapter_tensors(model)) out.push_back(std::move(named));
   return out;

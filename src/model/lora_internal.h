@@ -20,6 +20,10 @@ inline const std::string kEmbedPath = "model.embed_tokens";
 inline const std::string kLmHeadPath = "lm_head";
 inline const std::string kAllLinear = "all-linear";  // PEFT's shorthand for every linear layer but the output head
 
+// PEFT's key prefix of module `path` (ours: model.layers.0.self_attn.q_proj, model.embed_tokens, lm_head):
+// base_model.model. and transformers' module path (model/checkpoint_names.h: a multimodal model's differs).
+std::string peft_module(const std::string& path, const ModelArgs& args);
+
 // PEFT's rule for a list of target_modules: a module is adapted when its path equals a target or ends with "." +
 // target.
 bool target_matches(const std::string& path, const std::string& target);

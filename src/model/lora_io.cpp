@@ -8,6 +8,7 @@
 
 #include "io/safe_path.h"
 #include "io/safetensors.h"
+#include "model/checkpoint_names.h"
 #include "model/lora.h"
 #include "model/lora_internal.h"
 #include "model/moe_lora.h"
@@ -52,8 +53,9 @@ std::vector<std::string> regex_targets(const std::string& pattern, const Transfo
   } catch (const std::regex_error& e) {
     throw ConfigError(src + ": target_modules regex \"" + pattern + "\" does not compile (" + e.what() + ")");
   }
+  const ModelArgs& args = model.args();
   for (const char* other : {"lm_head", "model.embed_tokens", "model.norm"}) {
-    if (std::regex_match(other, re)) {
+    if (std::regex_match(transformers_module_path(other, args), re)) {
       throw ConfigError(
           src + ": target_modules regex \"" + pattern + "\" matches " + other + ", which this build cannot adapt",
           "LoRA adapts the attention and MLP projections only");
@@ -61,11 +63,12 @@ std::vector<std::string> regex_targets(const std::string& pattern, const Transfo
   }
   std::vector<std::string> paths;
   for (const auto& [path, lin] : model.projections()) {
-    if (std::regex_match(path, re)) paths.push_back(path);
+    if (std::regex_match(transformers_module_path(path, args), re)) paths.push_back(path);
   }
   if (paths.empty()) {
     throw ConfigError(src + ": target_modules regex \"" + pattern + "\" matches none of the model's projections",
-                      "PEFT matches it against whole module paths such as model.layers.0.self_attn.q_proj");
+                      "PEFT matches it against whole module paths such as " +
+                          transformers_module_path("model.layers.0.self_attn.q_proj", args));
   }
   return paths;
 }
@@ -87,9 +90,9 @@ std::vector<int64_t> index_list(const nlohmann::json& v, const std::string& wher
 
 // The token rows of `holder` (`path`: model.embed_tokens or lm_head) from the adapter file: rows stored in the
 // order of `file_ids`, the holder's rows sorted by id.
-void load_token_rows(WeightHolder& holder, const std::string& path, const std::vector<int64_t>& file_ids,
-                     io::SafetensorsFile& st, const std::filesystem::path& file) {
-  const std::string name = kPeftPrefix + path + kTokenDelta;
+void load_token_rows(WeightHolder& holder, const std::string& path, const ModelArgs& args,
+                     const std::vector<int64_t>& file_ids, io::SafetensorsFile& st, const std::filesystem::path& file) {
+  const std::string name = peft_module(path, args) + kTokenDelta;
   if (!st.contains(name)) throw Error("missing tensor '" + name + "' in " + file.string());
   const std::vector<int64_t> want{static_cast<int64_t>(file_ids.size()), holder.weight.size(1)};
   if (st.info(name).shape != want) {
@@ -102,6 +105,22 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const std::v
   }
   at::NoGradGuard no_grad;
   holder.token_rows.copy_(st.tensor(name).index_select(0, at::tensor(order, at::kLong)));
+}
+
+// adapter_config.json's target_modules for `targets` (names or paths of ours). PEFT matches a list of names in every
+// part of a model; in a multimodal one the vision tower has q_proj, k_proj and v_proj too, so there the names
+// become a regex over the language model's modules and paths become transformers' module paths.
+nlohmann::json target_modules(const std::vector<std::string>& targets, const ModelArgs& args) {
+  if (args.multimodal_type.empty()) return targets;
+  if (std::all_of(targets.begin(), targets.end(),
+                  [](const std::string& t) { return t.find('.') == std::string::npos; })) {
+    std::string names;
+    for (const auto& t : targets) names += (names.empty() ? "" : "|") + t;
+    return std::string(R"(model\.language_model\..*\.()") + names + ")";
+  }
+  std::vector<std::string> paths;
+  for (const auto& t : targets) paths.push_back(transformers_module_path(t, args));
+  return paths;
 }
 
 }  // namespace
@@ -122,7 +141,7 @@ ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
                       {"r", cfg.rank},
                       {"lora_alpha", cfg.alpha},
                       {"lora_dropout", cfg.dropout},
-                      {"target_modules", targets},
+                      {"target_modules", target_modules(targets, model.args())},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
                       {"inference_mode", true},
@@ -238,7 +257,9 @@ ft::LoraConfig required_fields(const nlohmann::json& j, const Transformer& model
     if (targets.is_string()) {
       cfg.targets = regex_targets(targets.get<std::string>(), model, src);
     } else if (targets.is_array()) {
-      cfg.targets = targets.get<std::vector<std::string>>();
+      for (const auto& t : targets.get<std::vector<std::string>>()) {
+        cfg.targets.push_back(module_path_from_transformers(t, model.args()));
+      }
     } else {
       throw ConfigError(src + ": target_modules must be a list of module names or a regex string");
     }
@@ -334,7 +355,8 @@ int64_t adapter_vocab(const Transformer& model, const TokenIds& ids, const io::S
       vocab = std::max(vocab, id + 1);
     }
   }
-  for (const auto& name : {kPeftPrefix + kEmbedPath + kTokenBase, kPeftPrefix + kLmHeadPath + kTokenBase}) {
+  const ModelArgs& args = model.args();
+  for (const auto& name : {peft_module(kEmbedPath, args) + kTokenBase, peft_module(kLmHeadPath, args) + kTokenBase}) {
     if (!st.contains(name)) continue;
     const auto& shape = st.info(name).shape;
     if (shape.size() != 2 || shape[1] != model.args().hidden_size) {
@@ -349,8 +371,9 @@ int64_t adapter_vocab(const Transformer& model, const TokenIds& ids, const io::S
 void install_token_matrices(Transformer& model, int64_t vocab, const io::SafetensorsFile& st) {
   if (vocab > model.args().vocab_size) model.resize_token_embeddings(vocab);
   at::NoGradGuard no_grad;
-  for (const auto& [name, holder] : {std::pair{kPeftPrefix + kEmbedPath + kTokenBase, &model.embed_tokens()},
-                                     {kPeftPrefix + kLmHeadPath + kTokenBase, model.lm_head()}}) {
+  const ModelArgs& args = model.args();
+  for (const auto& [name, holder] : {std::pair{peft_module(kEmbedPath, args) + kTokenBase, &model.embed_tokens()},
+                                     {peft_module(kLmHeadPath, args) + kTokenBase, model.lm_head()}}) {
     if (holder == nullptr || !st.contains(name) || holder->has_token_rows()) continue;  // resumed: rows hold them
     const at::Tensor w = st.tensor(name);
     holder->weight.narrow(0, 0, w.size(0)).copy_(w);
@@ -385,13 +408,13 @@ std::map<std::string, at::Tensor> lora_tensors(const Transformer& model) {
 // What does not fit: tensors of the file that this model has no place for, and wanted ones missing or shaped
 // otherwise.
 std::vector<std::string> misfits(const std::map<std::string, at::Tensor>& wanted, const TokenIds& ids,
-                                 const io::SafetensorsFile& st, int64_t rank) {
+                                 const io::SafetensorsFile& st, int64_t rank, const ModelArgs& args) {
   std::vector<std::string> out;
+  const std::string embed = peft_module(kEmbedPath, args), lm_head = peft_module(kLmHeadPath, args);
   for (const auto& name : st.names()) {
-    const bool token_tensor = name == kPeftPrefix + kEmbedPath + kTokenBase ||
-                              name == kPeftPrefix + kLmHeadPath + kTokenBase ||
-                              (name == kPeftPrefix + kEmbedPath + kTokenDelta && !ids.embed.empty()) ||
-                              (name == kPeftPrefix + kLmHeadPath + kTokenDelta && (!ids.lm.empty() || ids.tied));
+    const bool token_tensor = name == embed + kTokenBase || name == lm_head + kTokenBase ||
+                              (name == embed + kTokenDelta && !ids.embed.empty()) ||
+                              (name == lm_head + kTokenDelta && (!ids.lm.empty() || ids.tied));
     if (!wanted.count(name) && !token_tensor) out.push_back("'" + name + "' has no place in this model");
   }
   for (const auto& [name, param] : wanted) {
@@ -408,7 +431,7 @@ std::vector<std::string> misfits(const std::map<std::string, at::Tensor>& wanted
 // Every tensor that does not fit this base (another model's adapter): all named at once, before anything loads.
 void check_fit(const Transformer& model, const std::map<std::string, at::Tensor>& wanted, const TokenIds& ids,
                const io::SafetensorsFile& st, const std::filesystem::path& file, int64_t rank) {
-  const std::vector<std::string> found = misfits(wanted, ids, st, rank);
+  const std::vector<std::string> found = misfits(wanted, ids, st, rank, model.args());
   if (found.empty()) return;
   std::string list;
   for (size_t i = 0; i < found.size() && i < 4; ++i) list += "\n    " + found[i];
@@ -422,8 +445,8 @@ void check_fit(const Transformer& model, const std::map<std::string, at::Tensor>
 
 void load_tensors(Transformer& model, const TokenIds& ids, std::map<std::string, at::Tensor>& wanted,
                   io::SafetensorsFile& st, const std::filesystem::path& file) {
-  if (!ids.embed.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, ids.embed, st, file);
-  if (!ids.lm.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, ids.lm, st, file);
+  if (!ids.embed.empty()) load_token_rows(model.embed_tokens(), kEmbedPath, model.args(), ids.embed, st, file);
+  if (!ids.lm.empty()) load_token_rows(*model.lm_head(), kLmHeadPath, model.args(), ids.lm, st, file);
   at::NoGradGuard no_grad;
   for (auto& [name, param] : wanted) param.copy_(st.tensor(name));
 }

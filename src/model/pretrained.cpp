@@ -11,7 +11,7 @@
 
 #include "io/safe_path.h"
 #include "io/safetensors.h"
-#include "model/moe_checkpoint.h"
+#include "model/checkpoint_names.h"
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
@@ -64,9 +64,10 @@ void check_no_unexpected(const io::CheckpointReader& reader, const Transformer& 
     expected.insert(name);
     for (const auto& group : stored_parts(name, model.args())) expected.insert(group.begin(), group.end());
   }
+  const std::string lm_head = stored_parts("lm_head.weight", model.args())[0][0];
   for (const auto& name : reader.names()) {
-    if (expected.count(name)) continue;
-    if (name == "lm_head.weight" && model.args().tie_word_embeddings) continue;  // tied: transformers ignores it
+    if (expected.count(name) || passes_through(name, model.args())) continue;
+    if (name == lm_head && model.args().tie_word_embeddings) continue;           // tied: transformers ignores it
     if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;         // old checkpoints store the table
     throw ConfigError("unexpected tensor '" + name + "' in " + reader.file_of(name),
                       "the checkpoint does not match config.json (" + model.args().model_type + ", " +
@@ -100,7 +101,7 @@ at::Tensor checked_tensor(const io::CheckpointReader& reader, const std::filesys
 }
 
 // Parameter `name` of `shape`: stored as it is (as transformers 5 saves with save_original_format=False), else
-// assembled from its stored parts (model/moe_checkpoint.h: the per-expert tensors of the released MoE checkpoints),
+// assembled from its stored parts (model/checkpoint_names.h: the per-expert tensors of the released MoE checkpoints),
 // each part checked as checked_tensor does.
 at::Tensor read_parameter(const io::CheckpointReader& reader, const std::filesystem::path& dir, const std::string& name,
                           at::IntArrayRef shape, at::ScalarType dtype, const ModelArgs& args,
@@ -167,6 +168,15 @@ class ParameterPlacer {
   std::map<std::string, Quantizer> quantizers_;
 };
 
+// The stored tensors of `reader` that `model` keeps aside (checkpoint_names.h, passes_through), read onto the CPU.
+void read_passthrough(const io::CheckpointReader& reader, Transformer& model) {
+  model.passthrough.clear();
+  io::DeviceReader on_cpu(at::kCPU);
+  for (const auto& name : reader.names()) {
+    if (passes_through(name, model.args())) model.passthrough.emplace_back(name, reader.read(name, on_cpu));
+  }
+}
+
 // The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`
 // in `dtype` and replaces the CPU tensor, so the model is allocated once, where it runs, instead of allocated there
 // and then filled. With `quantize` nf4 or fp8 each projection's weight is quantized on `device` and dropped before the
@@ -176,6 +186,7 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
   io::CheckpointReader reader(dir);
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
+  read_passthrough(reader, model);
   ParameterPlacer placer(model, quantize);
   bool logged_cast = false;
   at::NoGradGuard no_grad;
@@ -245,6 +256,7 @@ ModelFiles pretrained_files(const Transformer& model) {
   for (const auto& [name, value] : base_parameters(model)) {
     for (auto& part : split_for_checkpoint(name, value, model.args())) files.tensors.push_back(std::move(part));
   }
+  files.tensors.insert(files.tensors.end(), model.passthrough.begin(), model.passthrough.end());
   FT_CHECK(!files.tensors.empty(), "save_pretrained: model has no parameters");
   return files;
 }

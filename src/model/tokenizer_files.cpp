@@ -54,16 +54,11 @@ void record_added_tokens(const tok::Tokenizer& tokenizer, nlohmann::json& tokeni
 }  // namespace
 
 std::vector<std::string> copy_tokenizer_files(const std::filesystem::path& from, const std::filesystem::path& to) {
-  static const char* kNames[] = {"tokenizer.model",
-                                 "tokenizer.json",
-                                 "tokenizer_config.json",
-                                 "special_tokens_map.json",
-                                 "generation_config.json",
-                                 "added_tokens.json",
-                                 "vocab.json",
-                                 "merges.txt",
-                                 "chat_template.jinja",
-                                 "tekken.json"};
+  static const char* kNames[] = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
+                                 "special_tokens_map.json", "generation_config.json", "added_tokens.json", "vocab.json",
+                                 "merges.txt", "chat_template.jinja", "tekken.json",
+                                 // a multimodal checkpoint's processor (Gemma 3 4B+), kept usable for images
+                                 "chat_template.json", "preprocessor_config.json", "processor_config.json"};
   std::vector<std::string> present;
   for (const char* name : kNames) {
     if (!std::filesystem::exists(from / name)) continue;

@@ -120,6 +120,10 @@ class Transformer : public torch::nn::Module {
   std::vector<std::pair<std::string, MoeExperts>> moe_experts() const;
   Backbone& backbone() { return *model_; }
 
+  // The stored tensors of a checkpoint part this model does not run (a multimodal checkpoint's vision tower and
+  // projector: model/checkpoint_names.h, passes_through), as read, on the CPU: save_pretrained writes them back.
+  std::vector<std::pair<std::string, at::Tensor>> passthrough;
+
  private:
   at::Tensor logits_of(const at::Tensor& hidden) const;  // the LM head and Gemma's final soft-cap: [..., V]
   // The rotary tables of `positions` for the full ([0]) and, gemma3_text, the sliding layers ([1]): [B, T, R] each in

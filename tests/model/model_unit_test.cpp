@@ -195,6 +195,58 @@ TEST(ModelConfig, GemmaConfigsReadInBothTransformersLayouts) {
   EXPECT_EQ(saved.at("rope_parameters").at("sliding_attention").at("rope_theta"), 10000.0);
 }
 
+// Gemma 3 4B's config.json as released (google/gemma-3-4b-it): Gemma3ForConditionalGeneration whose text_config
+// gives only what differs from Gemma3TextConfig's defaults; the language model reads as that 4B model is (8 heads of
+// 256, 4 kv heads, vocabulary 262,208, 5 of 6 layers sliding over 1,024 tokens, linear rope x8 on the global
+// layers), the special tokens and dtype from the outer file. Saved, the file stays multimodal.
+TEST(ModelConfig, Gemma3MultimodalConfigReadsItsSparseTextConfigOverGemma3Defaults) {
+  const std::string released = R"({"architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+      "eoi_token_index": 256000, "eos_token_id": [1, 106], "image_token_index": 262144, "mm_tokens_per_image": 256,
+      "model_type": "gemma3", "torch_dtype": "bfloat16",
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                      "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                      "sliding_window": 1024},
+      "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                        "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                        "patch_size": 14, "vision_use_head": false}})";
+  const auto a = model::parse_hf_config(released, "config.json");
+  EXPECT_EQ(a.multimodal_type, "gemma3");
+  EXPECT_EQ(a.model_type, "gemma3_text");
+  EXPECT_EQ(a.vocab_size, 262208);
+  EXPECT_EQ(a.hidden_size, 2560);
+  EXPECT_EQ(a.num_layers, 34);
+  EXPECT_EQ(a.num_heads, 8);
+  EXPECT_EQ(a.num_kv_heads, 4);
+  EXPECT_EQ(a.head_dim, 256);
+  EXPECT_DOUBLE_EQ(a.query_pre_attn_scalar.value_or(0.0), 256.0);
+  EXPECT_EQ(a.sliding_window.value_or(0), 1024);
+  EXPECT_TRUE(a.layer_slides(0) && a.layer_slides(4) && !a.layer_slides(5) && a.layer_slides(6));
+  EXPECT_EQ(a.rope_scaling.type, "linear");
+  EXPECT_DOUBLE_EQ(a.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(a.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(a.local_rope_theta.value_or(0.0), 1e4);
+  EXPECT_DOUBLE_EQ(a.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(a.tie_word_embeddings);
+  EXPECT_EQ(a.eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(a.bos_token_id.value_or(-1), 2);
+  EXPECT_EQ(a.torch_dtype, "bfloat16");
+
+  TempDir dir;
+  model::save_hf_config(a, dir / "config.json");
+  const auto saved = nlohmann::json::parse(read_file(dir / "config.json"));
+  EXPECT_EQ(saved.at("model_type"), "gemma3");
+  EXPECT_EQ(saved.at("architectures"), nlohmann::json::array({"Gemma3ForConditionalGeneration"}));
+  EXPECT_EQ(saved.at("vision_config").at("num_hidden_layers"), 27);
+  EXPECT_EQ(saved.at("text_config").at("num_attention_heads"), 8);
+  EXPECT_FALSE(saved.at("text_config").contains("architectures"));
+  const auto back = model::load_hf_config(dir.path());
+  EXPECT_EQ(back.multimodal_type, "gemma3");
+  EXPECT_EQ(back.num_layers, 34);
+  EXPECT_EQ(back.sliding_layers, a.sliding_layers);
+
+  EXPECT_THROW(model::parse_hf_config(R"({"model_type": "gemma3"})", "c.json"), ConfigError);  // no text_config
+}
+
 TEST(ModelConfig, GemmaFieldsTheModelCannotHonourAreRefusedByName) {
   const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 2,
       "num_attention_heads": 2, "head_dim": 4)";

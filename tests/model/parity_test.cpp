@@ -6,9 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/pretrained.h"
+#include "model/checkpoint_names.h"
 #include "model/generate.h"
 #include "model/lora.h"
+#include "model/pretrained.h"
 #include "model/reference.h"
 #include "model/tiny_config.h"
 #include "support/test_support.h"
@@ -123,11 +124,12 @@ TEST_P(Parity, SavedModelAdapterAndMergedExportLoadInTransformers) {
 TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
   TempDir tmp("ft-family-broken");
   const auto args = model::load_hf_config(model_dir());
+  const auto stored = [&](const std::string& name) { return model::stored_parts(name, args)[0][0]; };
   const std::string last = "model.layers." + std::to_string(args.num_layers - 1) + ".";
   const std::string norm =
-      last + (args.gemma ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
-  const std::string proj = std::string("model.layers.0.self_attn.") + (args.fused_projections ? "qkv_proj" : "v_proj") +
-                           ".weight";
+      stored(last + (args.gemma ? "post_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+  const std::string proj =
+      stored(std::string("model.layers.0.self_attn.") + (args.fused_projections ? "qkv_proj" : "v_proj") + ".weight");
   const auto generate = [&](const std::filesystem::path& dir) {
     return run_finetune("generate --device cpu --prompt-ids '1 2 3' --max-new-tokens 2 --model " +
                         shell_quote(dir.string()));
@@ -157,6 +159,32 @@ TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
       EXPECT_NE(r.output.find(shapes), std::string::npos) << r.output;
     }
   }
+}
+
+// A Gemma 3 multimodal checkpoint saved after training its language model: the vision tower and projector come back
+// bit for bit under their names, config.json stays Gemma3ForConditionalGeneration's (transformers reads the saved
+// model in SavedModelAdapterAndMergedExportLoadInTransformers).
+TEST(Gemma3Multimodal, SavedModelKeepsTheVisionTowerAndProjector) {
+  TempDir out("ft-gemma3-mm");
+  const auto model_dir = reference_dir() / "gemma3_mm" / "model";
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  model::save_pretrained(*model, out / "saved", 0);
+  const auto before = io::read_safetensors(model_dir / "model.safetensors");
+  const auto after = io::read_safetensors(out / "saved" / "model.safetensors");
+  size_t kept = 0;
+  for (const auto& [name, value] : before) {
+    if (name.rfind("vision_tower.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0) continue;
+    ASSERT_TRUE(after.count(name)) << name;
+    EXPECT_TRUE(at::equal(after.at(name), value)) << name;
+    ++kept;
+  }
+  EXPECT_GT(kept, 10u);
+  EXPECT_EQ(before.size(), after.size());  // the language model under its stored names, tied: no lm_head
+  EXPECT_TRUE(after.count("language_model.model.layers.1.self_attn.q_proj.weight"));
+  const auto config = nlohmann::json::parse(read_file(out / "saved" / "config.json"));
+  EXPECT_EQ(config.at("model_type"), "gemma3");
+  EXPECT_EQ(config.at("text_config").at("num_hidden_layers"), 2);
+  EXPECT_EQ(config.at("mm_tokens_per_image"), 4);
 }
 
 // model.architecture from scratch: every family's model, initialised by us and saved, computes our logits in
@@ -228,7 +256,7 @@ TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
 INSTANTIATE_TEST_SUITE_P(Families, Parity,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias", "phi3", "phi3_longrope",
                                            "gemma2", "gemma2_plain", "gemma3", "gemma3_full", "gemma3_bias",
-                                           "qwen3_moe", "qwen3_moe_step", "mixtral"),
+                                           "gemma3_mm", "qwen3_moe", "qwen3_moe_step", "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

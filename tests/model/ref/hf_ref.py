@@ -81,6 +81,13 @@ FAMILIES = {
         num_hidden_layers=3, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=32, sliding_window=6,
         sliding_window_pattern=2, max_position_embeddings=256, attention_bias=True, tie_word_embeddings=True,
         final_logit_softcapping=3.0)),
+    # Gemma 3's multimodal checkpoint (4B/12B/27B: Gemma3ForConditionalGeneration) with the "gemma3" language model
+    # and a one-layer SigLIP vision tower: finetune trains the language model and keeps the tower.
+    "gemma3_mm": dict(cls="Gemma3ForConditionalGeneration", cfg="Gemma3TextConfig", gemma=True, multimodal=True, kw=dict(
+        num_key_value_heads=2, head_dim=24, query_pre_attn_scalar=24, sliding_window=8, max_position_embeddings=256,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
     # Qwen3-MoE: 4 experts of width 32, top 2 without renormalisation, the middle of three layers dense
     # (mlp_only_layers; intermediate_size 112), q/k norms, untied embeddings.
     "qwen3_moe": dict(cls="Qwen3MoeForCausalLM", cfg="Qwen3MoeConfig", moe=True, kw=dict(
@@ -117,6 +124,12 @@ def make(family, out):
     cfg = getattr(transformers, spec["cfg"])(
         vocab_size=97, hidden_size=64, intermediate_size=112, num_attention_heads=4,
         rms_norm_eps=1e-5, initializer_range=0.2, bos_token_id=1, eos_token_id=2, pad_token_id=0, **kw)
+    if spec.get("multimodal"):  # the text config inside Gemma3Config, beside a tiny SigLIP tower (28 px, 2 x 2 patches)
+        vision = transformers.SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                                 num_attention_heads=2, image_size=28, patch_size=14)
+        cfg = transformers.Gemma3Config(text_config=cfg.to_dict(), vision_config=vision.to_dict(),
+                                        mm_tokens_per_image=4, boi_token_index=94, eoi_token_index=95,
+                                        image_token_index=96, initializer_range=0.2, eos_token_id=2)
     model = getattr(transformers, spec["cls"])(cfg).eval()
     with torch.no_grad():  # biases start at zero and norm weights at one; make them matter
         for name, p in model.named_parameters():

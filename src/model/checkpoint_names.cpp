@@ -1,4 +1,4 @@
-#include "model/moe_checkpoint.h"
+#include "model/checkpoint_names.h"
 
 namespace ft::model {
 namespace {
@@ -21,9 +21,17 @@ std::vector<std::string> per_expert(const std::string& block, const std::string&
   return names;
 }
 
-}  // namespace
+bool starts_with(const std::string& s, const std::string& head) {
+  return s.compare(0, head.size(), head) == 0;
+}
 
-std::vector<std::vector<std::string>> stored_parts(const std::string& name, const ModelArgs& args) {
+// Where a multimodal checkpoint stores the language model's tensor `name` (model.* or lm_head.weight).
+std::string stored_name(const std::string& name, const ModelArgs& args) {
+  return args.multimodal_type.empty() ? name : "language_model." + name;
+}
+
+// The MoE parameters' per-expert parts, else {{name}}.
+std::vector<std::vector<std::string>> expert_parts(const std::string& name, const ModelArgs& args) {
   const bool mixtral = args.model_type == "mixtral";
   for (const char* tail : {"mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"}) {
     if (args.num_experts <= 0 || !ends_with(name, tail)) continue;
@@ -34,6 +42,32 @@ std::vector<std::vector<std::string>> stored_parts(const std::string& name, cons
     return {per_expert(block, mixtral ? "w1" : "gate_proj", args), per_expert(block, mixtral ? "w3" : "up_proj", args)};
   }
   return {{name}};
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> stored_parts(const std::string& name, const ModelArgs& args) {
+  auto groups = expert_parts(name, args);
+  for (auto& group : groups) {
+    for (auto& part : group) part = stored_name(part, args);
+  }
+  return groups;
+}
+
+bool passes_through(const std::string& name, const ModelArgs& args) {
+  return args.multimodal_type == "gemma3" &&
+         (starts_with(name, "vision_tower.") || starts_with(name, "multi_modal_projector."));
+}
+
+std::string transformers_module_path(const std::string& path, const ModelArgs& args) {
+  if (args.multimodal_type.empty() || !starts_with(path, "model.")) return path;
+  return "model.language_model." + path.substr(6);
+}
+
+std::string module_path_from_transformers(const std::string& path, const ModelArgs& args) {
+  const std::string language_model = "model.language_model.";
+  if (args.multimodal_type.empty() || !starts_with(path, language_model)) return path;
+  return "model." + path.substr(language_model.size());
 }
 
 std::vector<std::pair<std::string, at::Tensor>> split_for_checkpoint(const std::string& name, const at::Tensor& value,
