@@ -80,12 +80,12 @@ CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::
         throw ConfigError(index.string() + " lists tensor '" + name + "' in " + fname + ", but that shard lacks it",
                           "the index and shards disagree; re-save the checkpoint");
       }
-      where_[name] = it->second;
+      where_[name] = {it->second, name};
     }
   } else if (std::filesystem::exists(single)) {
     require_inside_model_dir(single, dir);
     files_.push_back(std::make_unique<SafetensorsFile>(single));
-    for (const auto& name : files_[0]->names()) where_[name] = 0;
+    for (const auto& name : files_[0]->names()) where_[name] = {0, name};
   } else {
     throw ConfigError(
         "no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
@@ -99,25 +99,42 @@ std::vector<std::string> CheckpointReader::names() const {
   return out;
 }
 
+const CheckpointReader::Location& CheckpointReader::locate(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw Error("checkpoint has no tensor '" + name + "'");
+  return it->second;
+}
+
 const TensorInfo& CheckpointReader::info(const std::string& name) const {
-  return files_.at(where_.at(name))->info(name);
+  const Location& at = locate(name);
+  return files_[at.file]->info(at.stored);
 }
 
 at::Tensor CheckpointReader::tensor(const std::string& name) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) throw Error("checkpoint has no tensor '" + name + "'");
-  return files_[it->second]->tensor(name);
+  const Location& at = locate(name);
+  return files_[at.file]->tensor(at.stored);
 }
 
 at::Tensor CheckpointReader::read(const std::string& name, DeviceReader& reader) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) throw Error("checkpoint has no tensor '" + name + "'");
-  return files_[it->second]->read(name, reader);
+  const Location& at = locate(name);
+  return files_[at.file]->read(at.stored, reader);
 }
 
 std::string CheckpointReader::file_of(const std::string& name) const {
   auto it = where_.find(name);
-  return it == where_.end() ? std::string("<none>") : files_[it->second]->path().string();
+  return it == where_.end() ? std::string("<none>") : files_[it->second.file]->path().string();
+}
+
+void CheckpointReader::rename(const std::function<std::string(const std::string&)>& new_name) {
+  std::map<std::string, Location> renamed;
+  for (auto& [name, at] : where_) {
+    const std::string to = new_name(name);
+    if (!renamed.emplace(to, at).second) {
+      throw ConfigError("the checkpoint holds tensor '" + to + "' twice, under two names (one is '" + name + "')",
+                        "the weights mix two layouts of one model; re-save the checkpoint");
+    }
+  }
+  where_ = std::move(renamed);
 }
 
 FileDigests write_checkpoint(const std::filesystem::path& dir,

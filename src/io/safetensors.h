@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,10 +86,19 @@ class CheckpointReader {
   at::Tensor read(const std::string& name, DeviceReader& reader) const;  // SafetensorsFile::read
   // Where `name` lives, for error messages.
   std::string file_of(const std::string& name) const;
+  // Names every tensor new_name(its current name) from now on (one model's layouts that differ in prefixes:
+  // model/checkpoint_names.h); a name given twice is a ConfigError.
+  void rename(const std::function<std::string(const std::string&)>& new_name);
 
  private:
+  struct Location {
+    std::size_t file;    // index into files_
+    std::string stored;  // the name in that file
+  };
+  const Location& locate(const std::string& name) const;
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, std::size_t> where_;  // tensor name -> index into files_
+  std::map<std::string, Location> where_;  // tensor name -> where it is stored
 };
 
 // Writes `tensors` as <base>.safetensors, or, when their total exceeds `shard_size_bytes` (> 0), as

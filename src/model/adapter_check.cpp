@@ -55,13 +55,22 @@ void check_adapter_base(const std::filesystem::path& adapter_dir, const std::fil
                                         "partial_rotary_factor",
                                         "original_max_position_embeddings"};
   std::vector<std::string> differ;
-  for (const char* field : kFields) {
-    const auto a = theirs.contains(field) ? theirs.at(field) : nlohmann::json();
-    const auto b = ours.contains(field) ? ours.at(field) : nlohmann::json();
-    if (a != b)
-      differ.push_back(std::string(field) + " " + (a.is_null() ? "absent" : a.dump()) + " vs " +
-                       (b.is_null() ? "absent" : b.dump()));
-  }
+  // The fields at the top and, in a multimodal checkpoint's config, in its language model's text_config.
+  const auto compare = [&](const nlohmann::json& a_obj, const nlohmann::json& b_obj, const std::string& prefix) {
+    for (const char* field : kFields) {
+      const auto a = a_obj.contains(field) ? a_obj.at(field) : nlohmann::json();
+      const auto b = b_obj.contains(field) ? b_obj.at(field) : nlohmann::json();
+      if (a != b)
+        differ.push_back(prefix + field + " " + (a.is_null() ? "absent" : a.dump()) + " vs " +
+                         (b.is_null() ? "absent" : b.dump()));
+    }
+  };
+  compare(theirs, ours, "");
+  const auto text_config = [](const nlohmann::json& j) {
+    return j.contains("text_config") && j.at("text_config").is_object() ? j.at("text_config")
+                                                                        : nlohmann::json::object();
+  };
+  compare(text_config(theirs), text_config(ours), "text_config.");
   if (differ.empty()) return;
   std::string list;
   for (const auto& d : differ) list += (list.empty() ? "" : ", ") + d;

@@ -123,6 +123,10 @@ ModelArgs load_hf_config(const std::filesystem::path& model_dir);
 // Parses config.json text; `source` names it in errors.
 ModelArgs parse_hf_config(const std::string& json_text, const std::string& source);
 
+// `a` of a multimodal checkpoint as its language model alone, saved as its family's own *ForCausalLM config (the
+// text_config): for a model without the checkpoint's other parts (model.random_weights draws no vision tower).
+ModelArgs language_model_only(ModelArgs a);
+
 // Writes config.json that transformers' from_pretrained reads (keys of the loaded file are kept, ours override).
 void save_hf_config(const ModelArgs& args, const std::filesystem::path& path);
 

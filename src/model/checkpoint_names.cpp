@@ -54,6 +54,17 @@ std::vector<std::vector<std::string>> stored_parts(const std::string& name, cons
   return groups;
 }
 
+std::string released_name(const std::string& name, const ModelArgs& args) {
+  if (args.multimodal_type.empty()) return name;
+  if (name == "lm_head.weight") return "language_model.lm_head.weight";
+  const std::string language_model = "model.language_model.";
+  if (starts_with(name, language_model)) return "language_model.model." + name.substr(language_model.size());
+  for (const std::string part : {"model.vision_tower.", "model.multi_modal_projector."}) {
+    if (starts_with(name, part)) return name.substr(6);  // without "model."
+  }
+  return name;
+}
+
 bool passes_through(const std::string& name, const ModelArgs& args) {
   return args.multimodal_type == "gemma3" &&
          (starts_with(name, "vision_tower.") || starts_with(name, "multi_modal_projector."));

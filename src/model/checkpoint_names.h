@@ -7,7 +7,8 @@
 // - the language model of a multimodal checkpoint (ModelArgs::multimodal_type gemma3, Gemma3ForConditionalGeneration):
 //     stored as language_model.model.* and language_model.lm_head.weight (the released files, and what transformers 5
 //     writes), beside vision_tower.* and multi_modal_projector.*, which pass through unchanged; in memory (PEFT's
-//     module paths) model.language_model.* and lm_head.
+//     module paths, and the files transformers 5 writes with save_original_format=False) model.language_model.*,
+//     model.vision_tower.*, model.multi_modal_projector.* and lm_head. Both are read; the released one is written.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -29,6 +30,11 @@ std::vector<std::vector<std::string>> stored_parts(const std::string& name, cons
 // in expert order, gate before up; else {stored name, value}.
 std::vector<std::pair<std::string, at::Tensor>> split_for_checkpoint(const std::string& name, const at::Tensor& value,
                                                                      const ModelArgs& args);
+
+// Stored tensor `name` under the released layout's name: a multimodal checkpoint saved in transformers 5's
+// in-memory layout (save_original_format=False, or a state_dict: model.language_model.*, model.vision_tower.*,
+// model.multi_modal_projector.*, lm_head.weight) reads as the released one; other names are unchanged.
+std::string released_name(const std::string& name, const ModelArgs& args);
 
 // Whether stored tensor `name` belongs to a part of the checkpoint this model does not run (a multimodal
 // checkpoint's vision tower and projector): read and written back unchanged.

@@ -437,6 +437,7 @@ json gemma3_text_config(const Reader& r) {
   }
   t["model_type"] = "gemma3_text";
   t.erase("architectures");
+  t.erase("final_logit_softcapping");  // Gemma3ForConditionalGeneration's forward never applies it
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype"}) {
     if (outer.contains(key) && !outer[key].is_null()) t[key] = outer[key];
   }
@@ -471,6 +472,14 @@ ModelArgs parse_hf_config(const std::string& json_text, const std::string& sourc
     throw ConfigError(source + ": a field has an unexpected type (" + e.what() + ")",
                       "compare it with the config.json that transformers writes for this model family");
   }
+}
+
+ModelArgs language_model_only(ModelArgs a) {
+  if (a.multimodal_type.empty()) return a;
+  const json outer = json::parse(a.raw_config_json);
+  a.raw_config_json = outer.contains("text_config") ? outer["text_config"].dump() : std::string();
+  a.multimodal_type.clear();
+  return a;
 }
 
 ModelArgs load_hf_config(const std::filesystem::path& model_dir) {

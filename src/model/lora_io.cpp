@@ -1,6 +1,7 @@
 // PEFT adapter directories: save_adapter writes adapter_config.json and adapter_model.safetensors as PEFT does,
 // load_adapter reads them back (also PEFT's other spellings of target_modules and trainable tokens).
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,9 @@ double opt_number(const nlohmann::json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
 }
 
+// The longest target_modules regex read (a bound on the regex compiler's recursion).
+constexpr size_t kMaxTargetRegex = 256;
+
 // target_modules as one string: PEFT's all-linear, or a regex PEFT matches against whole module paths
 // (re.fullmatch); returned as the paths of the projections it matches. A regex that matches modules other than
 // the projections (lm_head, norms) names a module we cannot adapt, and matching none is refused too.
@@ -37,9 +41,8 @@ std::vector<std::string> regex_targets(const std::string& pattern, const Transfo
   if (pattern == kAllLinear) return {pattern};
   // A file from elsewhere: a bounded pattern (the regex compiler recurses on nesting), matched in polynomial time
   // (libstdc++'s breadth-first executor; back-references are refused there) so that no pattern can hang the load.
-  constexpr size_t kMaxPattern = 256;
-  if (pattern.size() > kMaxPattern) {
-    throw ConfigError(src + ": target_modules regex longer than " + std::to_string(kMaxPattern) + " characters",
+  if (pattern.size() > kMaxTargetRegex) {
+    throw ConfigError(src + ": target_modules regex longer than " + std::to_string(kMaxTargetRegex) + " characters",
                       "list the module names instead");
   }
 #ifdef _GLIBCXX_RELEASE
@@ -107,19 +110,29 @@ void load_token_rows(WeightHolder& holder, const std::string& path, const ModelA
   holder.token_rows.copy_(st.tensor(name).index_select(0, at::tensor(order, at::kLong)));
 }
 
-// adapter_config.json's target_modules for `targets` (names or paths of ours). PEFT matches a list of names in every
-// part of a model; in a multimodal one the vision tower has q_proj, k_proj and v_proj too, so there the names
-// become a regex over the language model's modules and paths become transformers' module paths.
-nlohmann::json target_modules(const std::vector<std::string>& targets, const ModelArgs& args) {
+// adapter_config.json's target_modules for `targets` (names, paths or path tails of ours). PEFT matches a list in
+// every part of a model; in a multimodal one the vision tower has self_attn.q_proj, k_proj and v_proj too, so there
+// the targets become one regex over the language model's modules, or, past the regex length loadable here
+// (regex_targets), the list of every adapted module's full path.
+nlohmann::json target_modules(const std::vector<std::string>& targets, const Transformer& model) {
+  const ModelArgs& args = model.args();
   if (args.multimodal_type.empty()) return targets;
-  if (std::all_of(targets.begin(), targets.end(),
-                  [](const std::string& t) { return t.find('.') == std::string::npos; })) {
-    std::string names;
-    for (const auto& t : targets) names += (names.empty() ? "" : "|") + t;
-    return std::string(R"(model\.language_model\..*\.()") + names + ")";
+  std::string alternatives;
+  for (const auto& t : targets) {
+    const std::string tail = t.rfind("model.", 0) == 0 ? t.substr(6) : t;  // a path below the language model
+    std::string escaped;
+    for (const char c : tail) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') escaped += '\\';
+      escaped += c;
+    }
+    alternatives += (alternatives.empty() ? "" : "|") + escaped;
   }
+  const std::string pattern = R"(model\.language_model\.(.*\.)?()" + alternatives + ")";
+  if (pattern.size() <= kMaxTargetRegex) return pattern;
   std::vector<std::string> paths;
-  for (const auto& t : targets) paths.push_back(transformers_module_path(t, args));
+  for (const auto& [path, lin] : model.projections()) {
+    if (lin->has_lora()) paths.push_back(transformers_module_path(path, args));
+  }
   return paths;
 }
 
@@ -141,7 +154,7 @@ ModelFiles adapter_files(const Transformer& model, const ft::LoraConfig& cfg,
                       {"r", cfg.rank},
                       {"lora_alpha", cfg.alpha},
                       {"lora_dropout", cfg.dropout},
-                      {"target_modules", target_modules(targets, model.args())},
+                      {"target_modules", target_modules(targets, model)},
                       {"bias", "none"},
                       {"fan_in_fan_out", false},
                       {"inference_mode", true},
@@ -257,6 +270,7 @@ ft::LoraConfig required_fields(const nlohmann::json& j, const Transformer& model
     if (targets.is_string()) {
       cfg.targets = regex_targets(targets.get<std::string>(), model, src);
     } else if (targets.is_array()) {
+      cfg.targets.clear();  // LoraConfig's default targets are not the file's
       for (const auto& t : targets.get<std::vector<std::string>>()) {
         cfg.targets.push_back(module_path_from_transformers(t, model.args()));
       }
@@ -437,10 +451,18 @@ void check_fit(const Transformer& model, const std::map<std::string, at::Tensor>
   for (size_t i = 0; i < found.size() && i < 4; ++i) list += "\n    " + found[i];
   if (found.size() > 4) list += fmt::format("\n    ... and {} more", found.size() - 4);
   const auto& a = model.args();
+  // PEFT adapters made with a list of names on a multimodal model adapt its vision tower too, which we keep frozen.
+  const bool vision = std::any_of(found.begin(), found.end(), [](const std::string& f) {
+    return f.find("vision_tower.") != std::string::npos || f.find("multi_modal_projector.") != std::string::npos;
+  });
   throw ConfigError(fmt::format("{} does not fit the base model ({}, hidden_size {}, {} layers): {} of its tensors "
                                 "do not match:{}",
                                 file.string(), a.model_type, a.hidden_size, a.num_layers, found.size(), list),
-                    "pass the base model the adapter was trained on (adapter_config.json base_model_name_or_path)");
+                    vision ? "the adapter also adapts the vision tower, which finetune runs without; merge it with "
+                             "PEFT, or train one on the language model only (target_modules as a regex over "
+                             "model.language_model)"
+                           : "pass the base model the adapter was trained on (adapter_config.json "
+                             "base_model_name_or_path)");
 }
 
 void load_tensors(Transformer& model, const TokenIds& ids, std::map<std::string, at::Tensor>& wanted,

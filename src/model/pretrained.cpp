@@ -177,13 +177,20 @@ void read_passthrough(const io::CheckpointReader& reader, Transformer& model) {
   }
 }
 
+// `dir`'s checkpoint, its tensors under the released layout's names (checkpoint_names.h, released_name).
+io::CheckpointReader open_checkpoint(const std::filesystem::path& dir, const ModelArgs& args) {
+  io::CheckpointReader reader(dir);
+  if (!args.multimodal_type.empty()) reader.rename([&](const std::string& name) { return released_name(name, args); });
+  return reader;
+}
+
 // The weights of `dir` into a model built on the CPU and never written there: each parameter is read onto `device`
 // in `dtype` and replaces the CPU tensor, so the model is allocated once, where it runs, instead of allocated there
 // and then filled. With `quantize` nf4 or fp8 each projection's weight is quantized on `device` and dropped before the
 // next one is read, so the dense base never exists whole, on the device or the host.
 void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
                BaseQuantization quantize) {
-  io::CheckpointReader reader(dir);
+  io::CheckpointReader reader = open_checkpoint(dir, model.args());
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
   read_passthrough(reader, model);
@@ -203,7 +210,7 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
 }  // namespace
 
 void load_weights(Transformer& model, const std::filesystem::path& dir) {
-  io::CheckpointReader reader(dir);
+  io::CheckpointReader reader = open_checkpoint(dir, model.args());
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
   bool logged_cast = false;

@@ -232,7 +232,8 @@ model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& token
     // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
     model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
   } else {
-    args = model::load_hf_config(cfg.model.path);
+    // Drawn weights have no vision tower to keep: a multimodal checkpoint's language model trains and saves alone.
+    args = model::language_model_only(model::load_hf_config(cfg.model.path));
     args.torch_dtype = model::dtype_name(precision.param);
   }
   return args;

@@ -153,6 +153,14 @@ TEST_P(FamilyFineTune, LoraAndFullFineTunesReloadInTransformersAndPeft) {
   const std::vector<Reload> reloads = {{base(), lora_run / "adapter", BaseQuantization::kNone, kTol},
                                        {full_run / "model", {}, BaseQuantization::kNone, kTol}};
   expect_transformers_agrees(reloads, dir_.path(), ids, base_logits);
+  if (GetParam() == "gemma3_mm") {  // the trained model keeps the vision tower it did not run
+    const auto before = io::read_safetensors(base() / "model.safetensors");
+    const auto after = io::read_safetensors(full_run / "model" / "model.safetensors");
+    for (const auto& [name, value] : before) {
+      if (name.rfind("vision_tower.", 0) != 0) continue;
+      EXPECT_TRUE(after.count(name) && at::equal(after.at(name), value)) << name;
+    }
+  }
 }
 
 // QLoRA through `finetune train` (model.quantize: nf4 or fp8): plain projections (llama) and fused q/k/v and

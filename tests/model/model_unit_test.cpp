@@ -244,6 +244,15 @@ TEST(ModelConfig, Gemma3MultimodalConfigReadsItsSparseTextConfigOverGemma3Defaul
   EXPECT_EQ(back.num_layers, 34);
   EXPECT_EQ(back.sliding_layers, a.sliding_layers);
 
+  // The language model alone (model.random_weights: no vision tower drawn) saves as Gemma3ForCausalLM's config.
+  model::save_hf_config(model::language_model_only(a), dir / "config.json");
+  const auto alone = nlohmann::json::parse(read_file(dir / "config.json"));
+  EXPECT_EQ(alone.at("model_type"), "gemma3_text");
+  EXPECT_EQ(alone.at("architectures"), nlohmann::json::array({"Gemma3ForCausalLM"}));
+  EXPECT_FALSE(alone.contains("vision_config") || alone.contains("text_config"));
+  EXPECT_EQ(alone.at("num_hidden_layers"), 34);
+  EXPECT_TRUE(model::load_hf_config(dir.path()).multimodal_type.empty());
+
   EXPECT_THROW(model::parse_hf_config(R"({"model_type": "gemma3"})", "c.json"), ConfigError);  // no text_config
 }
 

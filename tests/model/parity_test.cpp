@@ -187,6 +187,81 @@ TEST(Gemma3Multimodal, SavedModelKeepsTheVisionTowerAndProjector) {
   EXPECT_EQ(config.at("mm_tokens_per_image"), 4);
 }
 
+// The same checkpoint in transformers 5's in-memory layout (save_original_format=False, or a state_dict:
+// model.language_model.*, model.vision_tower.*, model.multi_modal_projector.*) loads to transformers' logits and saves
+// in the released layout.
+TEST(Gemma3Multimodal, InMemoryLayoutLoadsAndSavesAsTheReleasedOne) {
+  TempDir out("ft-gemma3-layout");
+  const auto ref_dir = reference_dir() / "gemma3_mm";
+  std::filesystem::copy(ref_dir / "model", out / "model", std::filesystem::copy_options::recursive);
+  io::TensorMap renamed;
+  for (const auto& [name, value] : io::read_safetensors(ref_dir / "model" / "model.safetensors")) {
+    const std::string lm = "language_model.model.";
+    renamed[name.rfind(lm, 0) == 0 ? "model.language_model." + name.substr(lm.size()) : "model." + name] =
+        value.clone();
+  }
+  io::write_safetensors(out / "model" / "model.safetensors", renamed);
+  auto model = model::load_pretrained(out / "model", at::kCPU, at::kFloat);
+  const auto r = io::read_safetensors(ref_dir / "ref.safetensors");
+  {
+    at::NoGradGuard no_grad;
+    EXPECT_LT(max_diff(model->forward(r.at("input_ids")), r.at("logits")), kTol);
+  }
+  model::save_pretrained(*model, out / "saved", 0);
+  const auto saved = io::read_safetensors(out / "saved" / "model.safetensors");
+  EXPECT_TRUE(saved.count("language_model.model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_TRUE(saved.count("vision_tower.embeddings.patch_embedding.weight"));
+  for (const auto& [name, value] : saved) EXPECT_NE(name.rfind("model.", 0), 0u) << name;
+}
+
+// Adapters on a multimodal model name the language model's modules only: target_modules is one regex over
+// model.language_model, whether the targets are names, path tails or paths, so PEFT adapts no vision module (its
+// SigLIP layers have self_attn.q_proj and v_proj too) and misses no key; its logits equal ours.
+TEST(Gemma3Multimodal, AdapterTargetsTheLanguageModelOnly) {
+  TempDir out("ft-gemma3-adapter");
+  const auto model_dir = reference_dir() / "gemma3_mm" / "model";
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.targets = {"q_proj", "self_attn.v_proj", "model.layers.1.mlp.down_proj"};
+  model::apply_lora(*model, lora, 7);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : model::adapter_tensors(*model)) {
+      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2);
+    }
+  }
+  model::save_adapter(*model, lora, out / "adapter", model_dir.string());
+  const auto config = nlohmann::json::parse(read_file(out / "adapter" / "adapter_config.json"));
+  ASSERT_TRUE(config.at("target_modules").is_string()) << config.dump();
+  EXPECT_EQ(config.at("target_modules"),
+            R"(model\.language_model\.(.*\.)?(layers\.1\.mlp\.down_proj|q_proj|self_attn\.v_proj))");
+  const at::Tensor ids = io::read_safetensors(reference_dir() / "gemma3_mm" / "ref.safetensors").at("input_ids");
+  at::Tensor ours;
+  {
+    at::NoGradGuard no_grad;
+    ours = model->forward(ids);
+  }
+  io::write_safetensors(out / "ids.safetensors", {{"input_ids", ids}});
+  const nlohmann::json jobs = nlohmann::json::array({{{"model", model_dir.string()},
+                                                      {"adapter", (out / "adapter").string()},
+                                                      {"ids", (out / "ids.safetensors").string()},
+                                                      {"out", (out / "peft.safetensors").string()}}});
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_EQ(res.output.find("issing adapter keys"), std::string::npos) << res.output;
+  EXPECT_LT(max_diff(io::read_safetensors(out / "peft.safetensors").at("logits"), ours), kTol);
+  auto back = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  model::load_adapter(*back, out / "adapter");
+  std::vector<std::string> adapted;
+  for (const auto& [path, lin] : back->projections()) {
+    if (lin->has_lora()) adapted.push_back(path);
+  }
+  EXPECT_EQ(adapted.size(), 5u) << "q_proj and v_proj of both layers, one down_proj";
+}
+
 // model.architecture from scratch: every family's model, initialised by us and saved, computes our logits in
 // transformers.
 // QLoRA: each model loaded with its projections in NF4, with an adapter of nonzero B on every projection; PEFT's
