@@ -57,6 +57,9 @@ void install() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // A write to a socket whose peer died (a rank of a lost node) then fails with EPIPE, which Gloo and the store client
+  // raise as errors that name the lost ranks, instead of SIGPIPE killing this rank first (Python ignores it too).
+  signal(SIGPIPE, SIG_IGN);
 }
 
 bool stop_requested() { return g_signal.load() != 0; }

@@ -4,7 +4,7 @@
 
 namespace ft::signals {
 
-// Installs the handlers (idempotent).
+// Installs the handlers (idempotent), and ignores SIGPIPE (a dead peer's socket fails a collective with an error).
 void install();
 // True once SIGINT or SIGTERM has arrived.
 bool stop_requested();
