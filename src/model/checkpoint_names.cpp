@@ -25,9 +25,14 @@ bool starts_with(const std::string& s, const std::string& head) {
   return s.compare(0, head.size(), head) == 0;
 }
 
+// A multimodal checkpoint's language model: the prefix of its stored tensors (before model.* and lm_head.weight) and
+// of its modules in transformers' memory (in place of model.).
+const std::string kStoredLanguageModel = "language_model.";
+const std::string kLanguageModelModule = "model.language_model.";
+
 // Where a multimodal checkpoint stores the language model's tensor `name` (model.* or lm_head.weight).
 std::string stored_name(const std::string& name, const ModelArgs& args) {
-  return args.multimodal_type.empty() ? name : "language_model." + name;
+  return args.multimodal_type.empty() ? name : kStoredLanguageModel + name;
 }
 
 // The MoE parameters' per-expert parts, else {{name}}.
@@ -56,9 +61,10 @@ std::vector<std::vector<std::string>> stored_parts(const std::string& name, cons
 
 std::string released_name(const std::string& name, const ModelArgs& args) {
   if (args.multimodal_type.empty()) return name;
-  if (name == "lm_head.weight") return "language_model.lm_head.weight";
-  const std::string language_model = "model.language_model.";
-  if (starts_with(name, language_model)) return "language_model.model." + name.substr(language_model.size());
+  if (name == "lm_head.weight") return kStoredLanguageModel + name;
+  if (starts_with(name, kLanguageModelModule)) {
+    return kStoredLanguageModel + "model." + name.substr(kLanguageModelModule.size());
+  }
   for (const std::string part : {"model.vision_tower.", "model.multi_modal_projector."}) {
     if (starts_with(name, part)) return name.substr(6);  // without "model."
   }
@@ -66,19 +72,18 @@ std::string released_name(const std::string& name, const ModelArgs& args) {
 }
 
 bool passes_through(const std::string& name, const ModelArgs& args) {
-  return args.multimodal_type == "gemma3" &&
+  return !args.multimodal_type.empty() &&
          (starts_with(name, "vision_tower.") || starts_with(name, "multi_modal_projector."));
 }
 
 std::string transformers_module_path(const std::string& path, const ModelArgs& args) {
   if (args.multimodal_type.empty() || !starts_with(path, "model.")) return path;
-  return "model.language_model." + path.substr(6);
+  return kLanguageModelModule + path.substr(6);
 }
 
 std::string module_path_from_transformers(const std::string& path, const ModelArgs& args) {
-  const std::string language_model = "model.language_model.";
-  if (args.multimodal_type.empty() || !starts_with(path, language_model)) return path;
-  return "model." + path.substr(language_model.size());
+  if (args.multimodal_type.empty() || !starts_with(path, kLanguageModelModule)) return path;
+  return "model." + path.substr(kLanguageModelModule.size());
 }
 
 std::vector<std::pair<std::string, at::Tensor>> split_for_checkpoint(const std::string& name, const at::Tensor& value,

@@ -62,6 +62,13 @@ void save_moe_fields(const ModelArgs& a, json& j) {
   j["mlp_only_layers"] = a.mlp_only_layers;
 }
 
+// The special-token ids and the weights' dtype (both key spellings transformers reads).
+void put_tokens_and_dtype(const ModelArgs& a, json& j) {
+  put_special_token_ids(a, j);
+  j["torch_dtype"] = a.torch_dtype;
+  j["dtype"] = a.torch_dtype;
+}
+
 // Our fields over `j` (the loaded file's keys, or its text_config's for a multimodal checkpoint).
 json language_model_config(const ModelArgs& a, json j) {
   if (const Family* f = find_family(a.model_type); f != nullptr && a.multimodal_type.empty()) {
@@ -129,9 +136,7 @@ json language_model_config(const ModelArgs& a, json j) {
     j["partial_rotary_factor"] = a.partial_rotary_factor;
     j["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
   }
-  put_special_token_ids(a, j);
-  j["torch_dtype"] = a.torch_dtype;
-  j["dtype"] = a.torch_dtype;
+  put_tokens_and_dtype(a, j);
   return j;
 }
 
@@ -144,9 +149,7 @@ void save_hf_config(const ModelArgs& a, const std::filesystem::path& path) {
   } else {  // the language model's fields in text_config; generation reads the special tokens and dtype outside
     const bool has_text = j.contains("text_config") && j["text_config"].is_object();
     j["text_config"] = language_model_config(a, has_text ? j["text_config"] : json::object());
-    put_special_token_ids(a, j);
-    j["torch_dtype"] = a.torch_dtype;
-    j["dtype"] = a.torch_dtype;
+    put_tokens_and_dtype(a, j);
   }
   ft::write_file(path, j.dump(2) + "\n");
 }
