@@ -24,6 +24,13 @@ struct ExportArgs {
   bool force = false;  // apply an adapter whose recorded base model differs from --model
 };
 
+// The adapted modules for the log line: as the adapter lists them, or their count where they are many (a regex
+// target_modules, as multimodal adapters have, names every path: 238 on a 34-layer model).
+std::string targets_text(const std::vector<std::string>& targets) {
+  if (targets.size() <= 8) return fmt::format("{}", fmt::join(targets, ","));
+  return fmt::format("{} modules", targets.size());
+}
+
 void run_export(const ExportArgs& a) {
   const std::filesystem::path model_dir(a.model), out(a.out);
   if (std::filesystem::exists(out) && !std::filesystem::is_empty(out)) {
@@ -53,7 +60,7 @@ void run_export(const ExportArgs& a) {
   for (const auto& name : from_adapter) copied.push_back(name + " (from adapter)");
   staged.commit();  // replaces an empty --out directory, if any
   FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}{}); copied {}", lora.rank, lora.alpha,
-              fmt::join(lora.targets, ","), out.string(), model::dtype_name(save_dtype),
+              targets_text(lora.targets), out.string(), model::dtype_name(save_dtype),
               vocab != base_args.vocab_size ? fmt::format(", vocabulary {} -> {}", base_args.vocab_size, vocab) : "",
               copied.empty() ? std::string("no tokenizer files") : fmt::format("{}", fmt::join(copied, ", ")));
 }
