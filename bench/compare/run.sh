@@ -5,8 +5,10 @@
 # Workloads (docs/benchmarks.md): a = Llama of GPT-2-small shape, b = Llama-3.2-1B shape, c = Llama-3-8B LoRA r16,
 # d = a and b on packed short samples (c also times the contenders' load of its model directory and the files'
 # read, into OUT/read-c.txt), f8 = c on an FP8 base (model.quantize: fp8) beside c, c's compiled
-# contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base (model.quantize: nf4; the contender (Q_MODES, default eager and compile): PEFT on
-# transformers' bitsandbytes 4-bit model), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
+# contender and PEFT on torchao's per-row float8 base (F8_MODES, default eager and compile), q = c on an NF4 base
+# (model.quantize: nf4) with its GEMMs in bf16 and in FP8 (model.nf4_compute; Q_COMPUTE, default dtype fp8; the
+# contender (Q_MODES, default eager and compile): PEFT on transformers' bitsandbytes 4-bit model), qloss = q on real
+# text for 200 steps with model.nf4_compute dtype and fp8, and the loss gap (OUT/qloss.md), q70 = configs/llama3-70b-qlora.yaml on Llama-3-70B's shape with 16 of its
 # 80 layers (against the same contender with gradient checkpointing), f70 = q70 with an FP8 base beside the NF4 one
 # (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
 # Llama-3-8B shape beside itself with precomputed reference log-probs, its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
@@ -73,7 +75,7 @@ if "dpo" in sys.argv[2].split():  # preference pairs: prompts of ~500 tokens, ea
         for _ in range(400):
             prompt, chosen, rejected = (" ".join(rng.choice(words, n)) for n in (210, 250, 250))
             f.write(json.dumps(dict(prompt=prompt, chosen=" " + chosen, rejected=" " + rejected)) + "\n")
-if {"f8loss", "f16loss"} & set(sys.argv[2].split()):  # real text: the Python standard library's sources,
+if {"f8loss", "f16loss", "qloss"} & set(sys.argv[2].split()):  # real text: the Python standard library's sources,
     import pathlib, sysconfig  # 4,000 records of <= 6,000 characters (a little over 300 steps of 8 x 2048 tokens)
     records = []
     for src in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
@@ -274,13 +276,25 @@ for w in "${workloads[@]}"; do
        for f in "$work"/model-llama3-8b/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct 2>&1 | tail -1; done
      } >"$out/read-c.txt" 2>&1 ;;
   q) random_model llama3-8b
-     ft q q --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=nf4 lora.dropout=0 \
-       "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1
+     for c in ${Q_COMPUTE:-dtype fp8}; do  # model.nf4_compute: the GEMMs over the NF4 codes in bf16 or in FP8
+       ft "q-$c" q --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=nf4 \
+         model.nf4_compute=$c lora.dropout=0 "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 \
+         train.grad_accum_steps=1
+     done
      for mode in ${Q_MODES:-eager compile}; do  # PEFT on transformers' bitsandbytes 4-bit model (importable: see docs)
        [[ ${CONTENDERS:-1} == 0 ]] ||
          python3 bench/compare/contender.py q --model-dir "$work/model-llama3-8b" --mode "$mode" --steps "$steps" \
            >>"$results" 2>"$out/py-q-$mode.log" || tail -3 "$out/py-q-$mode.log"
      done ;;
+  qloss) random_model llama3-8b  # q on real text for 200 steps, model.nf4_compute dtype and fp8: the loss gap
+     for c in dtype fp8; do
+       loss_curve "qloss-$c" --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" \
+         model.quantize=nf4 model.nf4_compute=$c lora.dropout=0 "data.train=[{path: $work/stdlib.jsonl, format: text}]" \
+         data.packing=true data.seq_len=2048 train.micro_batch_size=2 train.grad_accum_steps=1 train.max_steps=200 \
+         optimizer.lr=2e-4 scheduler.type=cosine scheduler.warmup_steps=20 logging.every_steps=10
+     done
+     loss_gap "$out/qloss-dtype.loss.jsonl" "$out/qloss-fp8.loss.jsonl" "NF4 + FP8 GEMMs" >"$out/qloss.md"
+     cat "$out/qloss.md" ;;
   f8) random_model llama3-8b  # c on an FP8 base beside c itself (bf16 base) and PEFT on bf16 (c's contender)
      ft f8 c --config configs/llama3-8b-lora.yaml model.path="$work/model-llama3-8b" model.quantize=fp8 lora.dropout=0 \
        "${pretok[@]}" data.seq_len=2048 train.micro_batch_size=4 train.grad_accum_steps=1

@@ -62,6 +62,8 @@ struct ModelConfig {
   RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto;
   // frozen projections and MoE experts under LoRA: none | nf4 (4-bit, QLoRA) | fp8 (e4m3, row scales; sm_89+)
   BaseQuantization quantize = BaseQuantization::kNone;
+  // GEMMs over an NF4 base: dtype (dequantized to the compute dtype, as bitsandbytes) | fp8 (to e4m3; bf16, sm_89+)
+  Nf4Compute nf4_compute = Nf4Compute::kDtype;
   bool random_weights = false;  // with model.path: its config.json only, the weights drawn (init_std) instead of read
 
   template <class V> void visit(V& v) {
@@ -86,6 +88,7 @@ struct ModelConfig {
     v("moe_intermediate_size", moe_intermediate_size);
     v("router_aux_loss", router_aux_loss);
     v("quantize", quantize, kMustMatch);
+    v("nf4_compute", nf4_compute);
     v("random_weights", random_weights, kMustMatch);
   }
 };

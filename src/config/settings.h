@@ -39,6 +39,15 @@ struct EnumTable<BaseQuantization> {
       {{BaseQuantization::kNone, "none"}, {BaseQuantization::kNf4, "nf4"}, {BaseQuantization::kFp8, "fp8"}}};
 };
 
+// The GEMMs over an NF4 base's codes: dequantized to the compute dtype (as bitsandbytes), or to e4m3 with row
+// scales and run as FP8 GEMMs.
+enum class Nf4Compute { kDtype, kFp8 };
+template <>
+struct EnumTable<Nf4Compute> {
+  static constexpr std::array<EnumName<Nf4Compute>, 2> entries{
+      {{Nf4Compute::kDtype, "dtype"}, {Nf4Compute::kFp8, "fp8"}}};
+};
+
 // A model family, named by config.json's model_type (model/args.h holds each one's transformers class).
 enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3Text, kQwen3Moe, kMixtral };
 template <>

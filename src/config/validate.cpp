@@ -149,6 +149,11 @@ void check_lora(const Config& c, Checker& k) {
            "a quantized base is frozen and trains only through adapters; set lora.enabled: true "
            "(or model.quantize: none for a full fine-tune)");
   }
+  if (c.model.nf4_compute == Nf4Compute::kFp8 && c.model.quantize != BaseQuantization::kNf4) {
+    k.fail("model.nf4_compute",
+           "fp8 sets the GEMMs of an NF4 base, and model.quantize is not nf4; set model.quantize: nf4, or "
+           "model.nf4_compute: dtype (model.quantize: fp8 is an FP8 base already)");
+  }
 }
 
 void check_tokenizer(const Config& c, Checker& k) {

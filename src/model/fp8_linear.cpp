@@ -23,39 +23,45 @@ class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["fast"] = fast;
-    const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
-    if (!fast) return quant::fp8_gemm_reference(quant::quantize_fp8_rows(xin), {codes, scale}, dtype);
-    const quant::Fp8Tensor xq = fp8_quantize_rows_cuda(xin, at::Tensor());
-    // Fast accumulation in the forward GEMM only, as torchao's float8 training does: the input gradient keeps
-    // CUTLASS's periodic F32 promotion.
-    return at::_scaled_mm(xq.data, codes.t(), xq.scale.unsqueeze(1), scale.unsqueeze(0), std::nullopt, std::nullopt,
-                          dtype, /*use_fast_accum=*/true);  // [N, out]
+    return fp8_rows_forward(x, {codes, scale}, dtype, fast);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& codes = saved[0];  // F8E4M3FN [out, in]
-    const at::Tensor& scale = saved[1];  // F32 [out]
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    const int64_t in = codes.size(1);
-    const at::Tensor dy = grads[0].to(dtype).contiguous();    // [N, out]
-    const at::Tensor ones = at::ones({in}, scale.options());  // W's codes need no scale of their own now
-    at::Tensor dx;                                            // [N, in]
-    if (ctx->saved_data["fast"].toBool()) {
-      const quant::Fp8Tensor dyq = fp8_quantize_rows_cuda(dy, scale);
-      const at::Tensor codes_t = fp8_transpose_cuda(codes);  // [in, out], row-major
-      dx = at::_scaled_mm(dyq.data, codes_t.t(), dyq.scale.unsqueeze(1), ones.unsqueeze(0), std::nullopt, std::nullopt,
-                          dtype);
-    } else {
-      const quant::Fp8Tensor dyq = quant::quantize_fp8_rows(dy.to(at::kFloat) * scale.unsqueeze(0));
-      dx = quant::fp8_gemm_reference(dyq, {codes.t(), ones}, dtype);
-    }
+    const bool fast = ctx->saved_data["fast"].toBool();
+    const at::Tensor codes_t = fast ? fp8_transpose_cuda(codes) : codes.t();  // [in, out]
+    const at::Tensor dx = fp8_rows_input_grad(grads[0], codes_t, saved[1], dtype, fast);
     return {dx.to(x_dtype), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+at::Tensor fp8_rows_forward(const at::Tensor& x, const quant::Fp8Tensor& w, at::ScalarType dtype, bool fast) {
+  const at::Tensor xin = x.to(dtype).contiguous();  // [N, in]
+  if (!fast) return quant::fp8_gemm_reference(quant::quantize_fp8_rows(xin), w, dtype);
+  const quant::Fp8Tensor xq = fp8_quantize_rows_cuda(xin, at::Tensor());
+  // Fast accumulation in the forward GEMM only, as torchao's float8 training does: the input gradient keeps
+  // CUTLASS's periodic F32 promotion.
+  return at::_scaled_mm(xq.data, w.data.t(), xq.scale.unsqueeze(1), w.scale.unsqueeze(0), std::nullopt, std::nullopt,
+                        dtype, /*use_fast_accum=*/true);  // [N, out]
+}
+
+at::Tensor fp8_rows_input_grad(const at::Tensor& dy_in, const at::Tensor& codes_t, const at::Tensor& scale,
+                               at::ScalarType dtype, bool fast) {
+  const at::Tensor dy = dy_in.to(dtype).contiguous();                    // [N, out]
+  const at::Tensor ones = at::ones({codes_t.size(0)}, scale.options());  // W's codes need no scale of their own now
+  if (!fast) {
+    const quant::Fp8Tensor dyq = quant::quantize_fp8_rows(dy.to(at::kFloat) * scale.unsqueeze(0));
+    return quant::fp8_gemm_reference(dyq, {codes_t, ones}, dtype);  // [N, in]
+  }
+  const quant::Fp8Tensor dyq = fp8_quantize_rows_cuda(dy, scale);
+  return at::_scaled_mm(dyq.data, codes_t.t(), dyq.scale.unsqueeze(1), ones.unsqueeze(0), std::nullopt, std::nullopt,
+                        dtype);  // [N, in]
+}
 
 at::Tensor fp8_linear(const at::Tensor& x, const quant::Fp8Tensor& w, at::ScalarType weight_dtype,
                       const KernelPolicy& policy) {

@@ -22,6 +22,16 @@ namespace ft::model {
 at::Tensor fp8_linear(const at::Tensor& x, const quant::Fp8Tensor& w, at::ScalarType weight_dtype,
                       const KernelPolicy& policy);
 
+// The two GEMMs of a frozen weight held as e4m3 codes with row scales, shared with the NF4 base's FP8 compute
+// (model/nf4_linear.h). `fast`: our kernels and _scaled_mm (fp8_gemm_available), else the ATen quantization and
+// the F32 reference GEMM.
+// y [N, out] = x [N, in] W^T: x quantized per row.
+at::Tensor fp8_rows_forward(const at::Tensor& x, const quant::Fp8Tensor& w, at::ScalarType dtype, bool fast);
+// dx [N, in] = dy [N, out] W, from W's codes transposed (codes_t [in, out]; row-major when fast) and its row
+// scales [out], which are folded into dy's columns before dy is quantized per row.
+at::Tensor fp8_rows_input_grad(const at::Tensor& dy, const at::Tensor& codes_t, const at::Tensor& scale,
+                               at::ScalarType dtype, bool fast);
+
 // Whether this build's kernels and `device` run the FP8 GEMM of an input in `dtype` (it must be BF16) with w.
 bool fp8_gemm_available(at::Device device, at::ScalarType dtype, const quant::Fp8Tensor& w);
 // kernels/fp8.h on x [rows, cols] (contiguous, CUDA, F32/BF16/F16), with col_scale F32 [cols] or undefined.

@@ -95,6 +95,7 @@ LinearWeight LinearImpl::gemm_weight() const {
   if (nf4) {
     w.format = LinearWeight::Format::kNf4;
     w.nf4 = {nf4};
+    w.nf4_compute = nf4_compute;
   } else {
     w.format = LinearWeight::Format::kFp8;
     w.fp8 = *fp8;
@@ -299,10 +300,12 @@ std::optional<LinearWeight> joined_quantized(const std::vector<LinearImpl*>& lay
   LinearWeight joined;
   joined.format = first.nf4 ? LinearWeight::Format::kNf4 : LinearWeight::Format::kFp8;
   joined.dtype = first.quantized_dtype;
+  joined.nf4_compute = first.nf4_compute;
   std::vector<at::Tensor> codes, scales, biases;
   for (const LinearImpl* layer : layers) {
     if ((first.nf4 ? !layer->nf4 : !layer->fp8) || layer->quantized_dtype != first.quantized_dtype ||
-        layer->in_features() != first.in_features() || layer->bias.defined() != first.bias.defined()) {
+        layer->nf4_compute != first.nf4_compute || layer->in_features() != first.in_features() ||
+        layer->bias.defined() != first.bias.defined()) {
       return std::nullopt;
     }
     if (layer->nf4) joined.nf4.push_back(layer->nf4);

@@ -56,6 +56,7 @@ class LinearImpl : public torch::nn::Module {
   std::shared_ptr<const quant::Fp8Tensor> fp8;  // the frozen weight's FP8 codes [out, in], or null
   at::ScalarType quantized_dtype = at::kFloat;  // the dtype the quantized weight had
   Fp8Training fp8_training = Fp8Training::kOff;  // a dense weight's GEMMs in FP8 (train.fp8, enable_fp8_training)
+  Nf4Compute nf4_compute = Nf4Compute::kDtype;   // the NF4 weight's GEMMs (model.nf4_compute, set_nf4_compute)
   at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
   at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")
   double lora_scaling = 0.0;

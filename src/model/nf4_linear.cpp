@@ -5,7 +5,10 @@
 
 #include <string>
 
+#include "model/fp8_linear.h"
+#include "model/fp8_training.h"
 #include "model/recompute.h"
+#include "model/transformer.h"
 #include "util/error.h"
 
 namespace ft::model {
@@ -89,6 +92,36 @@ class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
   }
 };
 
+// y [N, out] = x [N, in] W^T through FP8 GEMMs, W dequantized to e4m3 codes with row scales; backward: dx = dy W
+// over the codes dequantized again, transposed. Only the row scales [out] are kept between the two.
+class Nf4Fp8Gemm : public torch::autograd::Function<Nf4Fp8Gemm> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Nf4Rows& rows, at::ScalarType dtype,
+                            bool fast) {
+    KernelPolicy policy;
+    policy.kernels = fast;
+    const quant::Fp8Tensor w = nf4_to_fp8(rows, policy);  // F8E4M3FN [out, in], F32 [out]
+    save_rows(ctx, rows);
+    ctx->save_for_backward({w.scale});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["fast"] = fast;
+    return fp8_rows_forward(x, w, dtype, fast);  // [N, out]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const bool fast = ctx->saved_data["fast"].toBool();
+    const Nf4Rows rows = load_rows(ctx);
+    const at::Tensor scale = ctx->get_saved_variables()[0];  // F32 [out]
+    const at::Tensor codes_t =
+        fast ? nf4_to_fp8_transposed_cuda(rows, scale) : nf4_to_fp8(rows, KernelPolicy{}).data.t();  // [in, out]
+    const at::Tensor dx = fp8_rows_input_grad(grads[0], codes_t, scale, dtype, fast);                // [N, in]
+    return {dx.to(x_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 at::Tensor dequantize_weight(const quant::Nf4Tensor& q, at::ScalarType dtype, const KernelPolicy& policy) {
@@ -127,7 +160,13 @@ at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const Kern
   return w;
 }
 
-at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType weight_dtype,
+quant::Fp8Tensor nf4_to_fp8(const Nf4Rows& rows, const KernelPolicy& policy) {
+  FT_CHECK(!rows.empty(), "nf4_to_fp8: no weights");
+  if (policy.kernels_for(rows.front()->packed) && nf4_to_fp8_available(rows)) return nf4_to_fp8_cuda(rows);
+  return quant::quantize_fp8_rows(dequantize_rows(rows, at::kFloat, KernelPolicy{}));
+}
+
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType weight_dtype, Nf4Compute compute,
                       const KernelPolicy& policy) {
   for (const auto& q : rows) {
     if (q->packed.device() != x.device()) {
@@ -139,12 +178,29 @@ at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType w
   const auto device_type = x.device().type();
   const at::ScalarType dtype =
       at::autocast::is_autocast_enabled(device_type) ? at::autocast::get_autocast_dtype(device_type) : weight_dtype;
-  const at::Tensor x2d = x.reshape({-1, x.size(-1)});                      // [N, in]
-  at::Tensor y = Nf4Gemm::apply(x2d, rows, dtype, policy.kernels_for(x));  // [N, out]
+  const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
+  at::Tensor y;                                        // [N, out]
+  if (compute == Nf4Compute::kFp8) {
+    const bool fast =
+        policy.kernels_for(x) && dtype == at::kBFloat16 && fp8_tensor_cores(x.device()) && nf4_to_fp8_available(rows);
+    y = Nf4Fp8Gemm::apply(x2d, rows, dtype, fast);
+  } else {
+    y = Nf4Gemm::apply(x2d, rows, dtype, policy.kernels_for(x));
+  }
   if (x.dim() == 2) return y;  // not a view: callers add into it in place (a view would make that a CopySlices)
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = y.size(1);
   return y.view(shape);
+}
+
+int64_t set_nf4_compute(Transformer& model, Nf4Compute compute) {
+  int64_t set = 0;
+  for (auto& [path, layer] : model.projections()) {
+    if (!layer->nf4) continue;
+    layer->nf4_compute = compute;
+    ++set;
+  }
+  return set;
 }
 
 }  // namespace ft::model

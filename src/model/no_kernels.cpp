@@ -53,6 +53,15 @@ bool nf4_dequantize_available(const quant::Nf4Tensor&) {
 void nf4_dequantize_into(const quant::Nf4Tensor&, at::Tensor&) {
   no_kernels("nf4_dequantize_into");
 }
+bool nf4_to_fp8_available(const Nf4Rows&) {
+  return false;
+}
+quant::Fp8Tensor nf4_to_fp8_cuda(const Nf4Rows&) {
+  no_kernels("nf4_to_fp8_cuda");
+}
+at::Tensor nf4_to_fp8_transposed_cuda(const Nf4Rows&, const at::Tensor&) {
+  no_kernels("nf4_to_fp8_transposed_cuda");
+}
 
 bool fp8_gemm_available(at::Device, at::ScalarType, const quant::Fp8Tensor&) {
   return false;

@@ -106,7 +106,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelP
     case LinearWeight::Format::kDense:
       return at::linear(x, weight.values, weight.bias);
     case LinearWeight::Format::kNf4:
-      y = nf4_linear(x, weight.nf4, weight.dtype, policy);
+      y = nf4_linear(x, weight.nf4, weight.dtype, weight.nf4_compute, policy);
       break;
     case LinearWeight::Format::kFp8:
       y = fp8_linear(x, weight.fp8, weight.dtype, policy);

@@ -25,6 +25,7 @@
 #include "model/fp8_training.h"
 #include "model/kernel_policy.h"
 #include "model/lora.h"
+#include "model/nf4_linear.h"
 #include "model/pretrained.h"
 #include "model/transformer.h"
 #include "optim/grad_scaler.h"
@@ -199,6 +200,7 @@ std::vector<int64_t> created_token_ids(const tok::Tokenizer& tokenizer) {
 void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::Device device) {
   std::string setting;
   if (cfg.model.quantize == BaseQuantization::kFp8) setting = "model.quantize: fp8";
+  if (cfg.model.nf4_compute == Nf4Compute::kFp8) setting = "model.nf4_compute: fp8";
   if (cfg.train.fp8 != Fp8Training::kOff) setting = std::string("train.fp8: ") + name_of(cfg.train.fp8);
   if (setting.empty()) return;
   if (!device.is_cuda()) {
@@ -215,10 +217,17 @@ void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::D
 #endif
   const bool kernels = cfg.train.fused_kernels && model::KernelPolicy::built_with_kernels();
   if (const std::string why = fp8_gemm_refusal(setting, precision, capability, kernels); !why.empty()) {
-    throw ConfigError(why, cfg.train.fp8 != Fp8Training::kOff
-                               ? "set train.fp8: off, or train.fused_kernels: true on an FP8-capable GPU"
-                               : "use model.quantize: nf4 (or none), or train.precision: bf16 with "
-                                 "train.fused_kernels: true on an FP8-capable GPU");
+    std::string hint =
+        "use model.quantize: nf4 (or none), or train.precision: bf16 with train.fused_kernels: true on "
+        "an FP8-capable GPU";
+    if (cfg.train.fp8 != Fp8Training::kOff) {
+      hint = "set train.fp8: off, or train.fused_kernels: true on an FP8-capable GPU";
+    } else if (cfg.model.nf4_compute == Nf4Compute::kFp8) {
+      hint =
+          "set model.nf4_compute: dtype, or train.precision: bf16 with train.fused_kernels: true on an "
+          "FP8-capable GPU";
+    }
+    throw ConfigError(why, hint);
   }
 }
 
@@ -290,6 +299,7 @@ std::vector<std::string> configure_model(model::Transformer& m, const Config& cf
                                          const std::vector<int64_t>& created) {
   if (cfg.lora.enabled) model::apply_lora(m, cfg.lora, static_cast<uint64_t>(cfg.run.seed));
   if (cfg.lora.enabled && !created.empty()) m.add_token_rows(created);
+  if (cfg.model.nf4_compute != Nf4Compute::kDtype) model::set_nf4_compute(m, cfg.model.nf4_compute);
   std::vector<std::string> left;
   if (cfg.train.fp8 != Fp8Training::kOff) {
     left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip, cfg.train.fp8_edge_layers);
@@ -327,6 +337,12 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   std::shared_ptr<model::Transformer> m = build_base_model(cfg, tokenizer, precision, ctx);
   const auto left = configure_model(*m, cfg, created_token_ids(tokenizer));
   if (cfg.train.fp8 != Fp8Training::kOff) log_fp8_projections(*m, cfg.train, left);
+  if (cfg.model.nf4_compute == Nf4Compute::kFp8) {
+    const auto projections = m->projections();
+    FT_LOG_INFO("model.nf4_compute: fp8: the GEMMs of {} NF4 projections run in FP8",
+                std::count_if(projections.begin(), projections.end(),
+                              [](const auto& p) { return p.second->nf4_compute == Nf4Compute::kFp8; }));
+  }
   if (cfg.model.activation_offload) {
     FT_LOG_INFO("model.activation_offload: {}",
                 ctx.device.is_cuda() ? "layer inputs wait in pinned host memory" : "no effect on the CPU");

@@ -145,6 +145,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"model.activation_offload=true",
                  "model.activation_offload: offloads the layer inputs that activation checkpointing "
                  "keeps; set model.activation_checkpointing: true"},
+        BadValue{"model.nf4_compute=fp8",
+                 "model.nf4_compute: fp8 sets the GEMMs of an NF4 base, and model.quantize is not nf4"},
         BadValue{"model.quantize=int4", "model.quantize: invalid value 'int4' (expected one of: none, nf4, fp8)"},
         BadValue{"eval.exact_match_samples=4",
                  "eval.exact_match_samples: exact match scores eval samples, but "

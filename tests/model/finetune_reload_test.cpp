@@ -55,10 +55,10 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
                std::string(static_cast<const char*>(ids.data_ptr()), static_cast<size_t>(ids.numel()) * 2));
   }
 
-  // Trains `name` for `steps` steps (LoRA when `lora`, on a base quantized as `quantize` says: none, nf4 or fp8),
-  // returns the run directory.
-  std::filesystem::path train(const std::string& name, bool lora, const std::string& quantize = "none",
-                              int steps = 20) const {
+  // Trains `name` for `steps` steps (LoRA when `lora`, on a base quantized as `quantize` says: none, nf4 or fp8,
+  // with `model_keys` added to the model section), returns the run directory.
+  std::filesystem::path train(const std::string& name, bool lora, const std::string& quantize = "none", int steps = 20,
+                              const std::string& model_keys = "") const {
     const auto run_dir = dir_ / name;
     // Every projection by name; for two families PEFT's other spellings: a layer's module path and a suffix, and
     // all-linear.
@@ -70,7 +70,7 @@ class FamilyFineTune : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "gemma3") targets = "all-linear";
     const auto config = dir_ / (name + ".yaml");
     write_file(config, "run: {name: " + name + ", output_dir: " + run_dir.string() + ", seed: 3, device: cpu}\n" +
-                           "model: {path: " + base().string() + ", quantize: " + quantize + "}\n" +
+                           "model: {path: " + base().string() + ", quantize: " + quantize + model_keys + "}\n" +
                            "lora: {enabled: " + (lora ? "true" : "false") + ", rank: 4, alpha: 8, dropout: 0.0, " +
                            "targets: [" + targets + "]}\n" + "data: {train: [{path: " + (dir_ / "tokens.u16").string() +
                            ", format: pretokenized}], pretokenized_dtype: uint16, seq_len: 24, cache_dir: " +
@@ -191,9 +191,9 @@ TEST_P(QloraFineTune, AdapterTrainedOnAnFp8BaseReloadsInPeftOnTorchaoFloat8Weigh
 }
 
 // The quality check of the quantized bases: on a task the adapters can learn (a cycle of 17 tokens), LoRA on the NF4
-// and on the FP8 base ends as low as on the unquantized base: the mean loss of the last 10 of 40 steps within 1 % of
-// the starting loss of it (the losses end near zero, where relative differences say little), and far below where
-// it started.
+// base (GEMMs in the compute dtype or in FP8: model.nf4_compute) and on the FP8 base ends as low as on the
+// unquantized base: the mean loss of the last 10 of 40 steps within 1 % of the starting loss of it (the losses end
+// near zero, where relative differences say little), and far below where it started.
 TEST_P(QloraFineTune, AdaptersOnQuantizedBasesLearnATaskAsWellAsOnTheFullPrecisionBase) {
   copy_base();
   write_cycle_tokens();
@@ -214,6 +214,9 @@ TEST_P(QloraFineTune, AdaptersOnQuantizedBasesLearnATaskAsWellAsOnTheFullPrecisi
     const double quantized = last_loss(train(quantize, true, quantize, 40)).second;
     EXPECT_NEAR(quantized, full, 0.01 * first) << quantize;
   }
+  const auto nf4_fp8_run = train("nf4-fp8", true, "nf4", 40, ", nf4_compute: fp8");
+  EXPECT_NEAR(last_loss(nf4_fp8_run).second, full, 0.01 * first) << "NF4 with FP8 GEMMs";
+  EXPECT_NE(read_file(nf4_fp8_run / "train.log").find("model.nf4_compute: fp8: the GEMMs of"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, QloraFineTune, ::testing::Values("llama", "phi3"),

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "model/fp8_training.h"
 #include "model/kernel_policy.h"
 #include "model/linear.h"
 #include "model/nf4_linear.h"
 #include "model/pretrained.h"
 #include "model/transformer.h"
+#include "quant/fp8.h"
 #include "quant/nf4.h"
 #include "support/test_support.h"
 #include "tiny_config.h"
@@ -209,6 +211,145 @@ TEST(Nf4Linear, QuantizedOnCudaItComputesWhatTheCpuLayerDoes) {
   EXPECT_LT(max_diff(y, cpu_layer->forward(x, model::KernelPolicy{})), 1e-4);
   y.sum().backward();
   EXPECT_TRUE(xc.grad().defined());
+}
+
+// model.nf4_compute: fp8. The reference is the FP8 base's arithmetic (quant/fp8.h, checked against torchao) on the
+// F32 dequantized weight; the dense GEMM bounds how far FP8 moves the result.
+model::Linear fp8_compute_layer(int64_t in, int64_t out, bool bias, uint64_t seed) {
+  model::Linear layer = quantized_layer(in, out, bias, seed);
+  layer->nf4_compute = Nf4Compute::kFp8;
+  return layer;
+}
+
+// |a - b| / |b| over the whole tensor.
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return ((a.to(at::kFloat).cpu() - b.to(at::kFloat).cpu()).norm() / b.to(at::kFloat).cpu().norm()).item<double>();
+}
+
+TEST(Nf4Fp8Compute, GemmsAreTheFp8GemmsOfTheDequantizedWeight) {
+  model::Linear layer = fp8_compute_layer(128, 96, /*bias=*/true, 81);
+  const at::Tensor w = quant::dequantize_nf4(*layer->nf4, at::kFloat);  // F32 [96, 128]
+  const quant::Fp8Tensor wq = quant::quantize_fp8_rows(w);
+  EXPECT_TRUE(at::equal(model::nf4_to_fp8({layer->nf4}, model::KernelPolicy{}).data, wq.data));
+
+  const at::Tensor x = random_tensor({2, 5, 128}, 83, 1.0).requires_grad_(true);
+  const at::Tensor y = layer->forward(x, model::KernelPolicy{});  // [2, 5, 96]
+  const at::Tensor x2d = x.detach().reshape({10, 128});
+  const at::Tensor y_fp8 = quant::fp8_gemm_reference(quant::quantize_fp8_rows(x2d), wq, at::kFloat) + layer->bias;
+  EXPECT_TRUE(at::equal(y.detach().reshape({10, 96}), y_fp8));
+  const at::Tensor y_dense = at::linear(x2d, w, layer->bias);
+  EXPECT_LT(relative_error(y.reshape({10, 96}), y_dense), 0.05);
+  EXPECT_GT(relative_error(y.reshape({10, 96}), y_dense), 0.0) << "the GEMM ran in F32, not FP8";
+
+  const at::Tensor dy = random_tensor({2, 5, 96}, 85, 1.0);
+  y.backward(dy);
+  ASSERT_TRUE(x.grad().defined());
+  const at::Tensor dy2d = dy.reshape({10, 96});
+  const quant::Fp8Tensor dyq = quant::quantize_fp8_rows(dy2d * wq.scale.unsqueeze(0));
+  const at::Tensor dx_fp8 = quant::fp8_gemm_reference(dyq, {wq.data.t(), at::ones({128})}, at::kFloat);
+  EXPECT_TRUE(at::equal(x.grad().reshape({10, 128}), dx_fp8));
+  EXPECT_LT(relative_error(x.grad().reshape({10, 128}), at::mm(dy2d, w)), 0.05);
+}
+
+TEST(Nf4Fp8Compute, GroupedProjectionsEqualEachLayerAlone) {
+  std::vector<model::Linear> layers = {fp8_compute_layer(64, 64, false, 91), fp8_compute_layer(64, 32, false, 93),
+                                       fp8_compute_layer(64, 32, false, 95)};
+  std::vector<model::LinearImpl*> ptrs;
+  for (auto& l : layers) ptrs.push_back(l.get());
+  model::KernelPolicy grouped;
+  grouped.group_gemms = true;
+  const at::Tensor x = random_tensor({3, 7, 64}, 97, 1.0).requires_grad_(true);
+  const model::LinearGroupOutput out = model::linear_group(x, ptrs, grouped);
+  ASSERT_TRUE(out.joint.defined()) << "one GEMM over the stacked NF4 weights";
+  const at::Tensor xs = x.detach().clone().requires_grad_(true);
+  at::Tensor grouped_sum = at::zeros({}), alone_sum = at::zeros({});
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const at::Tensor alone = layers[i]->forward(xs, model::KernelPolicy{});
+    EXPECT_LT(max_diff(out.outputs[i], alone), 1e-5) << "layer " << i;
+    grouped_sum = grouped_sum + out.outputs[i].square().sum();
+    alone_sum = alone_sum + alone.square().sum();
+  }
+  grouped_sum.backward();
+  alone_sum.backward();
+  // The joint dy [N, 128] is quantized per row over all three layers' columns, each layer's alone over its own: the
+  // scales differ, so the codes round differently.
+  EXPECT_LT(relative_error(x.grad(), xs.grad()), 0.05);
+}
+
+TEST(Nf4Fp8Compute, SetNf4ComputeReachesEveryNf4ProjectionOfAModel) {
+  const model::ModelArgs args = model::args_from_config(tiny_model_config("llama"), 50);
+  model::Transformer dense(args), quantized(args);
+  model::init_weights(dense, 0.2, 7, at::Device(at::kCPU), at::kFloat);
+  EXPECT_EQ(model::set_nf4_compute(dense, Nf4Compute::kFp8), 0);
+  model::init_weights(quantized, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kNf4);
+  const at::Tensor ids = at::arange(12, at::kLong).view({2, 6}) % 50;
+  at::NoGradGuard no_grad;
+  const at::Tensor in_dtype = quantized.forward(ids);
+  EXPECT_EQ(model::set_nf4_compute(quantized, Nf4Compute::kFp8), 14);
+  for (const auto& [path, layer] : quantized.projections()) EXPECT_EQ(layer->nf4_compute, Nf4Compute::kFp8) << path;
+  const at::Tensor in_fp8 = quantized.forward(ids);
+  EXPECT_GT(max_diff(in_fp8, in_dtype), 0.0);
+  // FP8 moves the logits of this random model by about as much as it moves the dense model's on an FP8 base (about
+  // 10 % each: every GEMM input keeps 3 mantissa bits).
+  model::Transformer fp8_base(args);
+  model::init_weights(fp8_base, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kFp8);
+  EXPECT_LT(relative_error(in_fp8, in_dtype), 1.5 * relative_error(fp8_base.forward(ids), dense.forward(ids)));
+}
+
+// The kernels give the ATen path's bits: the codes and scales, and the transposed codes of stacked weights whose
+// row blocks start inside a 64 x 64 tile (48 rows), with several 256-block groups of the double-quantized absmax.
+TEST(Nf4Fp8Compute, KernelsGiveTheBitsOfTheAtenPath) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  if (!model::KernelPolicy::built_with_kernels()) GTEST_SKIP() << "built without the CUDA kernels";
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  uint64_t seed = 101;
+  for (const bool double_quant : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "double " << double_quant);
+    model::Nf4Rows rows;
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{304, 320}, {48, 320}, {16, 320}}) {
+      at::Tensor w = random_tensor(shape, seed++).to(at::kBFloat16).cuda();
+      if (shape[0] == 16) w.narrow(0, 3, 1).zero_();  // a row of zeros: scale 1, zero codes
+      rows.push_back(std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(w, 64, double_quant)));
+    }
+    ASSERT_TRUE(model::nf4_to_fp8_available(rows));
+    const quant::Fp8Tensor by_kernel = model::nf4_to_fp8(rows, kernels);  // [368, 320], [368]
+    const quant::Fp8Tensor by_aten = model::nf4_to_fp8(rows, model::KernelPolicy{});
+    EXPECT_TRUE(at::equal(by_kernel.data.view(at::kByte), by_aten.data.view(at::kByte)));
+    EXPECT_TRUE(at::equal(by_kernel.scale, by_aten.scale));
+    const at::Tensor codes_t = model::nf4_to_fp8_transposed_cuda(rows, by_kernel.scale);  // [320, 368]
+    EXPECT_TRUE(at::equal(codes_t.view(at::kByte), by_aten.data.t().contiguous().view(at::kByte)));
+  }
+}
+
+// On an FP8 GPU the layer runs _scaled_mm over the kernels' codes: the same numbers as the F32 reference GEMM up to
+// the GEMMs' accumulation order and bf16 outputs, forward and backward.
+TEST(Nf4Fp8Compute, FastPathAgreesWithTheReferenceOnAnFp8Gpu) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  if (!model::KernelPolicy::built_with_kernels()) GTEST_SKIP() << "built without the CUDA kernels";
+  if (!model::fp8_tensor_cores(at::Device(at::kCUDA))) GTEST_SKIP() << "no FP8 tensor cores";
+  model::Linear layer(256, 128, false);
+  {
+    at::NoGradGuard no_grad;
+    layer->weight.copy_(random_tensor({128, 256}, 111));
+  }
+  layer->to(at::kCUDA, at::kBFloat16);
+  layer->weight.set_requires_grad(false);
+  layer->quantize_nf4({}, at::kBFloat16, 64);
+  layer->nf4_compute = Nf4Compute::kFp8;
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  const at::Tensor x = random_tensor({64, 256}, 113, 1.0).to(at::kBFloat16).cuda();
+  const at::Tensor dy = random_tensor({64, 128}, 115, 1.0).to(at::kBFloat16).cuda();
+  at::Tensor y[2], dx[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    const at::Tensor xi = x.clone().requires_grad_(true);
+    y[fast] = layer->forward(xi, fast ? kernels : model::KernelPolicy{});
+    y[fast].backward(dy);
+    dx[fast] = xi.grad();
+  }
+  EXPECT_LT(relative_error(y[1], y[0]), 1e-2);
+  EXPECT_LT(relative_error(dx[1], dx[0]), 1e-2);
 }
 
 }  // namespace
