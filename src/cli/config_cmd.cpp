@@ -67,10 +67,12 @@ void check_context_length(const Config& cfg) {
   const auto file = std::filesystem::path(cfg.model.path) / "config.json";
   std::ifstream in(file);
   if (!in) return;
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("max_position_embeddings") || !j["max_position_embeddings"].is_number_integer()) {
-    return;
-  }
+  const auto file_json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!file_json.is_object()) return;
+  // A multimodal checkpoint (Gemma 3) holds its language model's settings in text_config.
+  const bool nested = file_json.contains("text_config") && file_json["text_config"].is_object();
+  const nlohmann::json& j = nested ? file_json["text_config"] : file_json;
+  if (!j.contains("max_position_embeddings") || !j["max_position_embeddings"].is_number_integer()) return;
   const auto limit = j["max_position_embeddings"].get<int64_t>();
   if (cfg.data.seq_len > limit) {  // a warning, as in training: a longer context can be intended
     std::cout << "warning: data.seq_len " << cfg.data.seq_len << " exceeds the model's max_position_embeddings "

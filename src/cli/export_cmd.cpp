@@ -46,6 +46,11 @@ void run_export(const ExportArgs& a) {
   const int64_t vocab = model->args().vocab_size;
   model::merge_lora(*model);
   model->to(save_dtype);
+  // A multimodal checkpoint's vision tower and projector (read as stored) take the saved dtype too, as in
+  // transformers' save after .to(dtype): config.json's torch_dtype names one dtype for all of them.
+  for (auto& [name, value] : model->passthrough) {
+    if (value.is_floating_point()) value = value.to(save_dtype);
+  }
   const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
   std::filesystem::create_directories(parent);
   StagedDir staged(out, parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid())));

@@ -87,6 +87,14 @@ TEST_F(ConfigCli, ValidateWarnsWhenSeqLenExceedsTheModelsContext) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("warning: data.seq_len 64 exceeds the model's max_position_embeddings 16"));
   EXPECT_THAT(r.output, HasSubstr("config OK"));
+  // A multimodal checkpoint's language model (Gemma 3) has its context length in text_config.
+  std::filesystem::create_directories(dir_ / "multimodal");
+  write_file(dir_ / "multimodal" / "config.json",
+             "{\"model_type\": \"gemma3\", \"text_config\": {\"max_position_embeddings\": 32}}");
+  const auto nested = run_finetune("config validate --config " + cfg("ok2.yaml", "defaults: [base.yaml]\n") +
+                                   " data.seq_len=64 model.path=" + shell_quote((dir_ / "multimodal").string()));
+  EXPECT_EQ(nested.exit_code, 0) << nested.output;
+  EXPECT_THAT(nested.output, HasSubstr("exceeds the model's max_position_embeddings 32"));
 }
 
 TEST_F(ConfigCli, ShowMarksFromScratchModelKeysUnusedWhenModelPathIsSet) {

@@ -187,6 +187,37 @@ TEST(Gemma3Multimodal, SavedModelKeepsTheVisionTowerAndProjector) {
   EXPECT_EQ(config.at("mm_tokens_per_image"), 4);
 }
 
+// `finetune export --dtype bf16` of an adapter on the multimodal checkpoint (F32): every saved tensor is bf16, the
+// vision tower's the stored values rounded once, as transformers saves a model after .to(torch.bfloat16).
+TEST(Gemma3Multimodal, ExportWithADtypeCastsTheVisionTowerToo) {
+  TempDir out("ft-gemma3-export");
+  const auto model_dir = reference_dir() / "gemma3_mm" / "model";
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.targets = {"q_proj", "v_proj"};
+  model::apply_lora(*model, lora, 7);
+  model::save_adapter(*model, lora, out / "adapter", model_dir.string());
+  const auto r = run_finetune("export --model " + shell_quote(model_dir.string()) + " --adapter " +
+                              shell_quote((out / "adapter").string()) + " --out " +
+                              shell_quote((out / "merged").string()) + " --dtype bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto before = io::read_safetensors(model_dir / "model.safetensors");
+  const auto after = io::read_safetensors(out / "merged" / "model.safetensors");
+  ASSERT_EQ(before.size(), after.size());
+  size_t vision = 0;
+  for (const auto& [name, value] : after) {
+    EXPECT_EQ(value.scalar_type(), at::kBFloat16) << name;
+    if (name.rfind("vision_tower.", 0) != 0) continue;
+    EXPECT_TRUE(at::equal(value, before.at(name).to(at::kBFloat16))) << name;
+    ++vision;
+  }
+  EXPECT_GT(vision, 10u);
+  EXPECT_EQ(nlohmann::json::parse(read_file(out / "merged" / "config.json")).at("dtype"), "bfloat16");
+}
+
 // The same checkpoint in transformers 5's in-memory layout (save_original_format=False, or a state_dict:
 // model.language_model.*, model.vision_tower.*, model.multi_modal_projector.*) loads to transformers' logits and saves
 // in the released layout.
