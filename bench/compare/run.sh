@@ -39,6 +39,7 @@
 # train.fp8_edge_layers=0) beside b, against torchao's float8 training + torch.compile (torchao importable: a carried
 # wheel),
 # Env: STEPS (optimizer steps measured after 5 warm-up steps, a multiple of 5, default 10), CONTENDERS=0 to skip the Python side,
+# FT_ARGS: more overrides for every finetune run that ft times (e.g. model.nf4_compute=fp8 for q70-80),
 # LIGER=1 to add transformers + Liger's kernels + torch.compile (eager where compiling fails) to a, b and c
 # (liger-kernel importable: a carried wheel), PROFILE=1 to also write a Kineto trace of two steps of each finetune
 # run into OUT (PROFILE=first: of the first step, whose time then counts the tracing), SHAPES_7B to run some of the
@@ -120,7 +121,7 @@ ft() {
   local launch
   launch=$(date +%s.%N)
   # The workload's own arguments after the common ones, so that they win (train.precision of a config, say).
-  "$bin" train "${common[@]}" "$@" train.max_steps=$((last + 100)) \
+  "$bin" train "${common[@]}" "$@" ${FT_ARGS:-} train.max_steps=$((last + 100)) \
     run.output_dir="$work/$name" "${prof[@]}" >"$out/$name.log" 2>&1 &
   local pid=$!
   while kill -0 $pid 2>/dev/null; do
