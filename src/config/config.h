@@ -62,7 +62,7 @@ struct ModelConfig {
   RouterAuxLoss router_aux_loss = RouterAuxLoss::kAuto;
   // frozen projections and MoE experts under LoRA: none | nf4 (4-bit, QLoRA) | fp8 (e4m3, row scales; sm_89+)
   BaseQuantization quantize = BaseQuantization::kNone;
-  // GEMMs over an NF4 base: dtype (dequantized to the compute dtype, as bitsandbytes) | fp8 (to e4m3; bf16, sm_89+)
+  // NF4 projections' GEMMs: dtype (dequantized to the compute dtype, as bitsandbytes) | fp8 (e4m3; not MoE experts)
   Nf4Compute nf4_compute = Nf4Compute::kDtype;
   bool random_weights = false;  // with model.path: its config.json only, the weights drawn (init_std) instead of read
 

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/fp8_linear.h"
@@ -100,7 +101,7 @@ class Nf4Fp8Gemm : public torch::autograd::Function<Nf4Fp8Gemm> {
                             bool fast) {
     KernelPolicy policy;
     policy.kernels = fast;
-    const quant::Fp8Tensor w = nf4_to_fp8(rows, policy);  // F8E4M3FN [out, in], F32 [out]
+    const quant::Fp8Tensor w = nf4_to_fp8(rows, policy);  // F8E4M3FN [out, in], F32 [out]; kernel or ATen, same bits
     save_rows(ctx, rows);
     ctx->save_for_backward({w.scale});
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
@@ -115,8 +116,14 @@ class Nf4Fp8Gemm : public torch::autograd::Function<Nf4Fp8Gemm> {
     const bool fast = ctx->saved_data["fast"].toBool();
     const Nf4Rows rows = load_rows(ctx);
     const at::Tensor scale = ctx->get_saved_variables()[0];  // F32 [out]
-    const at::Tensor codes_t =
-        fast ? nf4_to_fp8_transposed_cuda(rows, scale) : nf4_to_fp8(rows, KernelPolicy{}).data.t();  // [in, out]
+    at::Tensor codes_t;                                      // [in, out]
+    if (!fast) {
+      codes_t = nf4_to_fp8(rows, KernelPolicy{}).data.t();
+    } else if (nf4_to_fp8_available(rows)) {
+      codes_t = nf4_to_fp8_transposed_cuda(rows, scale);
+    } else {  // codes our kernels do not take (their layout): the ATen conversion, then a transpose
+      codes_t = fp8_transpose_cuda(nf4_to_fp8(rows, KernelPolicy{}).data);
+    }
     const at::Tensor dx = fp8_rows_input_grad(grads[0], codes_t, scale, dtype, fast);                // [N, in]
     return {dx.to(x_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -182,7 +189,7 @@ at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType w
   at::Tensor y;                                        // [N, out]
   if (compute == Nf4Compute::kFp8) {
     const bool fast =
-        policy.kernels_for(x) && dtype == at::kBFloat16 && fp8_tensor_cores(x.device()) && nf4_to_fp8_available(rows);
+        policy.kernels_for(x) && dtype == at::kBFloat16 && fp8_tensor_cores(x.device()) && nf4_fp8_gemm_sizes(rows);
     y = Nf4Fp8Gemm::apply(x2d, rows, dtype, fast);
   } else {
     y = Nf4Gemm::apply(x2d, rows, dtype, policy.kernels_for(x));
@@ -193,14 +200,23 @@ at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType w
   return y.view(shape);
 }
 
-int64_t set_nf4_compute(Transformer& model, Nf4Compute compute) {
-  int64_t set = 0;
-  for (auto& [path, layer] : model.projections()) {
+bool nf4_fp8_gemm_sizes(const Nf4Rows& rows) {
+  return std::all_of(rows.begin(), rows.end(), [](const auto& q) {
+    return q->shape.size() == 2 && q->shape[0] % 16 == 0 && q->shape[1] % 16 == 0;
+  });
+}
+
+std::vector<std::string> set_nf4_compute(Transformer& model, Nf4Compute compute) {
+  std::vector<std::string> left;
+  for (auto& [projection_path, layer] : model.projections()) {
     if (!layer->nf4) continue;
+    if (compute == Nf4Compute::kFp8 && !nf4_fp8_gemm_sizes({layer->nf4})) {
+      left.push_back(projection_path);
+      continue;
+    }
     layer->nf4_compute = compute;
-    ++set;
   }
-  return set;
+  return left;
 }
 
 }  // namespace ft::model

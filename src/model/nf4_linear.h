@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/settings.h"
@@ -42,9 +43,11 @@ at::Tensor dequantize_rows(const Nf4Rows& rows, at::ScalarType dtype, const Kern
 at::Tensor nf4_linear(const at::Tensor& x, const Nf4Rows& rows, at::ScalarType weight_dtype, Nf4Compute compute,
                       const KernelPolicy& policy);
 
-// Sets the GEMMs of every NF4 projection of `model` (MoE experts keep theirs in the compute dtype); returns how
-// many projections it set.
-int64_t set_nf4_compute(Transformer& model, Nf4Compute compute);
+// Sets the GEMMs of the NF4 projections of `model` (MoE experts keep theirs in the compute dtype). FP8 GEMMs need
+// sizes in multiples of 16 (nf4_fp8_gemm_sizes): returns the paths of the projections left in the compute dtype.
+std::vector<std::string> set_nf4_compute(Transformer& model, Nf4Compute compute);
+// Whether _scaled_mm takes the stacked weights' sizes both ways (out_i and in multiples of 16).
+bool nf4_fp8_gemm_sizes(const Nf4Rows& rows);
 
 // The stacked weight [sum out_i, in] as e4m3 codes with row scales: quant::quantize_fp8_rows of the F32
 // dequantized weight, through our kernels (nf4_to_fp8_cuda, same bits) where the policy allows and they take it.

@@ -195,8 +195,8 @@ std::vector<int64_t> created_token_ids(const tok::Tokenizer& tokenizer) {
   return created;
 }
 
-// FP8 GEMMs (model.quantize: fp8, train.fp8) where they cannot run: refused on CUDA (fp8_gemm_refusal), logged on
-// the CPU, where the F32 emulation serves tests and small runs.
+// FP8 GEMMs (model.quantize: fp8, model.nf4_compute: fp8, train.fp8) where they cannot run: refused on CUDA
+// (fp8_gemm_refusal), logged on the CPU, where the F32 emulation serves tests and small runs.
 void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::Device device) {
   std::string setting;
   if (cfg.model.quantize == BaseQuantization::kFp8) setting = "model.quantize: fp8";
@@ -299,8 +299,8 @@ std::vector<std::string> configure_model(model::Transformer& m, const Config& cf
                                          const std::vector<int64_t>& created) {
   if (cfg.lora.enabled) model::apply_lora(m, cfg.lora, static_cast<uint64_t>(cfg.run.seed));
   if (cfg.lora.enabled && !created.empty()) m.add_token_rows(created);
-  if (cfg.model.nf4_compute != Nf4Compute::kDtype) model::set_nf4_compute(m, cfg.model.nf4_compute);
   std::vector<std::string> left;
+  if (cfg.model.nf4_compute != Nf4Compute::kDtype) left = model::set_nf4_compute(m, cfg.model.nf4_compute);
   if (cfg.train.fp8 != Fp8Training::kOff) {
     left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip, cfg.train.fp8_edge_layers);
   }
@@ -339,9 +339,12 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   if (cfg.train.fp8 != Fp8Training::kOff) log_fp8_projections(*m, cfg.train, left);
   if (cfg.model.nf4_compute == Nf4Compute::kFp8) {
     const auto projections = m->projections();
-    FT_LOG_INFO("model.nf4_compute: fp8: the GEMMs of {} NF4 projections run in FP8",
+    FT_LOG_INFO("model.nf4_compute: fp8: the GEMMs of {} NF4 projections run in FP8{}",
                 std::count_if(projections.begin(), projections.end(),
-                              [](const auto& p) { return p.second->nf4_compute == Nf4Compute::kFp8; }));
+                              [](const auto& p) { return p.second->nf4_compute == Nf4Compute::kFp8; }),
+                left.empty() ? std::string()
+                             : fmt::format("; in {} (sizes not multiples of 16): {}", name_of(cfg.train.precision),
+                                           fmt::join(left, ", ")));
   }
   if (cfg.model.activation_offload) {
     FT_LOG_INFO("model.activation_offload: {}",

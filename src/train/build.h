@@ -83,8 +83,9 @@ std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const to
 void seed_rank_generators(const Config& cfg, const RunContext& ctx);
 
 // What the config adds to a base model: LoRA adapters (lora.*; under LoRA, trainable embedding rows for the
-// `created` token ids), FP8 GEMMs (train.fp8) and the memory levers (model.activation_checkpointing and
-// activation_offload). Returns the projections train.fp8 leaves in bf16.
+// `created` token ids), FP8 GEMMs (train.fp8, model.nf4_compute) and the memory levers
+// (model.activation_checkpointing and activation_offload). Returns the projections either FP8 setting leaves in
+// bf16.
 std::vector<std::string> configure_model(model::Transformer& m, const Config& cfg, const std::vector<int64_t>& created);
 
 struct ModelParts {

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -280,24 +281,43 @@ TEST(Nf4Fp8Compute, SetNf4ComputeReachesEveryNf4ProjectionOfAModel) {
   const model::ModelArgs args = model::args_from_config(tiny_model_config("llama"), 50);
   model::Transformer dense(args), quantized(args);
   model::init_weights(dense, 0.2, 7, at::Device(at::kCPU), at::kFloat);
-  EXPECT_EQ(model::set_nf4_compute(dense, Nf4Compute::kFp8), 0);
+  EXPECT_TRUE(model::set_nf4_compute(dense, Nf4Compute::kFp8).empty());
+  for (const auto& [path, layer] : dense.projections()) EXPECT_EQ(layer->nf4_compute, Nf4Compute::kDtype) << path;
   model::init_weights(quantized, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kNf4);
   const at::Tensor ids = at::arange(12, at::kLong).view({2, 6}) % 50;
   at::NoGradGuard no_grad;
   const at::Tensor in_dtype = quantized.forward(ids);
-  EXPECT_EQ(model::set_nf4_compute(quantized, Nf4Compute::kFp8), 14);
+  EXPECT_TRUE(model::set_nf4_compute(quantized, Nf4Compute::kFp8).empty());
   for (const auto& [path, layer] : quantized.projections()) EXPECT_EQ(layer->nf4_compute, Nf4Compute::kFp8) << path;
   const at::Tensor in_fp8 = quantized.forward(ids);
   EXPECT_GT(max_diff(in_fp8, in_dtype), 0.0);
   // FP8 moves the logits of this random model by about as much as it moves the dense model's on an FP8 base (about
-  // 10 % each: every GEMM input keeps 3 mantissa bits).
+  // 10 % each: every GEMM input keeps 3 mantissa bits); the factor leaves room for the two bases' other roundings.
   model::Transformer fp8_base(args);
   model::init_weights(fp8_base, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kFp8);
   EXPECT_LT(relative_error(in_fp8, in_dtype), 1.5 * relative_error(fp8_base.forward(ids), dense.forward(ids)));
 }
 
+// _scaled_mm needs sizes in multiples of 16: an MLP 40 wide keeps its GEMMs in the compute dtype, and says so.
+TEST(Nf4Fp8Compute, ProjectionsOfSizesFp8GemmsCannotTakeKeepTheComputeDtype) {
+  ModelConfig cfg = tiny_model_config("llama");
+  cfg.intermediate_size = 40;
+  const model::ModelArgs args = model::args_from_config(cfg, 50);
+  model::Transformer quantized(args);
+  model::init_weights(quantized, 0.2, 7, at::Device(at::kCPU), at::kFloat, BaseQuantization::kNf4);
+  const std::vector<std::string> left = model::set_nf4_compute(quantized, Nf4Compute::kFp8);
+  EXPECT_EQ(left.size(), 6u);  // gate, up and down of both layers
+  for (const auto& [path, layer] : quantized.projections()) {
+    const bool mlp = path.find(".mlp.") != std::string::npos;
+    EXPECT_EQ(layer->nf4_compute, mlp ? Nf4Compute::kDtype : Nf4Compute::kFp8) << path;
+    EXPECT_EQ(std::count(left.begin(), left.end(), path), mlp ? 1 : 0) << path;
+  }
+}
+
 // The kernels give the ATen path's bits: the codes and scales, and the transposed codes of stacked weights whose
-// row blocks start inside a 64 x 64 tile (48 rows), with several 256-block groups of the double-quantized absmax.
+// row blocks start inside a 64 x 64 tile (48 rows), with several 256-block groups of the double-quantized absmax;
+// 2,064 columns: a last column tile of 16, rows of 258 groups of 8 (more than one pass of a thread block), and
+// absmax blocks of 128 or 256 that straddle rows.
 TEST(Nf4Fp8Compute, KernelsGiveTheBitsOfTheAtenPath) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   if (!model::KernelPolicy::built_with_kernels()) GTEST_SKIP() << "built without the CUDA kernels";
@@ -305,20 +325,24 @@ TEST(Nf4Fp8Compute, KernelsGiveTheBitsOfTheAtenPath) {
   kernels.kernels = true;
   uint64_t seed = 101;
   for (const bool double_quant : {true, false}) {
-    SCOPED_TRACE(::testing::Message() << "double " << double_quant);
-    model::Nf4Rows rows;
-    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{304, 320}, {48, 320}, {16, 320}}) {
-      at::Tensor w = random_tensor(shape, seed++).to(at::kBFloat16).cuda();
-      if (shape[0] == 16) w.narrow(0, 3, 1).zero_();  // a row of zeros: scale 1, zero codes
-      rows.push_back(std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(w, 64, double_quant)));
+    for (const int64_t cols : {320, 2064}) {
+      for (const int64_t blocksize : {64, 128, 256}) {
+        SCOPED_TRACE(::testing::Message() << "double " << double_quant << " cols " << cols << " block " << blocksize);
+        model::Nf4Rows rows;
+        for (const int64_t out : {304, 48, 16}) {
+          at::Tensor w = random_tensor({out, cols}, seed++).to(at::kBFloat16).cuda();
+          if (out == 16) w.narrow(0, 3, 1).zero_();  // a row of zeros: scale 1, zero codes
+          rows.push_back(std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(w, blocksize, double_quant)));
+        }
+        ASSERT_TRUE(model::nf4_to_fp8_available(rows));
+        const quant::Fp8Tensor by_kernel = model::nf4_to_fp8(rows, kernels);  // [368, cols], [368]
+        const quant::Fp8Tensor by_aten = model::nf4_to_fp8(rows, model::KernelPolicy{});
+        EXPECT_TRUE(at::equal(by_kernel.data.view(at::kByte), by_aten.data.view(at::kByte)));
+        EXPECT_TRUE(at::equal(by_kernel.scale, by_aten.scale));
+        const at::Tensor codes_t = model::nf4_to_fp8_transposed_cuda(rows, by_kernel.scale);  // [cols, 368]
+        EXPECT_TRUE(at::equal(codes_t.view(at::kByte), by_aten.data.t().contiguous().view(at::kByte)));
+      }
     }
-    ASSERT_TRUE(model::nf4_to_fp8_available(rows));
-    const quant::Fp8Tensor by_kernel = model::nf4_to_fp8(rows, kernels);  // [368, 320], [368]
-    const quant::Fp8Tensor by_aten = model::nf4_to_fp8(rows, model::KernelPolicy{});
-    EXPECT_TRUE(at::equal(by_kernel.data.view(at::kByte), by_aten.data.view(at::kByte)));
-    EXPECT_TRUE(at::equal(by_kernel.scale, by_aten.scale));
-    const at::Tensor codes_t = model::nf4_to_fp8_transposed_cuda(rows, by_kernel.scale);  // [320, 368]
-    EXPECT_TRUE(at::equal(codes_t.view(at::kByte), by_aten.data.t().contiguous().view(at::kByte)));
   }
 }
 
@@ -348,8 +372,9 @@ TEST(Nf4Fp8Compute, FastPathAgreesWithTheReferenceOnAnFp8Gpu) {
     y[fast].backward(dy);
     dx[fast] = xi.grad();
   }
-  EXPECT_LT(relative_error(y[1], y[0]), 1e-2);
-  EXPECT_LT(relative_error(dx[1], dx[0]), 1e-2);
+  // The same codes: only the accumulation order and the bf16 rounding of the outputs differ (~1e-3).
+  EXPECT_LT(relative_error(y[1], y[0]), 5e-3);
+  EXPECT_LT(relative_error(dx[1], dx[0]), 5e-3);
 }
 
 }  // namespace
