@@ -228,6 +228,19 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
+void SafetensorsFile::rename(const std::string& from, const std::string& to) {
+  if (from == to) return;
+  auto node = infos_.extract(from);
+  if (node.empty()) throw Error("no tensor '" + from + "' in " + path().string());
+  if (infos_.count(to) != 0) {
+    infos_.insert(std::move(node));
+    throw ConfigError(path().string() + ": tensors '" + from + "' and '" + to + "' name the same weight",
+                      "keep one of them");
+  }
+  node.key() = to;
+  infos_.insert(std::move(node));
+}
+
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = infos_.find(name);
   if (it == infos_.end()) throw Error("no tensor '" + name + "' in " + path().string());

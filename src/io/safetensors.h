@@ -55,6 +55,9 @@ class SafetensorsFile {
   at::Tensor tensor(const std::string& name) const;
   // A new tensor (the stored dtype and shape) on `reader`'s device, read from the file rather than the mapping.
   at::Tensor read(const std::string& name, DeviceReader& reader) const;
+  // The tensor `from` answers to `to` from now on (a layout that names it otherwise: model/checkpoint_names.h).
+  // Throws ft::ConfigError when `to` names another tensor of the file.
+  void rename(const std::string& from, const std::string& to);
 
  private:
   std::shared_ptr<MappedFile> file_;

@@ -86,6 +86,19 @@ std::string module_path_from_transformers(const std::string& path, const ModelAr
   return "model." + path.substr(kLanguageModelModule.size());
 }
 
+std::string adapter_key_from_transformers4(const std::string& key, const ModelArgs& args) {
+  const std::string peft = "base_model.model.";
+  if (args.multimodal_type.empty() || !starts_with(key, peft)) return key;
+  const std::string rest = key.substr(peft.size());
+  const std::string language_model = kStoredLanguageModel + "model.";
+  if (starts_with(rest, language_model)) return peft + kLanguageModelModule + rest.substr(language_model.size());
+  if (starts_with(rest, kStoredLanguageModel + "lm_head.")) return peft + rest.substr(kStoredLanguageModel.size());
+  for (const std::string part : {"vision_tower.", "multi_modal_projector."}) {
+    if (starts_with(rest, part)) return peft + "model." + rest;
+  }
+  return key;
+}
+
 std::vector<std::pair<std::string, at::Tensor>> split_for_checkpoint(const std::string& name, const at::Tensor& value,
                                                                      const ModelArgs& args) {
   const auto groups = stored_parts(name, args);

@@ -45,5 +45,10 @@ bool passes_through(const std::string& name, const ModelArgs& args);
 std::string transformers_module_path(const std::string& path, const ModelArgs& args);
 // The inverse: transformers' module path (or a name or tail of one) as the model's.
 std::string module_path_from_transformers(const std::string& path, const ModelArgs& args);
+// A PEFT adapter key of a multimodal model saved with transformers 4.5x, whose modules were language_model.model.*,
+// language_model.lm_head, vision_tower.* and multi_modal_projector.* (base_model.model.language_model.model.layers.0
+// ...), as transformers 5 names it (base_model.model.model.language_model.layers.0...), which PEFT maps it to when
+// loading; any other key as it is.
+std::string adapter_key_from_transformers4(const std::string& key, const ModelArgs& args);
 
 }  // namespace ft::model

@@ -77,6 +77,22 @@ void expect_read_gives_stored(const io::TensorMap& in, at::Device device) {
 }
 
 // Positioned reads split over threads: several 8 MiB pieces and a remainder, a 2-byte dtype of odd length, empty.
+TEST(Safetensors, RenamedTensorAnswersToItsNewNameAndACollisionIsRefused) {
+  TempDir dir;
+  const at::Tensor a = at::arange(6, at::kFloat).view({2, 3}), b = at::ones({4}, at::kBFloat16);
+  io::write_safetensors(dir / "t.safetensors", {{"old.a", a}, {"b", b}});
+  io::SafetensorsFile f(dir / "t.safetensors");
+  f.rename("old.a", "new.a");
+  EXPECT_FALSE(f.contains("old.a"));
+  ASSERT_TRUE(f.contains("new.a"));
+  EXPECT_TRUE(at::equal(f.tensor("new.a"), a));
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"b", "new.a"}));
+  EXPECT_THROW(f.rename("new.a", "b"), ConfigError);
+  EXPECT_TRUE(at::equal(f.tensor("new.a"), a)) << "a refused rename leaves the tensor where it was";
+  EXPECT_TRUE(at::equal(f.tensor("b"), b));
+  EXPECT_THROW(f.rename("missing", "c"), Error);
+}
+
 TEST(Safetensors, ReadGivesTheStoredTensorOnTheCpu) {
   expect_read_gives_stored({{"pieces", at::randn({(int64_t{20} << 20) / 4 + 3})},
                             {"odd.bf16", at::linspace(-2, 2, 7).to(at::kBFloat16)},

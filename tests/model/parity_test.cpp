@@ -187,6 +187,57 @@ TEST(Gemma3Multimodal, SavedModelKeepsTheVisionTowerAndProjector) {
   EXPECT_EQ(config.at("mm_tokens_per_image"), 4);
 }
 
+// An adapter saved by PEFT under transformers 4.5x names the modules language_model.model.* and lists plain names as
+// target_modules; PEFT under transformers 5 maps its keys, and so do we: the same logits as the adapter in today's
+// layout, and as PEFT's on the old file.
+TEST(Gemma3Multimodal, AnAdapterOfTransformers4LoadsAsPeftLoadsIt) {
+  TempDir out("ft-gemma3-old-adapter");
+  const auto model_dir = reference_dir() / "gemma3_mm" / "model";
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.targets = {"q_proj", "v_proj"};
+  model::apply_lora(*model, lora, 7);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : model::adapter_tensors(*model)) {
+      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2);
+    }
+  }
+  model::save_adapter(*model, lora, out / "new", model_dir.string());
+  io::TensorMap old_keys;
+  const std::string today = "base_model.model.model.language_model.", before = "base_model.model.language_model.model.";
+  for (const auto& [name, value] : io::read_safetensors(out / "new" / "adapter_model.safetensors")) {
+    ASSERT_EQ(name.rfind(today, 0), 0u) << name;
+    old_keys[before + name.substr(today.size())] = value.clone();
+  }
+  std::filesystem::create_directories(out / "old");
+  io::write_safetensors(out / "old" / "adapter_model.safetensors", old_keys);
+  auto config = nlohmann::json::parse(read_file(out / "new" / "adapter_config.json"));
+  config["target_modules"] = {"q_proj", "v_proj"};
+  write_file(out / "old" / "adapter_config.json", config.dump(2));
+
+  const at::Tensor ids = io::read_safetensors(reference_dir() / "gemma3_mm" / "ref.safetensors").at("input_ids");
+  at::Tensor logits[2];
+  for (int old = 0; old < 2; ++old) {
+    auto m = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+    model::load_adapter(*m, out / (old ? "old" : "new"));
+    at::NoGradGuard no_grad;
+    logits[old] = m->forward(ids);
+  }
+  EXPECT_TRUE(at::equal(logits[0], logits[1]));
+  io::write_safetensors(out / "ids.safetensors", {{"input_ids", ids}});
+  const nlohmann::json jobs = nlohmann::json::array({{{"model", model_dir.string()},
+                                                      {"adapter", (out / "old").string()},
+                                                      {"ids", (out / "ids.safetensors").string()},
+                                                      {"out", (out / "peft.safetensors").string()}}});
+  const auto res = run(ref_python() + " " + shell_quote(ref_script()) + " logits --jobs " + shell_quote(jobs.dump()));
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_LT(max_diff(io::read_safetensors(out / "peft.safetensors").at("logits"), logits[1]), kTol);
+}
+
 // `finetune export --dtype bf16` of an adapter on the multimodal checkpoint (F32): every saved tensor is bf16, the
 // vision tower's the stored values rounded once, as transformers saves a model after .to(torch.bfloat16).
 TEST(Gemma3Multimodal, ExportWithADtypeCastsTheVisionTowerToo) {
