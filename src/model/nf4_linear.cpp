@@ -62,6 +62,23 @@ Nf4Rows load_rows(AutogradContext* ctx) {
   return rows;
 }
 
+// What a backward reads besides the weight: the GEMMs' dtype, the input's (dx is returned in it) and whether our
+// kernels run.
+struct GemmSettings {
+  at::ScalarType dtype = at::kFloat, x_dtype = at::kFloat;
+  bool kernels = false;
+
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x_dtype);
+    ctx->saved_data["kernels"] = kernels;
+  }
+  static GemmSettings load(AutogradContext* ctx) {
+    return {static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt()),
+            static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()), ctx->saved_data["kernels"].toBool()};
+  }
+};
+
 // y [N, out] = x [N, in] W^T with W dequantized for the GEMM; backward: dx = dy W, W dequantized again.
 class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
  public:
@@ -75,20 +92,18 @@ class Nf4Gemm : public torch::autograd::Function<Nf4Gemm> {
     } else {
       save_rows(ctx, rows);  // w is freed on return
     }
-    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
-    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
-    ctx->saved_data["kernels"] = kernels;
+    GemmSettings{dtype, x.scalar_type(), kernels}.save(ctx);
     return at::mm(x.to(dtype), w.t());  // [N, out]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const GemmSettings settings = GemmSettings::load(ctx);
     KernelPolicy policy;
-    policy.kernels = ctx->saved_data["kernels"].toBool();
+    policy.kernels = settings.kernels;
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor w = saved.empty() ? dequantize_rows(load_rows(ctx), dtype, policy) : saved[0];  // [out, in]
-    at::Tensor dx = at::mm(grads[0].to(dtype), w).to(x_dtype);            // [N, in]
+    const at::Tensor w =
+        saved.empty() ? dequantize_rows(load_rows(ctx), settings.dtype, policy) : saved[0];  // [out, in]
+    at::Tensor dx = at::mm(grads[0].to(settings.dtype), w).to(settings.x_dtype);             // [N, in]
     return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -104,16 +119,13 @@ class Nf4Fp8Gemm : public torch::autograd::Function<Nf4Fp8Gemm> {
     const quant::Fp8Tensor w = nf4_to_fp8(rows, policy);  // F8E4M3FN [out, in], F32 [out]; kernel or ATen, same bits
     save_rows(ctx, rows);
     ctx->save_for_backward({w.scale});
-    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
-    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
-    ctx->saved_data["fast"] = fast;
+    GemmSettings{dtype, x.scalar_type(), fast}.save(ctx);
     return fp8_rows_forward(x, w, dtype, fast);  // [N, out]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-    const bool fast = ctx->saved_data["fast"].toBool();
+    const GemmSettings settings = GemmSettings::load(ctx);
+    const bool fast = settings.kernels;  // and _scaled_mm
     const Nf4Rows rows = load_rows(ctx);
     const at::Tensor scale = ctx->get_saved_variables()[0];  // F32 [out]
     at::Tensor codes_t;                                      // [in, out]
@@ -124,8 +136,8 @@ class Nf4Fp8Gemm : public torch::autograd::Function<Nf4Fp8Gemm> {
     } else {  // codes our kernels do not take (their layout): the ATen conversion, then a transpose
       codes_t = fp8_transpose_cuda(nf4_to_fp8(rows, KernelPolicy{}).data);
     }
-    const at::Tensor dx = fp8_rows_input_grad(grads[0], codes_t, scale, dtype, fast);                // [N, in]
-    return {dx.to(x_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor dx = fp8_rows_input_grad(grads[0], codes_t, scale, settings.dtype, fast);  // [N, in]
+    return {dx.to(settings.x_dtype), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

@@ -161,6 +161,28 @@ TEST_P(Parity, MissingOrMisshapenTensorExitsTwoNamingIt) {
   }
 }
 
+// The multimodal reference model with rank-4 adapters on `targets` (lora_B drawn, so that they move the logits),
+// saved to `dir` as PEFT's files.
+std::shared_ptr<model::Transformer> gemma3_mm_with_adapter(const std::vector<std::string>& targets,
+                                                           const std::filesystem::path& dir) {
+  const auto model_dir = reference_dir() / "gemma3_mm" / "model";
+  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
+  LoraConfig lora;
+  lora.enabled = true;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.targets = targets;
+  model::apply_lora(*model, lora, 7);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : model::adapter_tensors(*model)) {
+      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2);
+    }
+  }
+  model::save_adapter(*model, lora, dir, model_dir.string());
+  return model;
+}
+
 // A Gemma 3 multimodal checkpoint saved after training its language model: the vision tower and projector come back
 // bit for bit under their names, config.json stays Gemma3ForConditionalGeneration's (transformers reads the saved
 // model in SavedModelAdapterAndMergedExportLoadInTransformers).
@@ -193,20 +215,7 @@ TEST(Gemma3Multimodal, SavedModelKeepsTheVisionTowerAndProjector) {
 TEST(Gemma3Multimodal, AnAdapterOfTransformers4LoadsAsPeftLoadsIt) {
   TempDir out("ft-gemma3-old-adapter");
   const auto model_dir = reference_dir() / "gemma3_mm" / "model";
-  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank = 4;
-  lora.alpha = 8.0;
-  lora.targets = {"q_proj", "v_proj"};
-  model::apply_lora(*model, lora, 7);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& [name, t] : model::adapter_tensors(*model)) {
-      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2);
-    }
-  }
-  model::save_adapter(*model, lora, out / "new", model_dir.string());
+  gemma3_mm_with_adapter({"q_proj", "v_proj"}, out / "new");
   io::TensorMap old_keys;
   const std::string today = "base_model.model.model.language_model.", before = "base_model.model.language_model.model.";
   for (const auto& [name, value] : io::read_safetensors(out / "new" / "adapter_model.safetensors")) {
@@ -243,14 +252,7 @@ TEST(Gemma3Multimodal, AnAdapterOfTransformers4LoadsAsPeftLoadsIt) {
 TEST(Gemma3Multimodal, ExportWithADtypeCastsTheVisionTowerToo) {
   TempDir out("ft-gemma3-export");
   const auto model_dir = reference_dir() / "gemma3_mm" / "model";
-  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank = 4;
-  lora.alpha = 8.0;
-  lora.targets = {"q_proj", "v_proj"};
-  model::apply_lora(*model, lora, 7);
-  model::save_adapter(*model, lora, out / "adapter", model_dir.string());
+  gemma3_mm_with_adapter({"q_proj", "v_proj"}, out / "adapter");
   const auto r = run_finetune("export --model " + shell_quote(model_dir.string()) + " --adapter " +
                               shell_quote((out / "adapter").string()) + " --out " +
                               shell_quote((out / "merged").string()) + " --dtype bf16");
@@ -302,20 +304,8 @@ TEST(Gemma3Multimodal, InMemoryLayoutLoadsAndSavesAsTheReleasedOne) {
 TEST(Gemma3Multimodal, AdapterTargetsTheLanguageModelOnly) {
   TempDir out("ft-gemma3-adapter");
   const auto model_dir = reference_dir() / "gemma3_mm" / "model";
-  auto model = model::load_pretrained(model_dir, at::kCPU, at::kFloat);
-  LoraConfig lora;
-  lora.enabled = true;
-  lora.rank = 4;
-  lora.alpha = 8.0;
-  lora.targets = {"q_proj", "self_attn.v_proj", "model.layers.1.mlp.down_proj"};
-  model::apply_lora(*model, lora, 7);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& [name, t] : model::adapter_tensors(*model)) {
-      if (name.find("lora_B") != std::string::npos) t.normal_(0.0, 0.2);
-    }
-  }
-  model::save_adapter(*model, lora, out / "adapter", model_dir.string());
+  const auto model =
+      gemma3_mm_with_adapter({"q_proj", "self_attn.v_proj", "model.layers.1.mlp.down_proj"}, out / "adapter");
   const auto config = nlohmann::json::parse(read_file(out / "adapter" / "adapter_config.json"));
   ASSERT_TRUE(config.at("target_modules").is_string()) << config.dump();
   EXPECT_EQ(config.at("target_modules"),
