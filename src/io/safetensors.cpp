@@ -228,17 +228,16 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-void SafetensorsFile::rename(const std::string& from, const std::string& to) {
-  if (from == to) return;
-  auto node = infos_.extract(from);
-  if (node.empty()) throw Error("no tensor '" + from + "' in " + path().string());
-  if (infos_.count(to) != 0) {
-    infos_.insert(std::move(node));
-    throw ConfigError(path().string() + ": tensors '" + from + "' and '" + to + "' name the same weight",
-                      "keep one of them");
+void SafetensorsFile::rename(const std::function<std::string(const std::string&)>& new_name) {
+  std::map<std::string, TensorInfo> renamed;
+  for (const auto& [name, info] : infos_) {
+    const std::string to = new_name(name);
+    if (!renamed.emplace(to, info).second) {
+      throw ConfigError(path().string() + " holds tensor '" + to + "' twice, under two names (one is '" + name + "')",
+                        "the file mixes two layouts of one model; keep one of them");
+    }
   }
-  node.key() = to;
-  infos_.insert(std::move(node));
+  infos_ = std::move(renamed);
 }
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {

@@ -55,9 +55,9 @@ class SafetensorsFile {
   at::Tensor tensor(const std::string& name) const;
   // A new tensor (the stored dtype and shape) on `reader`'s device, read from the file rather than the mapping.
   at::Tensor read(const std::string& name, DeviceReader& reader) const;
-  // The tensor `from` answers to `to` from now on (a layout that names it otherwise: model/checkpoint_names.h).
-  // Throws ft::ConfigError when `to` names another tensor of the file.
-  void rename(const std::string& from, const std::string& to);
+  // Names every tensor new_name(its current name) from now on, as CheckpointReader::rename (another layout of one
+  // model: model/checkpoint_names.h); a name given twice is a ConfigError, and the names stay as they were.
+  void rename(const std::function<std::string(const std::string&)>& new_name);
 
  private:
   std::shared_ptr<MappedFile> file_;

@@ -485,7 +485,7 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
 
   const auto file = dir / "adapter_model.safetensors";
   io::SafetensorsFile st(file);
-  for (const auto& name : st.names()) st.rename(name, adapter_key_from_transformers4(name, model.args()));
+  st.rename([&](const std::string& name) { return adapter_key_from_transformers4(name, model.args()); });
   const TokenIds ids = token_ids(conf.json, model, conf.src);
   install_token_matrices(model, adapter_vocab(model, ids, st, file, conf.src), st);
   attach_token_rows(model, ids, conf.src);

@@ -82,15 +82,15 @@ TEST(Safetensors, RenamedTensorAnswersToItsNewNameAndACollisionIsRefused) {
   const at::Tensor a = at::arange(6, at::kFloat).view({2, 3}), b = at::ones({4}, at::kBFloat16);
   io::write_safetensors(dir / "t.safetensors", {{"old.a", a}, {"b", b}});
   io::SafetensorsFile f(dir / "t.safetensors");
-  f.rename("old.a", "new.a");
+  f.rename([](const std::string& name) { return name == "old.a" ? std::string("new.a") : name; });
   EXPECT_FALSE(f.contains("old.a"));
   ASSERT_TRUE(f.contains("new.a"));
   EXPECT_TRUE(at::equal(f.tensor("new.a"), a));
   EXPECT_EQ(f.names(), (std::vector<std::string>{"b", "new.a"}));
-  EXPECT_THROW(f.rename("new.a", "b"), ConfigError);
-  EXPECT_TRUE(at::equal(f.tensor("new.a"), a)) << "a refused rename leaves the tensor where it was";
+  EXPECT_THROW(f.rename([](const std::string&) { return std::string("same"); }), ConfigError);
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"b", "new.a"})) << "a refused rename leaves the names as they were";
+  EXPECT_TRUE(at::equal(f.tensor("new.a"), a));
   EXPECT_TRUE(at::equal(f.tensor("b"), b));
-  EXPECT_THROW(f.rename("missing", "c"), Error);
 }
 
 TEST(Safetensors, ReadGivesTheStoredTensorOnTheCpu) {
