@@ -122,6 +122,158 @@ __global__ void to_fp8_transposed_kernel(Nf4View w, Nf4Tables tables, int64_t ro
   }
 }
 
+// The lookup-table kernels (the fast path of nf4_to_fp8_rows / nf4_to_fp8_transposed). Within one absmax block every
+// element is one of 16 values, RN(code[n] * absmax), so its e4m3 code is one of 16 bytes: a unit of 16 elements
+// (8 packed bytes) is converted by looking its nibbles up in that table with byte permutes, and four neighbouring
+// lanes, whose units share the block, build the table together (4 IEEE divisions each per 64 elements instead of
+// 64). Units start at multiples of 16 elements and a lane group's 64 elements lie in one block: cols and blocksize
+// are multiples of 64. Block indices are shifts (blocksize and blocksize2 are powers of two).
+struct BlockShifts {
+  int block, block2;  // log2(blocksize), log2(blocksize2) (the latter unused without double quantization)
+};
+
+__device__ __forceinline__ float absmax_of(const Nf4View& w, const float* map, int64_t element, BlockShifts shifts) {
+  const int64_t block = element >> shifts.block;
+  if (w.absmax != nullptr) return w.absmax[block];
+  return __fadd_rn(__fmul_rn(map[w.absmax_codes[block]], w.absmax2[block >> shifts.block2]), *w.offset);
+}
+
+// Nibble n of the result = element n of the 8 in `word` (element 2i is the high nibble of byte i).
+__device__ __forceinline__ uint32_t in_element_order(uint32_t word) {
+  return ((word >> 4) & 0x0F0F0F0Fu) | ((word << 4) & 0xF0F0F0F0u);
+}
+
+// Four table bytes, one for each of the 4 nibbles of `nibbles` (the low 16 bits): nibbles 0-7 pick from table[0..1],
+// 8-15 from table[2..3]; bit 3 of each nibble then chooses between the two picks, byte by byte.
+__device__ __forceinline__ uint32_t lookup4(const uint32_t (&table)[4], uint32_t nibbles) {
+  const uint32_t index = nibbles & 0x7777u;
+  const uint32_t low = __byte_perm(table[0], table[1], index), high = __byte_perm(table[2], table[3], index);
+  const uint32_t upper = __byte_perm(0u, 0xFFFFFFFFu, (nibbles >> 1) & 0x4444u);  // 0xFF where bit 3 is set
+  return (high & upper) | (low & ~upper);
+}
+
+// The e4m3 codes of the unit's 16 elements, in order, from its 8 packed bytes and its block's table.
+__device__ __forceinline__ uint4 lookup16(const uint32_t (&table)[4], uint2 packed) {
+  const uint32_t a = in_element_order(packed.x), b = in_element_order(packed.y);
+  return make_uint4(lookup4(table, a), lookup4(table, a >> 16), lookup4(table, b), lookup4(table, b >> 16));
+}
+
+// The 16-byte table of the block shared by lanes 4k .. 4k + 3: each lane computes bytes 4q .. 4q + 3 (q = lane % 4),
+// as group_values and e4m3 do element by element. Every lane of the warp calls it.
+__device__ __forceinline__ void block_table(const float* code, float absmax, float scale, uint32_t (&table)[4]) {
+  const int lane = threadIdx.x % 32, q = lane % 4;
+  uint32_t mine = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) mine |= static_cast<uint32_t>(e4m3(__fmul_rn(code[4 * q + i], absmax), scale)) << (8 * i);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) table[j] = __shfl_sync(0xffffffffu, mine, (lane & ~3) + j);
+}
+
+// max |RN(code[n] * absmax)| over the unit's nibbles n. The code table ascends, so |code| falls then rises and its
+// maximum over a set of nibbles is at the set's smallest or largest one.
+__device__ __forceinline__ float unit_amax(const float* code, float absmax, uint2 packed) {
+  uint32_t lo = 0x0F0F0F0Fu, hi = 0u;
+  const uint32_t words[2] = {packed.x, packed.y};
+#pragma unroll
+  for (const uint32_t word : words) {
+    const uint32_t even = (word >> 4) & 0x0F0F0F0Fu, odd = word & 0x0F0F0F0Fu;
+    lo = __vminu4(lo, __vminu4(even, odd));
+    hi = __vmaxu4(hi, __vmaxu4(even, odd));
+  }
+  lo = __vminu4(lo, lo >> 16);
+  lo = __vminu4(lo, lo >> 8);
+  hi = __vmaxu4(hi, hi >> 16);
+  hi = __vmaxu4(hi, hi >> 8);
+  const float largest = fmaxf(fabsf(code[lo & 0xFu]), fabsf(code[hi & 0xFu]));
+  return __fmul_rn(largest, fabsf(absmax));
+}
+
+// One warp per row, eight rows per block: the row's amax over its units, then its codes (the second read of the
+// packed row hits the caches). Lanes past the row's last unit take part in the shuffles only. The loops are unrolled
+// so that several loads are in flight per lane.
+__global__ void to_fp8_rows_lut_kernel(Nf4View w, Nf4Tables tables, BlockShifts shifts, int64_t rows, int64_t cols,
+                                       uint8_t* codes, float* scale) {
+  __shared__ SharedTables t;
+  fill(t, tables);
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int64_t units = cols / 16, first = row * cols;  // first: the row's first element
+  const auto* packed = reinterpret_cast<const uint2*>(w.packed + first / 2);
+  float amax = 0.0f;
+#pragma unroll 4
+  for (int64_t u = lane; u < units; u += 32) {
+    const uint2 p = __ldg(packed + u);
+    amax = fmaxf(amax, unit_amax(t.code, absmax_of(w, t.dynamic, first + u * 16, shifts), p));
+  }
+  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float s = amax > 0.0f ? __fmul_rn(amax, 1.0f / kE4m3Max) : 1.0f;
+  if (lane == 0) scale[row] = s;
+  auto* out = reinterpret_cast<uint4*>(codes + first);
+#pragma unroll 2
+  for (int64_t base = 0; base < units; base += 32) {
+    const int64_t u = base + lane;
+    const bool mine = u < units;
+    const uint2 p = mine ? __ldg(packed + u) : make_uint2(0u, 0u);
+    uint32_t table[4];
+    block_table(t.code, mine ? absmax_of(w, t.dynamic, first + u * 16, shifts) : 0.0f, s, table);
+    if (mine) out[u] = lookup16(table, p);
+  }
+}
+
+// 64 x 64 tiles, 256 threads: thread i converts unit i % 4 of tile row i / 4 into shared memory, then writes 16
+// bytes of transposed row i / 4. Rows past the weight's last (rows is a multiple of 16) are neither read nor written.
+__global__ void to_fp8_transposed_lut_kernel(Nf4View w, Nf4Tables tables, BlockShifts shifts, int64_t rows,
+                                             int64_t cols, const float* scale, uint8_t* codes_t, int64_t ld) {
+  __shared__ SharedTables t;
+  __shared__ uint32_t tile[kTile][kTile / 4 + 1];  // [tile row][4 codes]; the pad spreads a column over the banks
+  fill(t, tables);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tr = threadIdx.x / 4, q = threadIdx.x % 4;
+  const int64_t r = r0 + tr, element = r * cols + c0 + 16 * q;
+  const bool inside = r < rows;
+  const uint2 p = inside ? __ldg(reinterpret_cast<const uint2*>(w.packed + element / 2)) : make_uint2(0u, 0u);
+  uint32_t table[4];
+  block_table(t.code, inside ? absmax_of(w, t.dynamic, element, shifts) : 0.0f, inside ? scale[r] : 1.0f, table);
+  const uint4 v = lookup16(table, p);
+  tile[tr][4 * q] = v.x;
+  tile[tr][4 * q + 1] = v.y;
+  tile[tr][4 * q + 2] = v.z;
+  tile[tr][4 * q + 3] = v.w;
+  __syncthreads();
+  const int c = threadIdx.x / 4;  // out row c0 + c, out columns r0 + 16q .. + 15
+  if (r0 + 16 * q >= rows) return;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&tile[0][0]);
+  constexpr int kPitch = (kTile / 4 + 1) * 4;  // bytes per tile row
+  uint32_t out[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint8_t* column = bytes + (16 * q + 4 * k) * kPitch + c;
+    out[k] = column[0] | (column[kPitch] << 8) | (column[2 * kPitch] << 16) |
+             (static_cast<uint32_t>(column[3 * kPitch]) << 24);
+  }
+  *reinterpret_cast<uint4*>(codes_t + (c0 + c) * ld + r0 + 16 * q) = make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+int log2_exact(int64_t v) {  // log2 of a power of two, else -1
+  if (v <= 0 || (v & (v - 1)) != 0) return -1;
+  int k = 0;
+  while ((int64_t{1} << k) < v) ++k;
+  return k;
+}
+
+// Whether the lookup-table kernels take this weight; fills their shifts.
+bool lut_path(const Nf4View& w, const Nf4Tables& tables, int64_t cols, BlockShifts& shifts) {
+  shifts.block = log2_exact(w.blocksize);
+  shifts.block2 = w.absmax != nullptr ? 0 : log2_exact(w.blocksize2);
+  if (cols % 64 != 0 || shifts.block < 6 || shifts.block2 < 0) return false;
+  if (reinterpret_cast<uintptr_t>(w.packed) % 8 != 0) return false;
+  for (int n = 1; n < 16; ++n) {
+    if (!(tables.code[n - 1] < tables.code[n])) return false;  // unit_amax needs an ascending code table
+  }
+  return true;
+}
+
 }  // namespace
 
 void nf4_dequantize(const Nf4View& w, const Nf4Tables& tables, void* out, DType dtype, void* stream) {
@@ -139,6 +291,15 @@ void nf4_dequantize(const Nf4View& w, const Nf4Tables& tables, void* out, DType 
 void nf4_to_fp8_rows(const Nf4View& w, const Nf4Tables& tables, int64_t rows, int64_t cols, uint8_t* codes,
                      float* scale, void* stream) {
   if (rows == 0 || cols == 0) return;
+  BlockShifts shifts{};
+  if (lut_path(w, tables, cols, shifts) && reinterpret_cast<uintptr_t>(codes) % 16 == 0) {
+    constexpr int kRowsPerBlock = 8;
+    const auto grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    to_fp8_rows_lut_kernel<<<grid, 32 * kRowsPerBlock, 0, static_cast<cudaStream_t>(stream)>>>(w, tables, shifts, rows,
+                                                                                               cols, codes, scale);
+    check_launch("nf4_to_fp8_rows");
+    return;
+  }
   to_fp8_rows_kernel<<<static_cast<unsigned>(rows), 256, 0, static_cast<cudaStream_t>(stream)>>>(w, tables, cols, codes,
                                                                                                  scale);
   check_launch("nf4_to_fp8_rows");
@@ -148,6 +309,14 @@ void nf4_to_fp8_transposed(const Nf4View& w, const Nf4Tables& tables, int64_t ro
                            uint8_t* codes_t, int64_t ld, void* stream) {
   if (rows == 0 || cols == 0) return;
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  BlockShifts shifts{};
+  // The lookup-table kernel writes 16 bytes at a time; the tiles' columns start at multiples of 16 rows.
+  if (lut_path(w, tables, cols, shifts) && reinterpret_cast<uintptr_t>(codes_t) % 16 == 0 && ld % 16 == 0) {
+    to_fp8_transposed_lut_kernel<<<grid, 256, 0, cuda_stream>>>(w, tables, shifts, rows, cols, scale, codes_t, ld);
+    check_launch("nf4_to_fp8_transposed");
+    return;
+  }
   to_fp8_transposed_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(w, tables, rows, cols, scale, codes_t,
                                                                                 ld);
   check_launch("nf4_to_fp8_transposed");

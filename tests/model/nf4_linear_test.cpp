@@ -315,9 +315,10 @@ TEST(Nf4Fp8Compute, ProjectionsOfSizesFp8GemmsCannotTakeKeepTheComputeDtype) {
 }
 
 // The kernels give the ATen path's bits: the codes and scales, and the transposed codes of stacked weights whose
-// row blocks start inside a 64 x 64 tile (48 rows), with several 256-block groups of the double-quantized absmax;
-// 2,064 columns: a last column tile of 16, rows of 258 groups of 8 (more than one pass of a thread block), and
-// absmax blocks of 128 or 256 that straddle rows.
+// row blocks start inside a 64 x 64 tile (48 rows), with several 256-block groups of the double-quantized absmax.
+// Both kernel families: the lookup-table ones (320 and 1,088 columns, blocks of 64-256: rows of 20 and 68 units of
+// 16, fewer and more than a warp's 32) and the element-wise ones (2,064 columns: a last column tile of 16, rows of
+// 258 groups of 8; blocks of 32), absmax blocks of 128 or 256 straddling rows.
 TEST(Nf4Fp8Compute, KernelsGiveTheBitsOfTheAtenPath) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   if (!model::KernelPolicy::built_with_kernels()) GTEST_SKIP() << "built without the CUDA kernels";
@@ -325,8 +326,8 @@ TEST(Nf4Fp8Compute, KernelsGiveTheBitsOfTheAtenPath) {
   kernels.kernels = true;
   uint64_t seed = 101;
   for (const bool double_quant : {true, false}) {
-    for (const int64_t cols : {320, 2064}) {
-      for (const int64_t blocksize : {64, 128, 256}) {
+    for (const int64_t cols : {320, 1088, 2064}) {
+      for (const int64_t blocksize : {32, 64, 128, 256}) {
         SCOPED_TRACE(::testing::Message() << "double " << double_quant << " cols " << cols << " block " << blocksize);
         model::Nf4Rows rows;
         for (const int64_t out : {304, 48, 16}) {
