@@ -121,8 +121,10 @@ TEST(Fp8Linear, KernelQuantizesRowsToTheBitsOfTheAtenPath) {
   uint64_t seed = 51;
   for (const auto dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
     // 4096 columns take the wide block; 7 rows of 40 the narrow one, a row of zeros the scale 1; 37 columns are no
-    // whole number of 16-byte vectors (one element per access).
-    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{33, 4096}, {7, 40}, {5, 37}}) {
+    // whole number of 16-byte vectors (one element per access); 14336, 28672 and 40960 columns take several
+    // vectors per thread, unevenly (the widths of an MLP's activations and gradients).
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{33, 4096}, {7, 40}, {5, 37}, {3, 14336}, {2, 28672}, {2, 40960}}) {
       SCOPED_TRACE(::testing::Message() << dtype << " " << shape[0] << "x" << shape[1]);
       const at::Tensor normal = random_tensor(shape, seed++, 2.0);
       const at::Tensor spread = random_tensor(shape, seed++, 1.0).exp();
