@@ -35,6 +35,21 @@ void refuse_existing_output(const std::filesystem::path& path, bool overwrite, c
                     "add --overwrite to replace it, or choose another path");
 }
 
+void add_config_arguments(CLI::App& command, std::string& config, std::vector<std::string>& overrides) {
+  command.add_option("--config,-c", config, "YAML config file (or give it as the first argument)");
+  command.add_option("overrides", overrides, "Config overrides key=value (value parsed as YAML)");
+  command.parse_complete_callback([&config, &overrides, usage = command_path(&command)] {
+    if (!config.empty()) return;
+    if (!overrides.empty() && overrides.front().find('=') == std::string::npos) {
+      config = overrides.front();
+      overrides.erase(overrides.begin());
+      return;
+    }
+    throw ConfigError(usage + " needs a config file", "give it as --config FILE or as the first argument, e.g. " +
+                                                          usage + " --config configs/demo.yaml");
+  });
+}
+
 void add_all(CLI::App& app, const Globals& globals, int& exit_code) {
   add_info(app, globals, exit_code);
   add_config(app, globals, exit_code);

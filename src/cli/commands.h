@@ -23,6 +23,9 @@ struct Globals {
 // an empty list.
 std::vector<int64_t> parse_ids(const std::string& text, const std::string& option);
 
+// "finetune", "finetune train", "finetune config show": the command as typed (usage.cpp).
+std::string command_path(const CLI::App* cmd);
+
 // After CLI11 refused the command line (`app` as far as it parsed it): a clearer error for a misspelled or missing
 // command ("unknown command 'trian'; did you mean 'train'?", also for `config shwo`), an option that is a config key
 // in flag form ("--max-steps 5": the override train.max_steps=5, the key found among the config's keys) or a near
@@ -34,6 +37,12 @@ std::optional<ConfigError> explain_usage_error(CLI::App& app, const std::vector<
 // code 2 when `path` exists, unless `overwrite` (the command's --overwrite), so nothing made earlier is lost by
 // accident.
 void refuse_existing_output(const std::filesystem::path& path, bool overwrite, const std::string& option);
+
+// Registers the config file and the key=value overrides of a command that reads a config: `--config FILE`, or the
+// first positional argument when --config is absent and that argument is no key=value override (`finetune train
+// my.yaml`, as axolotl and llamafactory-cli take it). Neither given: a ConfigError (exit code 2) once the command
+// line is parsed. Both targets must outlive the parse (they sit in the command's options).
+void add_config_arguments(CLI::App& command, std::string& config, std::vector<std::string>& overrides);
 
 // Registers every subcommand below.
 void add_all(CLI::App& app, const Globals& globals, int& exit_code);

@@ -31,8 +31,7 @@ CLI::App* add_action(CLI::App& parent, const char* name, const char* description
                      const char* exit_codes, std::shared_ptr<ConfigOptions> options) {
   auto* sub = parent.add_subcommand(name, description);
   sub->footer(std::string("Example:\n  ") + example + "\nExit codes: " + exit_codes);
-  sub->add_option("--config,-c", options->config, "YAML config file")->required();
-  sub->add_option("overrides", options->overrides, "Config overrides key=value (value parsed as YAML)");
+  add_config_arguments(*sub, options->config, options->overrides);
   return sub;
 }
 

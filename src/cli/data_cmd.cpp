@@ -174,10 +174,9 @@ void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       "Dataset statistics and a few samples rendered with the loss tokens marked (check a template); makes the "
       "run's synthetic data and trained tokenizer first if the config asks for them, as train does");
   inspect_cmd->footer("Example:\n  finetune data inspect --config configs/demo.yaml --n 3 data.template=chatml");
-  inspect_cmd->add_option("--config,-c", io->config, "YAML config file")->required();
+  add_config_arguments(*inspect_cmd, io->config, io->overrides);
   inspect_cmd->add_option("--n", io->n, "Samples to render")->check(CLI::NonNegativeNumber);
   inspect_cmd->add_flag("--eval", io->eval, "Inspect data.eval instead of data.train");
-  inspect_cmd->add_option("overrides", io->overrides, "Config overrides key=value");
   inspect_cmd->callback([io, &exit_code] {
     inspect(*io);
     exit_code = 0;

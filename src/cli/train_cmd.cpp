@@ -71,7 +71,7 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
   auto* sub = app.add_subcommand("train", "Fine-tune (or train from scratch) as the config says");
   sub->footer(
       "Examples:\n"
-      "  finetune train --config configs/demo.yaml\n"
+      "  finetune train --config configs/demo.yaml                  # or: finetune train configs/demo.yaml\n"
       "  finetune train --config my.yaml optimizer.lr=1e-4 train.max_steps=100\n"
       "  finetune train --config my.yaml --overwrite                # delete the earlier run there, start again\n"
       "  finetune train --config my.yaml --nproc-per-node auto      # one worker per GPU\n"
@@ -80,7 +80,7 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
       "  torchrun --nproc-per-node 8 --no-python finetune train --config my.yaml\n"
       "Exit codes: 0 done, 1 failure, 2 bad config or usage, 130 stopped by a signal (checkpoint written).");
   auto options = std::make_shared<TrainOptions>();
-  sub->add_option("--config,-c", options->config, "YAML config file")->required()->check(CLI::ExistingFile);
+  add_config_arguments(*sub, options->config, options->overrides);
   sub->add_option("--nproc-per-node,--nproc_per_node", options->nproc_per_node,
                   "Start N local worker processes (or 'auto': one per visible GPU), like torchrun");
   sub->add_option("--nnodes", options->nnodes,
@@ -94,7 +94,6 @@ void add_train(CLI::App& app, const Globals& globals, int& exit_code) {
   sub->add_flag("--overwrite", options->overwrite,
                 "Delete an earlier run in run.output_dir and start again (as run.overwrite=true); without it a run "
                 "that would start at step 0 refuses a directory that holds one");
-  sub->add_option("overrides", options->overrides, "Config overrides key=value (value parsed as YAML)");
   sub->callback([options, &globals, &exit_code] { exit_code = run_train(*options, globals); });
 }
 

@@ -8,17 +8,17 @@
 #include "util/error.h"
 
 namespace ft::cli {
-namespace {
 
-bool is_option(const std::string& word) {
-  return word.size() > 1 && word[0] == '-';
-}
-
-// "finetune", "finetune config".
 std::string command_path(const CLI::App* cmd) {
   std::string path;
   for (; cmd->get_parent() != nullptr; cmd = cmd->get_parent()) path = " " + cmd->get_name() + path;
   return "finetune" + path;
+}
+
+namespace {
+
+bool is_option(const std::string& word) {
+  return word.size() > 1 && word[0] == '-';
 }
 
 std::vector<std::string> command_names(CLI::App* cmd) {

@@ -94,6 +94,25 @@ TEST(Cli, AConfigKeyGivenAsAnOptionIsPointedToItsOverride) {
   expect_usage_error("plot runs/x --outt x.png", "unknown option '--outt' for finetune plot");
 }
 
+// As axolotl and llamafactory-cli take it: the config file as the first argument, the overrides after it; and a
+// command without any config file says how to give one.
+TEST(Cli, TheConfigFileMayComeAsTheFirstArgument) {
+  const std::string config = shell_quote((source_dir() / "configs" / "demo.yaml").string());
+  const auto positional = run_finetune("config show " + config + " train.max_steps=7 optimizer.lr=0.0123");
+  ASSERT_EQ(positional.exit_code, 0) << positional.output;
+  const auto option = run_finetune("config show --config " + config + " train.max_steps=7 optimizer.lr=0.0123");
+  ASSERT_EQ(option.exit_code, 0) << option.output;
+  EXPECT_EQ(positional.output, option.output);
+  EXPECT_NE(positional.output.find("max_steps: 7"), std::string::npos) << positional.output;
+  EXPECT_EQ(run_finetune("config validate " + config).exit_code, 0);
+  expect_usage_error("train", "finetune train needs a config file");
+  expect_usage_error("config validate train.max_steps=5", "finetune config validate needs a config file");
+  expect_usage_error("data inspect --n 2", "finetune data inspect needs a config file");
+  expect_usage_error("config validate no-such-config.yaml", "config file 'no-such-config.yaml' not found");
+  EXPECT_NE(run_finetune("train").output.find("hint: give it as --config FILE or as the first argument"),
+            std::string::npos);
+}
+
 TEST(Cli, PlotWritesTheFormatItsExtensionNamesAndRefusesOthers) {
   TempDir run("ft-cli-plot");
   write_file(run / "metrics.jsonl",
