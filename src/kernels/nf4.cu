@@ -24,11 +24,12 @@ __device__ __forceinline__ void fill(SharedTables& shared, const Nf4Tables& tabl
   __syncthreads();
 }
 
-// The block's absmax. __fmul_rn / __fadd_rn: two roundings as the ATen path, never contracted into an FMA (the
-// kernels build with --use_fast_math).
-__device__ __forceinline__ float block_absmax(const Nf4View& w, const float* map, int64_t block) {
+// The block's absmax; group2 = block / blocksize2 (the caller's division or shift), its entry of absmax2 when
+// double-quantized. __fmul_rn / __fadd_rn: two roundings as the ATen path, never contracted into an FMA (the kernels
+// build with --use_fast_math).
+__device__ __forceinline__ float block_absmax(const Nf4View& w, const float* map, int64_t block, int64_t group2) {
   if (w.absmax != nullptr) return w.absmax[block];
-  const float scaled = __fmul_rn(map[w.absmax_codes[block]], w.absmax2[block / w.blocksize2]);
+  const float scaled = __fmul_rn(map[w.absmax_codes[block]], w.absmax2[group2]);
   return __fadd_rn(scaled, *w.offset);
 }
 
@@ -36,7 +37,8 @@ __device__ __forceinline__ float block_absmax(const Nf4View& w, const float* map
 // multiple of 8).
 __device__ __forceinline__ void group_values(const Nf4View& w, const SharedTables& t, int64_t i, float (&v)[8]) {
   const uint32_t bytes = *reinterpret_cast<const uint32_t*>(w.packed + i * 4);
-  const float absmax = block_absmax(w, t.dynamic, (i * 8) / w.blocksize);
+  const int64_t block = (i * 8) / w.blocksize;
+  const float absmax = block_absmax(w, t.dynamic, block, w.absmax != nullptr ? 0 : block / w.blocksize2);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     const uint32_t byte = (bytes >> (8 * b)) & 0xFFu;  // little-endian: byte b of the group
@@ -134,8 +136,7 @@ struct BlockShifts {
 
 __device__ __forceinline__ float absmax_of(const Nf4View& w, const float* map, int64_t element, BlockShifts shifts) {
   const int64_t block = element >> shifts.block;
-  if (w.absmax != nullptr) return w.absmax[block];
-  return __fadd_rn(__fmul_rn(map[w.absmax_codes[block]], w.absmax2[block >> shifts.block2]), *w.offset);
+  return block_absmax(w, map, block, block >> shifts.block2);
 }
 
 // Nibble n of the result = element n of the 8 in `word` (element 2i is the high nibble of byte i).
