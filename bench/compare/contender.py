@@ -41,6 +41,9 @@ WORKLOADS = {
     "moe": dict(cfg={}, batch=4, seq=2048, lora=True, moe=True, grad_ckpt=True),
     # (q70) Llama-3-70B's layer shape with 16 of its 80 layers, QLoRA r16, gradient checkpointing, micro-batch 2
     "q70": dict(cfg={}, batch=2, seq=2048, lora=True, nf4=True, grad_ckpt=True),
+    # (8b-full) Llama-3-8B shape from --model-dir, full fine-tune with bf16 weights and gradient checkpointing, as
+    # transformers' Trainer runs it with bf16 weights (the optimizer: --optim)
+    "8b-full": dict(cfg={}, batch=4, seq=2048, lora=False, bf16_weights=True, grad_ckpt=True),
     # (g2) Gemma-2-2B shape, LoRA r16: soft-capping, so eager attention (transformers refuses SDPA for it)
     "g2": dict(cls="Gemma2ForCausalLM", config="Gemma2Config", attn="eager",
                cfg=dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
@@ -60,6 +63,9 @@ p.add_argument("workload", choices=sorted(WORKLOADS))
 p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--steps", type=int, default=15)
+p.add_argument("--optim", choices=["adamw", "adamw8bit"], default="adamw",
+               help="torch.optim.AdamW(fused=True), or bitsandbytes' AdamW8bit with 32-bit state for embeddings, as "
+                    "transformers' Trainer sets up optim=adamw_bnb_8bit (bitsandbytes importable)")
 p.add_argument("--save", help="time one checkpoint into this directory instead of the steps")
 p.add_argument("--model-dir", help="a Hugging Face model directory to load (q, f8, q70; optional for c)")
 p.add_argument("--float8", choices=["tensorwise", "rowwise"],
@@ -96,7 +102,7 @@ elif w.get("fp8"):
     cfg = model.config
 elif a.model_dir:  # loaded as users load a model (c, moe: the bench's random model directories)
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        a.model_dir, dtype=torch.bfloat16 if w["lora"] else torch.float32, device_map={"": 0},
+        a.model_dir, dtype=torch.bfloat16 if w["lora"] or w.get("bf16_weights") else torch.float32, device_map={"": 0},
         attn_implementation="sdpa")
     cfg = model.config
 else:
@@ -120,7 +126,15 @@ if w["lora"]:
     model = peft.get_peft_model(model, lora)
 model.train()
 params = [p for p in model.parameters() if p.requires_grad]
-opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+if a.optim == "adamw8bit":
+    import bitsandbytes
+    opt = bitsandbytes.optim.AdamW8bit(params, lr=1e-4)
+    manager = bitsandbytes.optim.GlobalOptimManager.get_instance()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding):
+            manager.register_module_override(module, "weight", {"optim_bits": 32})
+else:
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
 step_fn_model = torch.compile(model) if a.mode == "compile" else model
 batch = torch.randint(0, cfg.vocab_size, (w["batch"], w["seq"]), device="cuda")
 
@@ -157,7 +171,8 @@ dt = (time.perf_counter() - t0) / a.steps
 print(json.dumps(dict(workload=a.workload,
                       runner=("peft-" if w["lora"] else "hf-") + ("liger-" if a.liger else "") +
                       ("torchao-fp8-" if w.get("fp8") else "") +
-                      (f"torchao-float8-{a.float8}-" if a.float8 else "") + a.mode,
+                      (f"torchao-float8-{a.float8}-" if a.float8 else "") +
+                      ("bnb-adamw8bit-" if a.optim == "adamw8bit" else "") + a.mode,
                       tokens_per_s=w["batch"] * w["seq"] / dt, step_s=dt,
                       peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
                       peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30, first_step_s=first_step_s)),

@@ -14,7 +14,8 @@
 # Llama-3-8B shape beside itself with precomputed reference log-probs, its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
 # 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only), 8b-opt = llama3-8b-full.yaml with bf16
-# weights instead of F32 master weights: bf16-pure, and bf16-pure with Kahan-compensated AdamW, 8b-f8 = the same
+# weights instead of F32 master weights: bf16-pure, bf16-pure with Kahan-compensated AdamW, and the same with 8-bit
+# AdamW moments (optimizer.name adamw_8bit; OPT_VARIANTS picks among pure kahan kahan8), 8b-f8 = the same
 # bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
 # master weights under autocast, 120 GiB),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
@@ -416,12 +417,20 @@ for w in "${workloads[@]}"; do
         ft "$cfg" 8b --config "configs/$cfg.yaml" model.path="$work/model-llama3-8b" "${pretok[@]}" \
           train.grad_accum_steps=1
       done ;;
-  8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights: bf16-pure, and Kahan-compensated AdamW
-      for kahan in false true; do
-        ft "llama3-8b-full-pure-kahan-$kahan" 8b --config configs/llama3-8b-full.yaml \
+  8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights (OPT_VARIANTS, default all three):
+      for v in ${OPT_VARIANTS:-pure kahan kahan8}; do  # bf16-pure, Kahan AdamW, Kahan AdamW with 8-bit moments
+        case $v in
+          pure) opt=(optimizer.kahan_summation=false) ;;
+          kahan) opt=(optimizer.kahan_summation=true) ;;
+          kahan8) opt=(optimizer.kahan_summation=true optimizer.name=adamw_8bit) ;;
+          *) echo "run.sh: OPT_VARIANTS: unknown variant '$v' (pure, kahan, kahan8)" >&2; exit 2 ;;
+        esac
+        ft "llama3-8b-full-$v" 8b --config configs/llama3-8b-full.yaml \
           model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16-pure \
-          optimizer.kahan_summation=$kahan
-      done ;;
+          "${opt[@]}"
+      done
+      # transformers with bf16 weights, gradient checkpointing and bitsandbytes' AdamW8bit
+      contender 8b-full eager --model-dir "$work/model-llama3-8b" --optim adamw8bit ;;
   8b-f8) random_model llama3-8b  # llama3-8b-full.yaml, bf16 GEMMs against train.fp8: tensorwise
       for fp8 in off tensorwise; do
         ft "llama3-8b-full-${F8B_PRECISION:-bf16-pure}-fp8-$fp8" 8b --config configs/llama3-8b-full.yaml \

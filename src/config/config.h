@@ -280,7 +280,7 @@ struct PreferenceConfig {
 };
 
 struct OptimizerConfig {
-  OptimizerName name = OptimizerName::kAdamW; // adamw (fused at::_fused_adamw_)
+  OptimizerName name = OptimizerName::kAdamW;  // adamw | adamw_8bit (8-bit moments, as bitsandbytes' AdamW8bit)
   double lr = 3e-4;                          // peak learning rate
   std::vector<double> betas = {0.9, 0.999};  // Adam beta1, beta2
   double eps = 1e-8;                         // Adam epsilon
@@ -289,7 +289,7 @@ struct OptimizerConfig {
   bool kahan_summation = false;  // bf16 parameters: Kahan-compensated updates, F32 exp_avg_sq (fp32-quality steps)
 
   template <class V> void visit(V& v) {
-    v("name", name);
+    v("name", name, kMustMatch);
     v("lr", lr);
     v("betas", betas);
     v("eps", eps);

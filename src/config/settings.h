@@ -185,10 +185,11 @@ struct EnumTable<Precision> {
                                                                {Precision::kBf16Pure, "bf16-pure"}}};
 };
 
-enum class OptimizerName { kAdamW };
+enum class OptimizerName { kAdamW, kAdamW8bit };
 template <>
 struct EnumTable<OptimizerName> {
-  static constexpr std::array<EnumName<OptimizerName>, 1> entries{{{OptimizerName::kAdamW, "adamw"}}};
+  static constexpr std::array<EnumName<OptimizerName>, 2> entries{
+      {{OptimizerName::kAdamW, "adamw"}, {OptimizerName::kAdamW8bit, "adamw_8bit"}}};
 };
 
 enum class Schedule { kConstant, kLinear, kCosine, kWsd };

@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "optim/kahan_kernel.h"
+#include "optim/step_kernels.h"
 #include "optim/tensor_groups.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -24,6 +24,7 @@ AdamWOptions AdamWOptions::from_config(const OptimizerConfig& cfg) {
   o.weight_decay = cfg.weight_decay;
   o.decay_norms_and_biases = cfg.decay_norms_and_biases;
   o.kahan_summation = cfg.kahan_summation;
+  o.eight_bit_moments = cfg.name == OptimizerName::kAdamW8bit;
   return o;
 }
 
@@ -83,12 +84,25 @@ bool AdamW::compensated(const at::Tensor& param) const {
   return opts_.kahan_summation && (param.scalar_type() == at::kBFloat16 || param.scalar_type() == at::kHalf);
 }
 
+bool AdamW::eight_bit(const std::string& name, const at::Tensor& param) const {
+  return opts_.eight_bit_moments && takes_8bit_moments(name, param);
+}
+
+const at::Tensor& AdamW::maps_on(c10::Device device) {
+  auto it = maps_.find(device.str());
+  if (it == maps_.end()) it = maps_.emplace(device.str(), eight_bit_maps(device)).first;
+  return it->second;
+}
+
 AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param) {
   auto it = state_.find(name);
   if (it != state_.end()) return it->second;
+  if (eight_bit(name, param)) return state_.emplace(name, zero_8bit_state(param, compensated(param))).first->second;
   // As torch/optim/adamw.py does for fused=True: zero moments like the param, a F32 step on the param's device.
-  State s{at::zeros_like(param, at::MemoryFormat::Preserve), at::zeros_like(param, at::MemoryFormat::Preserve),
-          at::zeros({}, param.options().dtype(at::kFloat)), at::Tensor()};
+  State s;
+  s.exp_avg = at::zeros_like(param, at::MemoryFormat::Preserve);
+  s.exp_avg_sq = at::zeros_like(param, at::MemoryFormat::Preserve);
+  s.step = at::zeros({}, param.options().dtype(at::kFloat));
   if (compensated(param)) {
     // exp_avg_sq in F32: with beta2 near 1 its per-step change is far below bf16's resolution, the same loss
     // Kahan summation removes from the weights (exp_avg moves by 1 - beta1 of itself and keeps the param dtype).
@@ -139,17 +153,22 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       if (grad.is_sparse()) throw Error("AdamW: parameter '" + g.names[i] + "' has a sparse gradient (unsupported)");
       with_grad[i] = g.params[i];
     }
-    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists. Compensated parameters step one
-    // by one after it, their counters advanced together first.
+    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists. Compensated and 8-bit parameters
+    // step one by one after it, their counters advanced together first.
     for (const auto& [key, indices] : group_by_device(with_grad, /*by_dtype=*/true)) {
-      std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps, kahan_steps;
-      std::vector<std::pair<at::Tensor, State*>> kahan;
+      std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps, own_steps;
+      std::vector<std::pair<at::Tensor, State*>> kahan, eight_bits;
       for (size_t i : indices) {
         const at::Tensor& p = g.params[i];
         State& s = state_for(g.names[i], p);
+        if (s.eight_bit()) {
+          eight_bits.emplace_back(p, &s);
+          own_steps.push_back(s.step);
+          continue;
+        }
         if (compensated(p)) {
           kahan.emplace_back(p, &s);
-          kahan_steps.push_back(s.step);
+          own_steps.push_back(s.step);
           continue;
         }
         params.push_back(p);
@@ -168,13 +187,16 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
                           opts_.beta2, g.weight_decay, opts_.eps, /*amsgrad=*/false, /*maximize=*/false, scale_here,
                           inf_here);
       }
-      if (!kahan.empty()) at::_foreach_add_(kahan_steps, 1);
+      if (!own_steps.empty()) at::_foreach_add_(own_steps, 1);
       if (inf_here) {
         // A skipped step must not advance the bias-correction counters (torch/optim/adam.py does the same).
-        steps.insert(steps.end(), kahan_steps.begin(), kahan_steps.end());
+        steps.insert(steps.end(), own_steps.begin(), own_steps.end());
         at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), *inf_here));
       }
       for (auto& [p, s] : kahan) compensated_step(p, *s, g.lr, g.weight_decay, scale_here, inf_here);
+      const StepHyper hyper{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay};
+      for (auto& [p, s] : eight_bits)
+        eight_bit_step(p, *s, maps_on(device), hyper, scale_here, inf_here, opts_.cuda_kernels);
     }
   }
 }
@@ -195,6 +217,10 @@ std::map<std::string, at::Tensor> AdamW::state_tensors() const {
     out[name + ".exp_avg_sq"] = s.exp_avg_sq.detach();
     out[name + ".step"] = s.step.detach();
     if (s.compensation.defined()) out[name + ".compensation"] = s.compensation.detach();
+    if (s.eight_bit()) {
+      out[name + ".exp_avg.absmax"] = s.exp_avg_absmax.detach();
+      out[name + ".exp_avg_sq.absmax"] = s.exp_avg_sq_absmax.detach();
+    }
   }
   return out;
 }
@@ -205,19 +231,71 @@ std::map<std::string, at::Tensor> AdamW::state_dict() const {
   return out;
 }
 
+AdamW::State AdamW::loaded_state(const std::string& name, const at::Tensor& p,
+                                 const std::map<std::string, at::Tensor>& state) const {
+  auto get = [&](const std::string& suffix, at::IntArrayRef shape) -> const at::Tensor& {
+    auto it = state.find(name + suffix);
+    if (it == state.end())
+      throw Error("optimizer state lacks '" + name + suffix + "'", "the checkpoint's optimizer state is incomplete");
+    if (!it->second.sizes().equals(shape))
+      throw Error(fmt::format("optimizer state '{}{}' has shape [{}], expected [{}]", name, suffix,
+                              shape_str(it->second), fmt::join(shape, ", ")),
+                  "the model shape changed since the checkpoint was written; resume with the same model");
+    return it->second;
+  };
+  const bool kahan = compensated(p), eight = eight_bit(name, p);
+  if (kahan != (state.count(name + ".compensation") > 0)) {
+    throw Error(
+        fmt::format("optimizer state for '{}' was written {} Kahan summation", name, kahan ? "without" : "with"),
+        "resume with the optimizer.kahan_summation setting of the run that wrote the checkpoint");
+  }
+  if (eight != (state.count(name + ".exp_avg.absmax") > 0)) {
+    throw Error(fmt::format("optimizer state for '{}' was written {} 8-bit moments", name, eight ? "without" : "with"),
+                "resume with the optimizer.name of the run that wrote the checkpoint");
+  }
+  auto st = state.find(name + ".step");
+  if (st == state.end())
+    throw Error("optimizer state lacks '" + name + ".step'", "the checkpoint's optimizer state is incomplete");
+  if (st->second.numel() != 1)
+    throw Error(
+        fmt::format("optimizer state '{}.step' has shape [{}], expected a scalar", name, shape_str(st->second)));
+  State s;
+  s.step = st->second.reshape({}).to(p.device(), at::kFloat).clone();
+  if (eight) {
+    const int64_t blocks = (p.numel() + kEightBitBlock - 1) / kEightBitBlock;
+    s.exp_avg = get(".exp_avg", p.sizes()).to(p.device(), at::kByte).contiguous().clone();
+    s.exp_avg_sq = get(".exp_avg_sq", p.sizes()).to(p.device(), at::kByte).contiguous().clone();
+    s.exp_avg_absmax = get(".exp_avg.absmax", {blocks}).to(p.device(), at::kFloat).clone();
+    s.exp_avg_sq_absmax = get(".exp_avg_sq.absmax", {blocks}).to(p.device(), at::kFloat).clone();
+  } else {
+    s.exp_avg = get(".exp_avg", p.sizes()).to(p.device(), p.scalar_type()).clone();
+    s.exp_avg_sq = get(".exp_avg_sq", p.sizes()).to(p.device(), kahan ? at::kFloat : p.scalar_type()).clone();
+  }
+  if (kahan) s.compensation = get(".compensation", p.sizes()).to(p.device(), p.scalar_type()).contiguous().clone();
+  return s;
+}
+
+std::string AdamW::owner_of(const std::string& key, const std::set<std::string>& names) {
+  static const std::vector<std::string> kSuffixes = {".exp_avg",      ".exp_avg_sq",     ".step",
+                                                     ".compensation", ".exp_avg.absmax", ".exp_avg_sq.absmax"};
+  for (const auto& suffix : kSuffixes) {
+    if (ends_with(key, suffix) && names.count(key.substr(0, key.size() - suffix.size())))
+      return key.substr(0, key.size() - suffix.size());
+  }
+  return "";
+}
+
 void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
-  static const std::vector<std::string> kSuffixes = {".exp_avg", ".exp_avg_sq", ".step", ".compensation"};
   std::map<std::string, const at::Tensor*> params;
-  for (const auto& g : groups_)
+  std::set<std::string> names;
+  for (const auto& g : groups_) {
     for (size_t i = 0; i < g.params.size(); ++i) params[g.names[i]] = &g.params[i];
+    names.insert(g.names.begin(), g.names.end());
+  }
 
   std::set<std::string> stated;  // parameters that have some entry in `state`
   for (const auto& [key, value] : state) {
-    std::string name;
-    for (const auto& suffix : kSuffixes)
-      if (ends_with(key, suffix) && params.count(key.substr(0, key.size() - suffix.size()))) {
-        name = key.substr(0, key.size() - suffix.size());
-      }
+    const std::string name = owner_of(key, names);
     if (name.empty())
       throw Error("optimizer state has entry '" + key + "' that matches no trainable parameter",
                   "the checkpoint was written for a different model or set of trainable parameters; "
@@ -233,41 +311,7 @@ void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
     }
   }
   std::map<std::string, State> loaded;
-  for (const auto& name : stated) {
-    const at::Tensor& p = *params.at(name);
-    auto get = [&](const std::string& suffix) -> const at::Tensor& {
-      auto it = state.find(name + suffix);
-      if (it == state.end())
-        throw Error("optimizer state lacks '" + name + suffix + "'", "the checkpoint's optimizer state is incomplete");
-      return it->second;
-    };
-    const at::Tensor& m = get(".exp_avg");
-    const at::Tensor& v = get(".exp_avg_sq");
-    const at::Tensor& st = get(".step");
-    for (const at::Tensor* t : {&m, &v})
-      if (!t->sizes().equals(p.sizes()))
-        throw Error(fmt::format("optimizer state for '{}' has shape [{}] but the parameter has shape [{}]", name,
-                                shape_str(*t), shape_str(p)),
-                    "the model shape changed since the checkpoint was written; resume with the same model");
-    if (st.numel() != 1)
-      throw Error(fmt::format("optimizer state '{}.step' has shape [{}], expected a scalar", name, shape_str(st)));
-    const bool kahan = compensated(p);
-    if (kahan != (state.count(name + ".compensation") > 0)) {
-      throw Error(
-          fmt::format("optimizer state for '{}' was written {} Kahan summation", name, kahan ? "without" : "with"),
-          "resume with the optimizer.kahan_summation setting of the run that wrote the checkpoint");
-    }
-    State s{m.to(p.device(), p.scalar_type()).clone(), v.to(p.device(), kahan ? at::kFloat : p.scalar_type()).clone(),
-            st.reshape({}).to(p.device(), at::kFloat).clone(), at::Tensor()};
-    if (kahan) {
-      const at::Tensor& c = get(".compensation");
-      if (!c.sizes().equals(p.sizes()))
-        throw Error(fmt::format("optimizer state '{}.compensation' has shape [{}], the parameter [{}]", name,
-                                shape_str(c), shape_str(p)));
-      s.compensation = c.to(p.device(), p.scalar_type()).clone();
-    }
-    loaded.emplace(name, std::move(s));
-  }
+  for (const auto& name : stated) loaded.emplace(name, loaded_state(name, *params.at(name), state));
   state_ = std::move(loaded);
 }
 

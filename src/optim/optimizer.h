@@ -6,12 +6,13 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "config/config.h"
-#include "optim/kahan_kernel.h"
+#include "optim/step_kernels.h"
 
 namespace ft::optim {
 
@@ -27,7 +28,10 @@ struct AdamWOptions {
   // (exp_avg stays in the parameter's dtype), so steps far below the dtype's resolution add up as they do on fp32
   // master weights. F32 parameters step through the fused kernel as without it.
   bool kahan_summation = false;
-  // Kahan steps of CUDA parameters run in one kernel each (kernels/adamw_kahan.h) instead of the ATen composite:
+  // 8-bit moments (optim/adamw_8bit.h) for the parameters takes_8bit_moments picks: optimizer.name adamw_8bit.
+  bool eight_bit_moments = false;
+  // Kahan and 8-bit steps of CUDA parameters run in one kernel each (kernels/adamw_kahan.h, kernels/adamw_8bit.h)
+  // instead of the ATen composites:
   // the run's KernelPolicy::kernels (train.fused_kernels in a build with our kernels).
   bool cuda_kernels = false;
 
@@ -73,11 +77,15 @@ class AdamW {
 
   // State as "<param>.exp_avg" (param dtype/shape), "<param>.exp_avg_sq" (param dtype/shape; F32 under Kahan
   // summation), "<param>.step" (F32 []) and, under Kahan summation, "<param>.compensation" (param dtype/shape) for
-  // every parameter stepped at least once. Tensors are detached copies on the CPU.
+  // every parameter stepped at least once. With 8-bit moments exp_avg and exp_avg_sq are U8 codes of the param's
+  // shape, with "<param>.exp_avg.absmax" and "<param>.exp_avg_sq.absmax" (F32 [ceil(numel / 256)]).
+  // Tensors are detached copies on the CPU.
   std::map<std::string, at::Tensor> state_dict() const;
   // The same entries as the optimizer's own tensors (detached, on their devices, changed by the next step): for a
   // checkpoint that writes or copies them at once.
   std::map<std::string, at::Tensor> state_tensors() const;
+  // The parameter a state_dict() key belongs to, among `names`; empty when it belongs to none.
+  static std::string owner_of(const std::string& key, const std::set<std::string>& names);
   // Restores state_dict() output. Throws ft::Error naming the key on an unknown parameter, a missing entry, or a
   // shape mismatch; values are copied to each parameter's device and dtype.
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
@@ -86,16 +94,24 @@ class AdamW {
   using State = AdamWState;
   // Whether `param` steps with Kahan summation.
   bool compensated(const at::Tensor& param) const;
+  // Whether parameter `name` steps with 8-bit moments.
+  bool eight_bit(const std::string& name, const at::Tensor& param) const;
+  // The 8-bit steps' dynamic maps on `device` (eight_bit_maps), made once per device.
+  const at::Tensor& maps_on(c10::Device device);
   State& state_for(const std::string& name, const at::Tensor& param);
   // One parameter's Kahan-compensated AdamW step, its step count already advanced (no host sync): the CUDA kernel
   // where opts_.cuda_kernels and it takes the parameter, else ATen ops.
   void compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
                         const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) const;
   void validate();
+  // Parameter `name`'s entries of a state_dict(), checked against `p` and this optimizer's settings.
+  State loaded_state(const std::string& name, const at::Tensor& p,
+                     const std::map<std::string, at::Tensor>& state) const;
 
   std::vector<ParamGroup> groups_;
   AdamWOptions opts_;
   std::map<std::string, State> state_;
+  std::map<std::string, at::Tensor> maps_;  // by device (its str())
 };
 
 }  // namespace ft::optim

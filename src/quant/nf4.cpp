@@ -135,25 +135,36 @@ const at::Tensor& nf4_code() {
   return code;
 }
 
-// create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8). For each exponent i = 0..6 the 2^i midpoints
-// of float32 linspace(0.1, 1, 2^i + 1), times 10^(i - 6) and times -10^(i - 6) (a float32 product with the scale
-// rounded to float32, as torch multiplies a tensor by a Python float); then 0 and 1; sorted. 2 * 127 + 2 = 256 values,
-// so the map has no padding zeros and no -1.
+namespace {
+
+// create_dynamic_map(signed, max_exponent_bits=7, total_bits=8). For each exponent i = 0..6 the midpoints of float32
+// linspace(0.1, 1, k + 1), k = 2^i signed or 2^(i + 1) unsigned, times 10^(i - 6) (and, signed, times -10^(i - 6); a
+// float32 product with the scale rounded to float32, as torch multiplies a tensor by a Python float); then 0 and 1;
+// sorted. 2 * 127 + 2 or 254 + 2 = 256 values, so neither map has padding zeros or -1.
+at::Tensor make_dynamic_map(bool is_signed) {
+  constexpr int kExponentBits = 7;  // max_exponent_bits
+  std::vector<at::Tensor> parts;
+  for (int i = 0; i < kExponentBits; ++i) {
+    const int64_t fraction_items = (int64_t{1} << (is_signed ? i : i + 1)) + 1;
+    const at::Tensor bounds = at::linspace(0.1, 1.0, fraction_items, at::kFloat);       // F32 [k + 1]
+    const at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;       // F32 [k]
+    const double scale = std::pow(10.0, static_cast<double>(i - (kExponentBits - 1)));  // Python's 10 ** (i - 6)
+    parts.push_back(means * scale);
+    if (is_signed) parts.push_back(means * -scale);
+  }
+  parts.push_back(at::tensor({0.0f, 1.0f}, at::kFloat));
+  return std::get<0>(at::sort(at::cat(parts)));  // F32 [256]
+}
+
+}  // namespace
+
 const at::Tensor& dynamic_map() {
-  static const at::Tensor map = [] {
-    constexpr int kExponentBits = 7;  // max_exponent_bits
-    std::vector<at::Tensor> parts;
-    for (int i = 0; i < kExponentBits; ++i) {
-      const int64_t fraction_items = (int64_t{1} << i) + 1;                               // 2^(i + 7 - 7) + 1
-      const at::Tensor bounds = at::linspace(0.1, 1.0, fraction_items, at::kFloat);       // F32 [2^i + 1]
-      const at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;       // F32 [2^i]
-      const double scale = std::pow(10.0, static_cast<double>(i - (kExponentBits - 1)));  // Python's 10 ** (i - 6)
-      parts.push_back(means * scale);
-      parts.push_back(means * -scale);
-    }
-    parts.push_back(at::tensor({0.0f, 1.0f}, at::kFloat));
-    return std::get<0>(at::sort(at::cat(parts)));  // F32 [256]
-  }();
+  static const at::Tensor map = make_dynamic_map(/*is_signed=*/true);
+  return map;
+}
+
+const at::Tensor& unsigned_dynamic_map() {
+  static const at::Tensor map = make_dynamic_map(/*is_signed=*/false);
   return map;
 }
 

@@ -59,6 +59,9 @@ const at::Tensor& nf4_code();
 // bitsandbytes' create_dynamic_map(signed=True): 8-bit dynamic-exponent code, 256 ascending values in
 // [-0.99297, 1], built as bitsandbytes builds it (float32 linspace of fractions scaled by 1e-6 .. 1). F32 [256], CPU.
 const at::Tensor& dynamic_map();
+// create_dynamic_map(signed=False): 256 ascending values in [0, 1], twice as fine as the signed map's positive half
+// (bitsandbytes' 8-bit optimizers quantize Adam's second moment with it). F32 [256], CPU.
+const at::Tensor& unsigned_dynamic_map();
 
 // Quantizes `w` (F32, BF16 or F16, any shape and device, numel > 0) with blocks of `blocksize` (a power of two,
 // 16..4096; bitsandbytes itself accepts 32..4096). The result lives on w's device.

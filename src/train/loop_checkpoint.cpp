@@ -73,8 +73,7 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
   for (const auto& g : optimizer.groups()) held.insert(g.names.begin(), g.names.end());
   std::map<std::string, at::Tensor> mine;
   for (auto& [key, t] : all) {
-    const auto dot = key.rfind('.');
-    if (dot != std::string::npos && held.count(key.substr(0, dot))) mine.emplace(key, std::move(t));
+    if (!optim::AdamW::owner_of(key, held).empty()) mine.emplace(key, std::move(t));
   }
   return mine;
 }

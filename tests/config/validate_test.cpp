@@ -63,7 +63,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"train.precision=fp8",
                  "train.precision: invalid value 'fp8' (expected one of: fp32, bf16, fp16, "
                  "bf16-pure)"},
-        BadValue{"optimizer.name=sgd", "optimizer.name: invalid value 'sgd' (expected one of: adamw)"},
+        BadValue{"optimizer.name=sgd", "optimizer.name: invalid value 'sgd' (expected one of: adamw, adamw_8bit)"},
         BadValue{"scheduler.type=step",
                  "scheduler.type: invalid value 'step' (expected one of: constant, linear, "
                  "cosine, wsd)"},

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "optim/kahan_kernel.h"
 #include "optim/optimizer.h"
+#include "optim/step_kernels.h"
 
 namespace ft::test {
 namespace {

@@ -185,9 +185,10 @@ TEST(Nf4Bitsandbytes, DequantizedWeightsEqualBitsandbytesBitForBit) {
   }
 }
 
-TEST(Nf4Bitsandbytes, DynamicMapAndNf4CodeEqualBitsandbytes) {
+TEST(Nf4Bitsandbytes, DynamicMapsAndNf4CodeEqualBitsandbytes) {
   REQUIRE_REFERENCE();
   EXPECT_TRUE(bits_equal(quant::dynamic_map(), ref.tensors.at("dynamic_map")));
+  EXPECT_TRUE(bits_equal(quant::unsigned_dynamic_map(), ref.tensors.at("unsigned_dynamic_map")));
   EXPECT_TRUE(bits_equal(quant::nf4_code(), ref.tensors.at("nf4_code")));
 }
 

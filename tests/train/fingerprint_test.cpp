@@ -50,6 +50,7 @@ TEST(Fingerprint, MarkedKeysAreTheSettingsThatShapeTheModelOrTheData) {
                                          "train.objective",
                                          "train.micro_batch_size",
                                          "train.grad_accum_steps",
+                                         "optimizer.name",
                                          "optimizer.kahan_summation"};
   EXPECT_EQ(config::must_match_keys(), want);
   const auto values = config::must_match_values(config_with("/d/a.jsonl", 48));

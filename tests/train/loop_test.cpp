@@ -355,28 +355,62 @@ TEST_F(TrainLoop, NonFiniteLossStopsNamingTheStepAndKeepsCheckpoints) {
 }
 
 // A long run at a small learning rate, where bf16 rounds most AdamW updates away: bf16-pure falls behind F32
-// master weights (train.precision bf16), and bf16-pure with optimizer.kahan_summation keeps up with them.
+// master weights (train.precision bf16), and bf16-pure with optimizer.kahan_summation keeps up with them, with F32 or
+// with 8-bit moments (optimizer.name adamw_8bit).
 TEST_F(TrainLoop, KahanSummationKeepsBf16WeightsOnTheF32MasterTrajectory) {
   const std::string fixed =
       "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n"
       "scheduler: {type: constant, warmup_steps: 0}\n";
   const std::string common = "train.max_steps=60 optimizer.lr=1.0e-4 optimizer.weight_decay=0 ";
+  const std::string kahan = "train.precision=bf16-pure optimizer.kahan_summation=true";
   const std::map<std::string, std::string> runs = {{"master", "train.precision=bf16"},
                                                    {"pure", "train.precision=bf16-pure"},
-                                                   {"kahan", "train.precision=bf16-pure optimizer.kahan_summation=true"}};
+                                                   {"kahan", kahan},
+                                                   {"kahan8", kahan + " optimizer.name=adamw_8bit"}};
   std::map<std::string, double> final_loss = final_losses(runs, fixed, common, 60, 10);  // the last 10 steps' mean
   ASSERT_EQ(final_loss.size(), runs.size());
   const double start = losses(dir_ / "master").begin()->second;
   const double learned = start - final_loss["master"];
   ASSERT_GT(learned, 0.05) << "the master run should learn at this rate";
   std::cerr << "losses from " << start << ": master " << final_loss["master"] << ", kahan " << final_loss["kahan"]
-            << ", pure " << final_loss["pure"] << "\n";
-  const double kahan_gap = std::abs(final_loss["kahan"] - final_loss["master"]);
+            << ", kahan with 8-bit moments " << final_loss["kahan8"] << ", pure " << final_loss["pure"] << "\n";
   const double pure_gap = std::abs(final_loss["pure"] - final_loss["master"]);
-  EXPECT_LT(kahan_gap, 0.005 * final_loss["master"]) << "kahan " << final_loss["kahan"] << ", master "
-                                                      << final_loss["master"];
-  EXPECT_GT(pure_gap, 3.0 * kahan_gap) << "pure " << final_loss["pure"] << ", kahan " << final_loss["kahan"]
-                                       << ", master " << final_loss["master"];
+  for (const char* name : {"kahan", "kahan8"}) {
+    const double gap = std::abs(final_loss[name] - final_loss["master"]);
+    EXPECT_LT(gap, 0.005 * final_loss["master"])
+        << name << " " << final_loss[name] << ", master " << final_loss["master"];
+    EXPECT_GT(pure_gap, 3.0 * gap) << "pure " << final_loss["pure"] << ", " << name << " " << final_loss[name]
+                                   << ", master " << final_loss["master"];
+  }
+}
+
+// optimizer.name adamw_8bit: the one-byte moments and their block scales go into the checkpoint, and a run stopped by
+// SIGTERM resumes to the uninterrupted run's losses bit for bit.
+TEST_F(TrainLoop, AdamW8bitCheckpointsItsByteMomentsAndResumesBitExactly) {
+  const std::string eight = "optimizer.name=adamw_8bit train.max_steps=30";
+  const auto reference = write_config("eight");
+  ASSERT_EQ(run(train_cmd(reference, eight)).exit_code, 0);
+  const auto expected = losses(dir_ / "eight");
+  ASSERT_EQ(expected.size(), 30u);
+  const auto term = write_config("eight-term");
+  EXPECT_EQ(run_and_signal(train_cmd(term, eight), dir_ / "eight-term", 13, SIGTERM), 130);
+  const auto resumed = run(train_cmd(term, eight));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  expect_same_losses(expected, losses(dir_ / "eight-term"), 0.0);
+  const auto state = io::read_safetensors(dir_ / "eight" / "checkpoints" / "step-000030" / "optimizer.safetensors");
+  size_t byte_moments = 0;
+  for (const auto& [key, t] : state) {
+    if (key.size() > 15 && key.compare(key.size() - 15, 15, ".exp_avg.absmax") == 0) {
+      ++byte_moments;
+      EXPECT_EQ(state.at(key.substr(0, key.size() - 7)).scalar_type(), at::kByte) << key;
+    }
+  }
+  EXPECT_GT(byte_moments, 0u);
+  // A checkpoint of 8-bit moments does not resume a run with F32 ones.
+  const auto other = run(train_cmd(term, "optimizer.name=adamw train.max_steps=40"));
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("optimizer.name"), std::string::npos) << other.output;
 }
 
 // train.fp8 (FP8 GEMMs emulated in F32 on the CPU, as the casts and GEMMs of a GPU compute them): both recipes learn

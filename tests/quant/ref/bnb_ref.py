@@ -11,7 +11,8 @@ bitsandbytes.functional.quantize_4bit(w, blocksize, quant_type="nf4", compress_s
   NAME.offset   F32 [1]                 (double-quantized only)
   NAME.absmax_restored  F32 [blocks]    (double-quantized only: dequantize_blockwise(absmax, state2) + offset)
   NAME.dequant  dequantize_4bit of that state, in w's dtype, shape of w
-plus "dynamic_map" (create_dynamic_map(signed=True)) and "nf4_code" (get_4bit_type("nf4")).
+plus "dynamic_map" (create_dynamic_map(signed=True)), "unsigned_dynamic_map" (create_dynamic_map(signed=False), the
+second moment's map of the 8-bit optimizers) and "nf4_code" (get_4bit_type("nf4")).
 
 dequantize_4bit runs on a copy of the state whose shape is flattened to [n]: bitsandbytes 0.50.2's AVX-512 CPU
 kernel indexes the absmax per row (row * (cols // blocksize) + col // blocksize), which is wrong when a row is not a
@@ -52,6 +53,7 @@ def main():
         jobs = json.load(f)
     out = {
         "dynamic_map": F.create_dynamic_map(signed=True).contiguous(),
+        "unsigned_dynamic_map": F.create_dynamic_map(signed=False).contiguous(),
         "nf4_code": F.get_4bit_type("nf4", device="cpu").contiguous(),
     }
     meta = {"bitsandbytes": bitsandbytes.__version__, "torch": torch.__version__}

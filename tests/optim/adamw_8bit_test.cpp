@@ -1,0 +1,233 @@
+// AdamW with 8-bit moments (optimizer.name: adamw_8bit) on the CPU: the quantizer against a brute-force nearest
+// entry of bitsandbytes' maps, the trajectory against F32 AdamW, with Kahan summation on bf16 weights, the found_inf
+// skip, which tensors get 8-bit moments, and state round trips. The CUDA kernel against bitsandbytes' own AdamW8bit:
+// tests/quant/adamw_8bit_bnb_gpu_test.cpp.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "optim/adamw_8bit.h"
+#include "optim/optimizer.h"
+#include "quant/nf4.h"
+#include "util/error.h"
+
+namespace ft::test {
+namespace {
+
+using optim::AdamW;
+using optim::AdamWOptions;
+
+AdamWOptions eight_bit_options(double lr) {
+  AdamWOptions opts;
+  opts.lr = lr;
+  opts.eight_bit_moments = true;
+  opts.decay_norms_and_biases = true;
+  return opts;
+}
+
+double mean_abs(const at::Tensor& t) {
+  return t.abs().mean().item<double>();
+}
+
+// The first step from zero moments gives m = (1 - beta1) g and v = (1 - beta2) g^2 (F32, as the kernel computes);
+// each stored code must be the map entry nearest to m / absmax (v / absmax), as bitsandbytes' kernel picks it.
+TEST(AdamW8bit, FirstStepStoresTheNearestMapEntryOfEachMoment) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  auto w = at::randn({40, 160}, gen).requires_grad_(true);  // 6400 elements: 25 blocks, none partial
+  const at::Tensor g = at::randn({40, 160}, gen) * at::randn({40, 1}, gen).exp();  // rows of different scales
+  w.mutable_grad() = g;
+  AdamW opt({{"w", w}}, eight_bit_options(1e-3));
+  opt.step();
+  const auto state = opt.state_dict();
+  ASSERT_EQ(state.at("w.exp_avg").scalar_type(), at::kByte);
+  const struct {
+    const char* key;
+    at::Tensor map, exact;
+  } moments[] = {{"w.exp_avg", quant::dynamic_map(), (g * (1.0f - 0.9f)).reshape({25, 256})},
+                 {"w.exp_avg_sq", quant::unsigned_dynamic_map(), (g * (1.0f - 0.999f) * g).reshape({25, 256})}};
+  for (const auto& mo : moments) {
+    SCOPED_TRACE(mo.key);
+    const at::Tensor absmax = state.at(std::string(mo.key) + ".absmax");  // F32 [25]
+    EXPECT_TRUE(at::allclose(absmax, mo.exact.abs().amax(1), 1e-6, 0.0));
+    const at::Tensor x = mo.exact / absmax.unsqueeze(1);                         // F32 [25, 256] in [-1, 1]
+    const at::Tensor dist = (x.unsqueeze(-1) - mo.map.view({1, 1, 256})).abs();  // F32 [25, 256, 256]
+    const at::Tensor best = std::get<0>(dist.min(-1));
+    const at::Tensor codes = state.at(mo.key).reshape({25, 256}).to(at::kLong);
+    const at::Tensor chosen = dist.gather(-1, codes.unsqueeze(-1)).squeeze(-1);
+    // Nearest everywhere (a tie may go either way; the sign rule may move a tiny m one entry across zero).
+    EXPECT_LE((chosen - best).max().item<float>(), 2e-6f);
+    EXPECT_GT(chosen.eq(best).to(at::kFloat).mean().item<float>(), 0.999f);
+  }
+}
+
+// A long run on F32 weights against F32 AdamW: the 8-bit moments' error stays a few percent of the distance moved.
+TEST(AdamW8bit, FollowsF32AdamWWithinTheQuantizationError) {
+  for (double wd : {0.0, 0.1}) {
+    SCOPED_TRACE("weight_decay " + std::to_string(wd));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const at::Tensor w0 = at::randn({64, 128}, gen);
+    auto a = w0.clone().requires_grad_(true), b = w0.clone().requires_grad_(true);
+    AdamWOptions opts = eight_bit_options(1e-3);
+    opts.weight_decay = wd;
+    AdamW eight({{"w", a}}, opts);
+    opts.eight_bit_moments = false;
+    AdamW f32({{"w", b}}, opts);
+    for (int s = 0; s < 200; ++s) {
+      const at::Tensor g = at::randn({64, 128}, gen) + 0.2 * at::randn({64, 1}, gen);
+      a.mutable_grad() = g;
+      b.mutable_grad() = g.clone();
+      eight.step();
+      f32.step();
+    }
+    const double moved = mean_abs(b - w0), error = mean_abs(a - b);
+    ASSERT_GT(moved, 0.01);
+    EXPECT_LT(error, 0.05 * moved) << error << " of " << moved;  // 1.4-2.3 % when written
+  }
+}
+
+// bf16 weights at lr 1e-5: plain bf16 rounds every update away; with Kahan summation the 8-bit-moment run follows F32
+// AdamW (F32 moments) as the F32-moment Kahan run does, to within the moments' quantization error.
+TEST(AdamW8bit, WithKahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor w0 = (at::rand({64, 128}, gen) + 0.5).to(at::kBFloat16).to(at::kFloat);  // exact in bf16
+  auto f32 = w0.clone().requires_grad_(true);
+  auto kahan = w0.to(at::kBFloat16).requires_grad_(true);
+  auto plain = w0.to(at::kBFloat16).requires_grad_(true);
+  AdamWOptions opts = eight_bit_options(1e-5);
+  opts.eight_bit_moments = false;
+  AdamW opt_f32({{"w", f32}}, opts);
+  opts.eight_bit_moments = true;
+  AdamW opt_plain({{"w", plain}}, opts);
+  opts.kahan_summation = true;
+  AdamW opt_kahan({{"w", kahan}}, opts);
+  for (int s = 0; s < 300; ++s) {
+    const at::Tensor g = (at::randn({64, 128}, gen) + 0.3).to(at::kBFloat16);
+    f32.mutable_grad() = g.to(at::kFloat);
+    kahan.mutable_grad() = g.clone();
+    plain.mutable_grad() = g.clone();
+    opt_f32.step();
+    opt_kahan.step();
+    opt_plain.step();
+  }
+  const auto state = opt_kahan.state_dict();
+  ASSERT_EQ(state.at("w.exp_avg").scalar_type(), at::kByte);
+  ASSERT_EQ(state.at("w.compensation").scalar_type(), at::kBFloat16);
+  const at::Tensor followed = kahan.detach().to(at::kFloat) + state.at("w.compensation").to(at::kFloat);
+  const double moved = mean_abs(f32 - w0);
+  ASSERT_GT(moved, 5e-4);  // 300 steps of under 1e-5
+  EXPECT_EQ(mean_abs(plain.detach().to(at::kFloat) - w0), 0.0) << "plain bf16 should not move at this lr";
+  EXPECT_LT(mean_abs(followed - f32), 0.05 * moved);  // 1.9 % when written
+}
+
+TEST(AdamW8bit, KeepsF32MomentsForSmallTensorsAndEmbeddings) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  auto big = at::randn({64, 64}, gen).requires_grad_(true);     // 4096: 8-bit
+  auto small = at::randn({63, 64}, gen).requires_grad_(true);   // 4032: F32
+  auto embed = at::randn({128, 64}, gen).requires_grad_(true);  // an embedding: F32
+  auto bf16 = at::randn({64, 64}, gen).to(at::kBFloat16).requires_grad_(true);
+  AdamW opt({{"model.layers.0.mlp.up_proj.weight", big},
+             {"model.norm.weight", small},
+             {"model.embed_tokens.weight", embed},
+             {"lm_head.weight", bf16}},
+            eight_bit_options(1e-3));
+  for (auto* p : {&big, &small, &embed, &bf16}) p->mutable_grad() = at::randn_like(*p);
+  opt.step();
+  const auto state = opt.state_dict();
+  EXPECT_EQ(state.at("model.layers.0.mlp.up_proj.weight.exp_avg").scalar_type(), at::kByte);
+  EXPECT_EQ(state.at("model.layers.0.mlp.up_proj.weight.exp_avg.absmax").sizes(), at::IntArrayRef({16}));
+  EXPECT_EQ(state.at("lm_head.weight.exp_avg_sq").scalar_type(), at::kByte);
+  EXPECT_EQ(state.at("model.norm.weight.exp_avg").scalar_type(), at::kFloat);
+  EXPECT_EQ(state.at("model.embed_tokens.weight.exp_avg_sq").scalar_type(), at::kFloat);
+  EXPECT_EQ(state.count("model.norm.weight.exp_avg.absmax"), 0u);
+}
+
+// A skipped step (found_inf 1) leaves weights, codes, scales and step count as they were; grad_scale divides the
+// gradients; a non-finite gradient element without found_inf resets its moments and keeps its weight, as
+// bitsandbytes does.
+TEST(AdamW8bit, SkipsFoundInfStepsUnscalesGradientsAndResetsNonFiniteElements) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(4);
+  AdamWOptions opts = eight_bit_options(1e-3);
+  opts.weight_decay = 0.1;
+  opts.kahan_summation = true;
+  auto w = at::randn({50, 100}, gen).to(at::kBFloat16).requires_grad_(true);  // 5000: a partial last block
+  auto twin = w.detach().clone().requires_grad_(true);
+  AdamW opt({{"w", w}}, opts), opt_twin({{"w", twin}}, opts);
+  const at::Tensor g1 = at::randn({50, 100}, gen).to(at::kBFloat16);
+  w.mutable_grad() = g1;
+  opt.step(std::nullopt, at::zeros({}, at::kFloat));
+  const at::Tensor before = w.detach().clone();
+  const auto state_before = opt.state_dict();
+  w.mutable_grad() = at::full({50, 100}, NAN, at::kBFloat16);
+  opt.step(std::nullopt, at::ones({}, at::kFloat));
+  EXPECT_TRUE(at::equal(w, before));
+  for (const auto& [key, value] : opt.state_dict()) EXPECT_TRUE(at::equal(value, state_before.at(key))) << key;
+  twin.mutable_grad() = g1.clone();
+  opt_twin.step();
+  const at::Tensor g2 = at::randn({50, 100}, gen).to(at::kBFloat16);
+  w.mutable_grad() = g2 * 1024.0;
+  twin.mutable_grad() = g2.clone();
+  opt.step(at::full({}, 1024.0, at::kFloat), at::zeros({}, at::kFloat));
+  opt_twin.step();
+  EXPECT_TRUE(at::equal(w, twin));
+  EXPECT_EQ(opt.state_dict().at("w.step").item<float>(), 2.0f);
+
+  const auto followed = [&] {
+    return w.detach().to(at::kFloat) + opt.state_dict().at("w.compensation").to(at::kFloat);
+  };
+  const at::Tensor held = followed();
+  at::Tensor g3 = at::randn({50, 100}, gen).to(at::kBFloat16);
+  g3[0][0] = INFINITY;
+  w.mutable_grad() = g3;
+  opt.step();
+  const at::Tensor now = followed();
+  EXPECT_EQ(now[0][0].item<float>(), held[0][0].item<float>());
+  EXPECT_NE(now[0][1].item<float>(), held[0][1].item<float>());
+  const auto state = opt.state_dict();
+  const float m00 = quant::dynamic_map()[state.at("w.exp_avg")[0][0].item<int64_t>()].item<float>();
+  const float v00 = quant::unsigned_dynamic_map()[state.at("w.exp_avg_sq")[0][0].item<int64_t>()].item<float>();
+  EXPECT_EQ(m00 * state.at("w.exp_avg.absmax")[0].item<float>(), 0.0f);
+  EXPECT_EQ(v00 * state.at("w.exp_avg_sq.absmax")[0].item<float>(), 0.0f);
+}
+
+TEST(AdamW8bit, StateRoundTripContinuesIdenticallyAndRefusesOtherMoments) {
+  AdamWOptions opts = eight_bit_options(1e-4);
+  opts.kahan_summation = true;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+  auto w = at::randn({80, 64}, gen).to(at::kBFloat16).requires_grad_(true);
+  AdamW first({{"w", w}}, opts);
+  auto grad = [&] { return at::randn({80, 64}, gen).to(at::kBFloat16); };
+  for (int s = 0; s < 4; ++s) {
+    w.mutable_grad() = grad();
+    first.step();
+  }
+  const auto saved = first.state_dict();
+  auto w2 = w.detach().clone().requires_grad_(true);
+  AdamW second({{"w", w2}}, opts);
+  second.load_state_dict(saved);
+  for (int s = 0; s < 4; ++s) {
+    const at::Tensor g = grad();
+    w.mutable_grad() = g;
+    w2.mutable_grad() = g.clone();
+    first.step();
+    second.step();
+  }
+  EXPECT_TRUE(at::equal(w, w2));
+  for (const auto& [key, value] : second.state_dict()) EXPECT_TRUE(at::equal(value, first.state_dict().at(key))) << key;
+  // 8-bit state cannot resume F32 moments, nor the reverse, and a scale of the wrong size is refused by name.
+  AdamWOptions f32_moments = opts;
+  f32_moments.eight_bit_moments = false;
+  AdamW other({{"w", w2}}, f32_moments);
+  try {
+    other.load_state_dict(saved);
+    FAIL() << "expected ft::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("8-bit moments"), std::string::npos) << e.what();
+  }
+  auto bad = saved;
+  bad["w.exp_avg.absmax"] = at::zeros({7});
+  EXPECT_THROW(second.load_state_dict(bad), Error);
+}
+
+}  // namespace
+}  // namespace ft::test

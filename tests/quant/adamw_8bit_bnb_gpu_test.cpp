@@ -1,0 +1,92 @@
+// The 8-bit-moment AdamW step's CUDA kernel against bitsandbytes' own AdamW8bit on the same GPU
+// (tests/quant/ref/bnb_adamw8bit_ref.py), and the ATen composite the CPU runs against that kernel. Skips without a
+// GPU or without bitsandbytes' CUDA library.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "optim/optimizer.h"
+#include "python_reference.h"
+#include "support/test_support.h"
+
+namespace ft::test {
+namespace {
+
+// How far apart two tensors are: the fraction of equal elements and the largest difference.
+struct Agreement {
+  double equal_fraction, max_diff;
+};
+Agreement agreement(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.detach().cpu().to(at::kDouble), y = b.detach().cpu().to(at::kDouble);
+  return {x.eq(y).to(at::kDouble).mean().item<double>(), (x - y).abs().max().item<double>()};
+}
+
+// Parameters within two units in the last place of their largest value, codes within one entry, each equal almost
+// everywhere: the kernels compute the same formulas, and an ulp of difference (fused multiply-adds, fast division)
+// moves a code only where its moment sits on a midpoint.
+void expect_close_steps(const at::Tensor& ours, const at::Tensor& theirs, bool codes, const std::string& what) {
+  SCOPED_TRACE(what);
+  const Agreement a = agreement(ours, theirs);
+  EXPECT_GT(a.equal_fraction, 0.999) << a.equal_fraction;
+  if (codes) {
+    EXPECT_LE(a.max_diff, 1.0);
+    return;
+  }
+  const double ulp = theirs.scalar_type() == at::kFloat ? std::ldexp(1.0, -23) : std::ldexp(1.0, -7);
+  EXPECT_LE(a.max_diff, 2 * ulp * theirs.abs().max().item<double>());
+}
+
+TEST(AdamW8bitCuda, KernelFollowsBitsandbytesAdamW8bitAndTheCompositeFollowsTheKernel) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  constexpr int kSteps = 6;
+  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.995, eps = 1e-8, weight_decay = 0.01;
+  uint64_t seed = 40;
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(std::string("dtype ") + c10::toString(dtype));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed++);
+    const at::Tensor p0 = (at::randn({300, 257}, gen) * 0.1).to(dtype);  // 77,100 elements: a partial last block
+    const at::Tensor grads =
+        (at::randn({kSteps, 300, 257}, gen) * at::randn({1, 300, 1}, gen).exp()).to(dtype);  // rows of many scales
+    const std::string hyper = "{\"lr\": " + std::to_string(lr) + ", \"beta1\": " + std::to_string(beta1) +
+                              ", \"beta2\": " + std::to_string(beta2) +
+                              ", \"eps\": 1e-8, \"weight_decay\": " + std::to_string(weight_decay) + "}";
+    const PythonReference ref =
+        run_python_reference("bnb_adamw8bit_ref.py", {{"param", p0}, {"grads", grads}}, {{"hyper.json", hyper}});
+    if (!ref.skip_reason.empty()) GTEST_SKIP() << "bitsandbytes is not usable: " << ref.skip_reason;
+    ASSERT_TRUE(ref.failure.empty()) << ref.failure;
+
+    optim::AdamWOptions opts;
+    opts.lr = lr;
+    opts.beta1 = beta1;
+    opts.beta2 = beta2;
+    opts.eps = eps;
+    opts.weight_decay = weight_decay;
+    opts.eight_bit_moments = true;
+    opts.cuda_kernels = true;
+    auto gpu = p0.cuda().requires_grad_(true);
+    auto cpu = p0.clone().requires_grad_(true);
+    optim::AdamW gpu_opt({{"w", gpu}}, opts), cpu_opt({{"w", cpu}}, opts);
+    for (int k = 0; k < kSteps; ++k) {
+      gpu.mutable_grad() = grads[k].cuda();
+      cpu.mutable_grad() = grads[k].clone();
+      gpu_opt.step();
+      cpu_opt.step();
+      expect_close_steps(gpu, ref.tensors.at("param." + std::to_string(k + 1)), false,
+                         "bnb, step " + std::to_string(k));
+      expect_close_steps(cpu, gpu, false, "composite, step " + std::to_string(k));
+    }
+    const auto gpu_state = gpu_opt.state_dict(), cpu_state = cpu_opt.state_dict();
+    for (const std::string key : {"exp_avg", "exp_avg_sq"}) {
+      expect_close_steps(gpu_state.at("w." + key), ref.tensors.at(key), true, "bnb " + key);
+      expect_close_steps(cpu_state.at("w." + key), gpu_state.at("w." + key), true, "composite " + key);
+      const at::Tensor absmax = gpu_state.at("w." + key + ".absmax");
+      EXPECT_TRUE(at::allclose(absmax, ref.tensors.at(key + ".absmax"), 1e-5, 0.0)) << key;
+      EXPECT_TRUE(at::allclose(cpu_state.at("w." + key + ".absmax"), absmax, 1e-5, 0.0)) << key;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ft::test
