@@ -83,10 +83,7 @@ __global__ void __launch_bounds__(kThreads) adamw_8bit_kernel(AdamW8bitTensors t
       float updated = p + step_size * __fdividef(m, sqrtf(v) + correction2 * s.eps);
       if (s.weight_decay > 0.0f) updated = updated * (1.0f - s.lr * s.weight_decay);
       if constexpr (kKahan) {
-        const float y = (updated - p) + to_f(comp[i]);
-        const T rounded = from_f<T>(p + y);
-        comp[i] = from_f<T>(y - (to_f(rounded) - p));
-        param[i] = rounded;
+        add_compensated(param[i], comp[i], p, updated - p);
       } else {
         param[i] = from_f<T>(updated);
       }

@@ -40,10 +40,7 @@ __device__ __forceinline__ void update(T& p, T grad, T& m, float& v, T& c, const
   v = k.beta2 * v + k.one_minus_beta2 * g * g;
   const float pf = to_f(p);
   const float denom = sqrtf(v) * k.inv_bias2_sqrt + k.eps;
-  const float y = -k.lr * (to_f(m) * k.inv_bias1) / denom - k.lr_decay * pf + to_f(c);
-  const T rounded = from_f<T>(pf + y);
-  c = from_f<T>(y - (to_f(rounded) - pf));
-  p = rounded;
+  add_compensated(p, c, pf, -k.lr * (to_f(m) * k.inv_bias1) / denom - k.lr_decay * pf);
 }
 
 constexpr int kVec = 8;  // 16-byte loads of the 16-bit tensors, two of exp_avg_sq

@@ -38,6 +38,16 @@ __device__ __forceinline__ __half from_f(float v) {
   return __float2half(v);
 }
 
+// p += update with Kahan summation (the optimizers' compensated steps): y = update + c; p' = round(p + y);
+// c' = round(y - (p' - p)). What rounding p' drops stays in c and joins the next update. pf is p in F32.
+template <class T>
+__device__ __forceinline__ void add_compensated(T& p, T& c, float pf, float update) {
+  const float y = update + to_f(c);
+  const T rounded = from_f<T>(pf + y);
+  c = from_f<T>(y - (to_f(rounded) - pf));
+  p = rounded;
+}
+
 // Calls f(T{}) with T the element type of `dtype`.
 template <class F>
 void dispatch(DType dtype, F&& f) {
