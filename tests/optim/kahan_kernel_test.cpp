@@ -105,8 +105,12 @@ TEST(KahanKernel, TakesOnlyContiguousCudaHalfPrecisionParameters) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
   auto opts = at::TensorOptions().device(at::kCUDA);
   auto state_like = [&](const at::Tensor& p) {
-    return optim::AdamWState{at::zeros_like(p), at::zeros_like(p, p.options().dtype(at::kFloat)),
-                             at::zeros({}, opts.dtype(at::kFloat)), at::zeros_like(p)};
+    optim::AdamWState s;
+    s.exp_avg = at::zeros_like(p);
+    s.exp_avg_sq = at::zeros_like(p, p.options().dtype(at::kFloat));
+    s.step = at::zeros({}, opts.dtype(at::kFloat));
+    s.compensation = at::zeros_like(p);
+    return s;
   };
   at::Tensor p = at::zeros({4, 6}, opts.dtype(at::kBFloat16)).requires_grad_(true);
   p.mutable_grad() = at::ones_like(p);
