@@ -28,6 +28,7 @@
 #include "model/nf4_linear.h"
 #include "model/pretrained.h"
 #include "model/transformer.h"
+#include "optim/adamw_8bit.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
@@ -430,6 +431,26 @@ data::LoaderOptions loader_options(const Config& cfg, const tok::Tokenizer& toke
   return options;
 }
 
+namespace {
+
+// optimizer.name adamw_8bit: how many tensors and elements take 8-bit moments (the rest keep F32 ones).
+void log_8bit_moments(const std::vector<std::pair<std::string, at::Tensor>>& trainable) {
+  int64_t tensors = 0, elements = 0, total = 0;
+  for (const auto& [name, param] : trainable) {
+    total += param.numel();
+    if (!optim::takes_8bit_moments(name, param)) continue;
+    ++tensors;
+    elements += param.numel();
+  }
+  FT_LOG_INFO(
+      "optimizer: adamw_8bit: 8-bit moments for {} of {} trainable tensors ({:.1f}% of the elements); F32 "
+      "moments for tensors under {} elements and embeddings",
+      tensors, trainable.size(), 100.0 * static_cast<double>(elements) / std::max<double>(1.0, total),
+      optim::kEightBitMinNumel);
+}
+
+}  // namespace
+
 OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<std::string, at::Tensor>>& trainable,
                                int64_t total_steps, const RunContext& ctx, bool cuda_kernels) {
   OptimizerParts parts;
@@ -457,6 +478,7 @@ OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<st
     parts.optimizer = std::make_unique<optim::AdamW>(trainable, opts);
   }
 
+  if (opts.eight_bit_moments) log_8bit_moments(trainable);
   parts.schedule = std::make_unique<optim::LrSchedule>(optim::ScheduleOptions::from_config(cfg, total_steps));
   return parts;
 }

@@ -397,6 +397,7 @@ TEST_F(TrainLoop, AdamW8bitCheckpointsItsByteMomentsAndResumesBitExactly) {
   const auto resumed = run(train_cmd(term, eight));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("optimizer: adamw_8bit: 8-bit moments for "), std::string::npos) << resumed.output;
   expect_same_losses(expected, losses(dir_ / "eight-term"), 0.0);
   const auto state = io::read_safetensors(dir_ / "eight" / "checkpoints" / "step-000030" / "optimizer.safetensors");
   size_t byte_moments = 0;
