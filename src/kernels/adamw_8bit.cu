@@ -80,12 +80,15 @@ __global__ void __launch_bounds__(kThreads) adamw_8bit_kernel(AdamW8bitTensors t
     }
     if (live) {
       const float p = to_f(param[i]);
-      float updated = p + step_size * __fdividef(m, sqrtf(v) + correction2 * s.eps);
-      if (s.weight_decay > 0.0f) updated = updated * (1.0f - s.lr * s.weight_decay);
+      const float decay = 1.0f - s.lr * s.weight_decay;
+      const float stepped = p + step_size * __fdividef(m, sqrtf(v) + correction2 * s.eps);
       if constexpr (kKahan) {
-        add_compensated(param[i], comp[i], p, updated - p);
+        add_compensated(param[i], comp[i], p, (s.weight_decay > 0.0f ? stepped * decay : stepped) - p);
       } else {
-        param[i] = from_f<T>(updated);
+        // As bitsandbytes: the stepped weight is stored in its dtype, then decayed from that value and stored again.
+        T rounded = from_f<T>(stepped);
+        if (s.weight_decay > 0.0f) rounded = from_f<T>(to_f(rounded) * decay);
+        param[i] = rounded;
       }
     }
     if (valid) {

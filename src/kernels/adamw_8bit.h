@@ -41,7 +41,8 @@ struct AdamW8bitScalars {
 
 // bitsandbytes' kOptimizerStatic8bit2StateBlockwise (ADAM), formula for formula: with g the gradient (a non-finite
 // element resets its moments to 0 and keeps its parameter), m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2)
-// g^2, p' = (p - lr sqrt(1 - beta2^t) / (1 - beta1^t) m / (sqrt(v) + sqrt(1 - beta2^t) eps)) (1 - lr wd); the
+// g^2, p' = (p - lr sqrt(1 - beta2^t) / (1 - beta1^t) m / (sqrt(v) + sqrt(1 - beta2^t) eps)) (1 - lr wd) (stored in
+// p's dtype before and after the decay, as theirs; with compensation one Kahan-compensated add of p' - p); the
 // moments are quantized to the nearest map entry of m / absmax (a binary search with bitsandbytes' tie rule), and
 // exp_avg's code keeps m's sign.
 void adamw_8bit_step(const AdamW8bitTensors& t, const AdamW8bitScalars& s, DType dtype, void* stream);

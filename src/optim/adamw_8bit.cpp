@@ -66,14 +66,18 @@ void composite_step(const at::Tensor& param, AdamWState& s, const at::Tensor& ma
   const at::Tensor correction2 = (1.0 - at::pow(at::full({}, beta2, f32), step)).sqrt();  // F32 []
   const at::Tensor step_size = correction2 * -static_cast<float>(h.lr) / correction1;     // F32 []
   const at::Tensor p = in_blocks(param.to(at::kFloat), blocks);
-  at::Tensor updated = p + step_size * (m / (v.sqrt() + correction2 * static_cast<float>(h.eps)));
-  if (h.weight_decay > 0.0) updated = updated * (1.0f - static_cast<float>(h.lr) * static_cast<float>(h.weight_decay));
-  at::Tensor new_param = updated.to(param.scalar_type());
-  at::Tensor new_comp;
+  const at::Tensor stepped = p + step_size * (m / (v.sqrt() + correction2 * static_cast<float>(h.eps)));
+  const float decay = 1.0f - static_cast<float>(h.lr) * static_cast<float>(h.weight_decay);
+  at::Tensor new_param, new_comp;
   if (s.compensation.defined()) {
+    const at::Tensor updated = h.weight_decay > 0.0 ? stepped * decay : stepped;
     const at::Tensor y = (updated - p) + in_blocks(s.compensation.to(at::kFloat), blocks);
     new_param = (p + y).to(param.scalar_type());
     new_comp = (y - (new_param.to(at::kFloat) - p)).to(param.scalar_type());
+  } else {
+    // As bitsandbytes: the stepped weight is stored in its dtype, then decayed from that value and stored again.
+    new_param = stepped.to(param.scalar_type());
+    if (h.weight_decay > 0.0) new_param = (new_param.to(at::kFloat) * decay).to(param.scalar_type());
   }
   // Back to the parameter's shape; a step skipped by found_inf writes nothing.
   const auto unblock = [&](const at::Tensor& t) { return t.reshape({-1}).slice(0, 0, n).view(param.sizes()); };

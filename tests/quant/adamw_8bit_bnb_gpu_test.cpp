@@ -23,20 +23,27 @@ Agreement agreement(const at::Tensor& a, const at::Tensor& b) {
   return {x.eq(y).to(at::kDouble).mean().item<double>(), (x - y).abs().max().item<double>()};
 }
 
-// Parameters within two units in the last place of their largest value, codes within one entry, each equal almost
-// everywhere: the kernels compute the same formulas, and an ulp of difference (fused multiply-adds, fast division)
-// moves a code only where its moment sits on a midpoint.
-void expect_close_steps(const at::Tensor& ours, const at::Tensor& theirs, bool codes, const std::string& what) {
+// The tolerance of one comparison: the least fraction of equal elements and the largest difference (parameters: in
+// units in the last place of the largest value; codes: in map entries).
+struct Tolerance {
+  double equal_fraction, max_diff;
+};
+
+void expect_close(const at::Tensor& ours, const at::Tensor& theirs, bool codes, Tolerance tol,
+                  const std::string& what) {
   SCOPED_TRACE(what);
   const Agreement a = agreement(ours, theirs);
-  EXPECT_GT(a.equal_fraction, 0.999) << a.equal_fraction;
-  if (codes) {
-    EXPECT_LE(a.max_diff, 1.0);
-    return;
-  }
+  EXPECT_GE(a.equal_fraction, tol.equal_fraction) << a.equal_fraction;
   const double ulp = theirs.scalar_type() == at::kFloat ? std::ldexp(1.0, -23) : std::ldexp(1.0, -7);
-  EXPECT_LE(a.max_diff, 2 * ulp * theirs.abs().max().item<double>());
+  EXPECT_LE(a.max_diff, codes ? tol.max_diff : tol.max_diff * ulp * theirs.abs().max().item<double>()) << a.max_diff;
 }
+
+// Against bitsandbytes the kernel computes the same formulas with the same fast-math intrinsics: equal almost
+// everywhere, within two ulps of the largest weight and one map entry. The composite divides and takes powers in
+// IEEE arithmetic without fused multiply-adds: its weights differ by an ulp here and there (F32: in most elements
+// after a few steps), and an ulp moves a moment's code where it sits on a midpoint, which a later step can carry a
+// few entries among the map's fine entries near zero.
+constexpr Tolerance kBnbWeights{0.999, 2}, kBnbCodes{0.999, 1}, kCompositeWeights{0.0, 2}, kCompositeCodes{0.999, 8};
 
 TEST(AdamW8bitCuda, KernelFollowsBitsandbytesAdamW8bitAndTheCompositeFollowsTheKernel) {
   if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
@@ -73,14 +80,14 @@ TEST(AdamW8bitCuda, KernelFollowsBitsandbytesAdamW8bitAndTheCompositeFollowsTheK
       cpu.mutable_grad() = grads[k].clone();
       gpu_opt.step();
       cpu_opt.step();
-      expect_close_steps(gpu, ref.tensors.at("param." + std::to_string(k + 1)), false,
-                         "bnb, step " + std::to_string(k));
-      expect_close_steps(cpu, gpu, false, "composite, step " + std::to_string(k));
+      const std::string step = std::to_string(k + 1);
+      expect_close(gpu, ref.tensors.at("param." + step), false, kBnbWeights, "bnb, step " + step);
+      expect_close(cpu, gpu, false, kCompositeWeights, "composite, step " + step);
     }
     const auto gpu_state = gpu_opt.state_dict(), cpu_state = cpu_opt.state_dict();
     for (const std::string key : {"exp_avg", "exp_avg_sq"}) {
-      expect_close_steps(gpu_state.at("w." + key), ref.tensors.at(key), true, "bnb " + key);
-      expect_close_steps(cpu_state.at("w." + key), gpu_state.at("w." + key), true, "composite " + key);
+      expect_close(gpu_state.at("w." + key), ref.tensors.at(key), true, kBnbCodes, "bnb " + key);
+      expect_close(cpu_state.at("w." + key), gpu_state.at("w." + key), true, kCompositeCodes, "composite " + key);
       const at::Tensor absmax = gpu_state.at("w." + key + ".absmax");
       EXPECT_TRUE(at::allclose(absmax, ref.tensors.at(key + ".absmax"), 1e-5, 0.0)) << key;
       EXPECT_TRUE(at::allclose(cpu_state.at("w." + key + ".absmax"), absmax, 1e-5, 0.0)) << key;
