@@ -139,6 +139,31 @@ __device__ __forceinline__ float absmax_of(const Nf4View& w, const float* map, i
   return block_absmax(w, map, block, block >> shifts.block2);
 }
 
+// One thread per unit of 16 elements (8 packed bytes, one load): the bits of dequantize_kernel with the block index
+// by shifts, and twice the work per thread (the 64-bit divisions per group of 8 and the 4-byte loads held the
+// element-wise kernel well below the memory bandwidth). A unit lies in one block: blocksize is a power of two >= 16.
+template <class T>
+__global__ void dequantize_units_kernel(Nf4View w, Nf4Tables tables, BlockShifts shifts, int64_t units, T* out) {
+  __shared__ SharedTables t;
+  fill(t, tables);
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (u >= units) return;
+  const uint2 packed = __ldg(reinterpret_cast<const uint2*>(w.packed) + u);
+  const float absmax = absmax_of(w, t.dynamic, u * 16, shifts);
+  const uint32_t words[2] = {packed.x, packed.y};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    Pack<T, 8> y;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t byte = (words[half] >> (8 * b)) & 0xFFu;  // little-endian: byte b of the half
+      y.v[2 * b] = from_f<T>(__fmul_rn(t.code[byte >> 4], absmax));
+      y.v[2 * b + 1] = from_f<T>(__fmul_rn(t.code[byte & 0xFu], absmax));
+    }
+    *reinterpret_cast<Pack<T, 8>*>(out + u * 16 + 8 * half) = y;
+  }
+}
+
 // Nibble n of the result = element n of the 8 in `word` (element 2i is the high nibble of byte i).
 __device__ __forceinline__ uint32_t in_element_order(uint32_t word) {
   return ((word >> 4) & 0x0F0F0F0Fu) | ((word << 4) & 0xF0F0F0F0u);
@@ -281,10 +306,20 @@ void nf4_dequantize(const Nf4View& w, const Nf4Tables& tables, void* out, DType 
   const int64_t groups = w.n / 8;
   if (groups == 0) return;
   constexpr int kBlock = 256;
-  const auto grid = static_cast<unsigned>((groups + kBlock - 1) / kBlock);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  const BlockShifts shifts{log2_exact(w.blocksize), w.absmax != nullptr ? 0 : log2_exact(w.blocksize2)};
+  const bool units =
+      w.n % 16 == 0 && shifts.block >= 4 && shifts.block2 >= 0 && reinterpret_cast<uintptr_t>(w.packed) % 8 == 0;
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);
-    dequantize_kernel<T><<<grid, kBlock, 0, static_cast<cudaStream_t>(stream)>>>(w, tables, static_cast<T*>(out));
+    if (units) {
+      const int64_t n_units = w.n / 16;
+      const auto grid = static_cast<unsigned>((n_units + kBlock - 1) / kBlock);
+      dequantize_units_kernel<T><<<grid, kBlock, 0, cuda_stream>>>(w, tables, shifts, n_units, static_cast<T*>(out));
+    } else {
+      const auto grid = static_cast<unsigned>((groups + kBlock - 1) / kBlock);
+      dequantize_kernel<T><<<grid, kBlock, 0, cuda_stream>>>(w, tables, static_cast<T*>(out));
+    }
   });
   check_launch("nf4_dequantize");
 }

@@ -189,6 +189,12 @@ TEST(Nf4Linear, KernelDequantizesTheBitsOfTheAtenPath) {
       }
     }
   }
+  // 120 elements, not whole units of 16: the element-wise kernel.
+  const at::Tensor w = random_tensor({5, 24}, seed).to(at::kBFloat16).cuda();
+  const model::Nf4Rows odd{std::make_shared<const quant::Nf4Tensor>(quant::quantize_nf4(w, 64, true))};
+  ASSERT_TRUE(model::nf4_dequantize_available(*odd[0]));
+  EXPECT_TRUE(at::equal(model::dequantize_rows(odd, at::kBFloat16, kernels),
+                        model::dequantize_rows(odd, at::kBFloat16, model::KernelPolicy{})));
 }
 
 TEST(Nf4Linear, QuantizedOnCudaItComputesWhatTheCpuLayerDoes) {
