@@ -2,7 +2,11 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <mutex>
+
 #include "quant/nf4.h"
+#include "util/fmt.h"
 
 namespace ft::optim {
 namespace {
@@ -43,53 +47,83 @@ at::Tensor in_blocks(const at::Tensor& t, int64_t blocks) {
   return at::constant_pad_nd(flat, {0, blocks * kEightBitBlock - flat.numel()}).view({blocks, kEightBitBlock});
 }
 
-// The step in ATen ops: every new value is computed, then written where found_inf is 0.
-void composite_step(const at::Tensor& param, AdamWState& s, const at::Tensor& maps, const StepHyper& h,
-                    const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
-  const int64_t n = param.numel(), blocks = (n + kEightBitBlock - 1) / kEightBitBlock;
+// One stretch of whole blocks of a parameter and its state, as flat views into them ([len]; the scales [ceil(len /
+// 256)]); compensation is undefined without Kahan summation.
+struct Stretch {
+  at::Tensor param, grad, exp_avg, exp_avg_sq, compensation, exp_avg_absmax, exp_avg_sq_absmax;
+};
+
+// The step over one stretch in ATen ops: every new value is computed, then written where found_inf is 0.
+void composite_step(const Stretch& t, const at::Tensor& maps, const StepHyper& h,
+                    const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                    const at::Tensor& step) {
+  const int64_t n = t.param.numel(), blocks = (n + kEightBitBlock - 1) / kEightBitBlock;
   const at::Tensor map1 = maps[0], map2 = maps[1];  // F32 [256] each
-  const auto f32 = param.options().dtype(at::kFloat);
-  const at::Tensor g_raw = in_blocks(param.grad().to(at::kFloat), blocks);  // F32 [blocks, 256]
+  const auto f32 = t.param.options().dtype(at::kFloat);
+  const at::Tensor g_raw = in_blocks(t.grad.to(at::kFloat), blocks);  // F32 [blocks, 256]
   const at::Tensor g = grad_scale ? g_raw * grad_scale->reciprocal() : g_raw;
-  const at::Tensor valid = in_blocks(at::ones({n}, param.options().dtype(at::kBool)), blocks);
+  const at::Tensor valid = in_blocks(at::ones({n}, t.param.options().dtype(at::kBool)), blocks);
   const at::Tensor live = valid.logical_and(at::isfinite(g_raw));
   const float beta1 = static_cast<float>(h.beta1), beta2 = static_cast<float>(h.beta2);
   const at::Tensor zero = at::zeros({}, f32);
-  at::Tensor v = map2.take(in_blocks(s.exp_avg_sq, blocks).to(at::kLong)) * s.exp_avg_sq_absmax.unsqueeze(1);
+  at::Tensor v = map2.take(in_blocks(t.exp_avg_sq, blocks).to(at::kLong)) * t.exp_avg_sq_absmax.unsqueeze(1);
   v = at::where(live, v * beta2 + g * (1.0f - beta2) * g, zero);
-  at::Tensor m = map1.take(in_blocks(s.exp_avg, blocks).to(at::kLong)) * s.exp_avg_absmax.unsqueeze(1);
+  at::Tensor m = map1.take(in_blocks(t.exp_avg, blocks).to(at::kLong)) * t.exp_avg_absmax.unsqueeze(1);
   m = at::where(live, m * beta1 + g * (1.0f - beta1), zero);
   const at::Tensor absmax_m = m.abs().amax(1), absmax_v = v.abs().amax(1);  // F32 [blocks]
 
-  const at::Tensor step = s.step.clamp_min(1.0);                                          // F32 []
   const at::Tensor correction1 = 1.0 - at::pow(at::full({}, beta1, f32), step);           // F32 []
   const at::Tensor correction2 = (1.0 - at::pow(at::full({}, beta2, f32), step)).sqrt();  // F32 []
   const at::Tensor step_size = correction2 * -static_cast<float>(h.lr) / correction1;     // F32 []
-  const at::Tensor p = in_blocks(param.to(at::kFloat), blocks);
+  const at::Tensor p = in_blocks(t.param.to(at::kFloat), blocks);
   const at::Tensor stepped = p + step_size * (m / (v.sqrt() + correction2 * static_cast<float>(h.eps)));
   const float decay = 1.0f - static_cast<float>(h.lr) * static_cast<float>(h.weight_decay);
+  const auto dtype = t.param.scalar_type();
   at::Tensor new_param, new_comp;
-  if (s.compensation.defined()) {
+  if (t.compensation.defined()) {
     const at::Tensor updated = h.weight_decay > 0.0 ? stepped * decay : stepped;
-    const at::Tensor y = (updated - p) + in_blocks(s.compensation.to(at::kFloat), blocks);
-    new_param = (p + y).to(param.scalar_type());
-    new_comp = (y - (new_param.to(at::kFloat) - p)).to(param.scalar_type());
+    const at::Tensor y = (updated - p) + in_blocks(t.compensation.to(at::kFloat), blocks);
+    new_param = (p + y).to(dtype);
+    new_comp = (y - (new_param.to(at::kFloat) - p)).to(dtype);
   } else {
     // As bitsandbytes: the stepped weight is stored in its dtype, then decayed from that value and stored again.
-    new_param = stepped.to(param.scalar_type());
-    if (h.weight_decay > 0.0) new_param = (new_param.to(at::kFloat) * decay).to(param.scalar_type());
+    new_param = stepped.to(dtype);
+    if (h.weight_decay > 0.0) new_param = (new_param.to(at::kFloat) * decay).to(dtype);
   }
-  // Back to the parameter's shape; a step skipped by found_inf writes nothing.
-  const auto unblock = [&](const at::Tensor& t) { return t.reshape({-1}).slice(0, 0, n).view(param.sizes()); };
-  const at::Tensor keep = found_inf ? found_inf->eq(0) : at::ones({}, param.options().dtype(at::kBool));  // B []
+  const auto unblock = [&](const at::Tensor& x) { return x.reshape({-1}).slice(0, 0, n); };
+  const at::Tensor keep = found_inf ? found_inf->eq(0) : at::ones({}, t.param.options().dtype(at::kBool));  // B []
   const at::Tensor write = unblock(live).logical_and(keep);
-  param.copy_(at::where(write, unblock(new_param), param));
-  if (s.compensation.defined()) s.compensation.copy_(at::where(write, unblock(new_comp), s.compensation));
-  s.exp_avg.copy_(at::where(keep, unblock(signed_codes(map1, m, absmax_m.unsqueeze(1))).to(at::kByte), s.exp_avg));
-  s.exp_avg_sq.copy_(
-      at::where(keep, unblock(nearest_codes(map2, 0.0, v / absmax_v.unsqueeze(1))).to(at::kByte), s.exp_avg_sq));
-  s.exp_avg_absmax.copy_(at::where(keep, absmax_m, s.exp_avg_absmax));
-  s.exp_avg_sq_absmax.copy_(at::where(keep, absmax_v, s.exp_avg_sq_absmax));
+  t.param.copy_(at::where(write, unblock(new_param), t.param));
+  if (t.compensation.defined()) t.compensation.copy_(at::where(write, unblock(new_comp), t.compensation));
+  t.exp_avg.copy_(at::where(keep, unblock(signed_codes(map1, m, absmax_m.unsqueeze(1))).to(at::kByte), t.exp_avg));
+  t.exp_avg_sq.copy_(
+      at::where(keep, unblock(nearest_codes(map2, 0.0, v / absmax_v.unsqueeze(1))).to(at::kByte), t.exp_avg_sq));
+  t.exp_avg_absmax.copy_(at::where(keep, absmax_m, t.exp_avg_absmax));
+  t.exp_avg_sq_absmax.copy_(at::where(keep, absmax_v, t.exp_avg_sq_absmax));
+}
+
+// The composite over stretches of 4,096 blocks (1M elements): its temporaries take some 60 bytes per element, which a
+// whole LM head would turn into tens of GB.
+void composite_steps(const at::Tensor& param, AdamWState& s, const at::Tensor& maps, const StepHyper& h,
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  constexpr int64_t kStretch = 4096 * kEightBitBlock;
+  const at::Tensor flat = param.is_contiguous() ? param.view({-1}) : param.contiguous().view({-1});
+  const at::Tensor grad = param.grad().reshape({-1});
+  const at::Tensor step = s.step.clamp_min(1.0);  // F32 []; a first step skipped by found_inf left the count at 0
+  const int64_t n = flat.numel();
+  for (int64_t start = 0; start < n; start += kStretch) {
+    const int64_t len = std::min(kStretch, n - start), b0 = start / kEightBitBlock;
+    const int64_t blocks = (len + kEightBitBlock - 1) / kEightBitBlock;
+    Stretch t{flat.narrow(0, start, len),
+              grad.narrow(0, start, len),
+              s.exp_avg.view({-1}).narrow(0, start, len),
+              s.exp_avg_sq.view({-1}).narrow(0, start, len),
+              s.compensation.defined() ? s.compensation.view({-1}).narrow(0, start, len) : at::Tensor(),
+              s.exp_avg_absmax.narrow(0, b0, blocks),
+              s.exp_avg_sq_absmax.narrow(0, b0, blocks)};
+    composite_step(t, maps, h, grad_scale, found_inf, step);
+  }
+  if (!param.is_contiguous()) param.copy_(flat.view(param.sizes()));
 }
 
 }  // namespace
@@ -124,7 +158,16 @@ void eight_bit_step(const at::Tensor& param, AdamWState& s, const at::Tensor& ma
     eight_bit_kernel_step(param, s, maps, h, grad_scale, found_inf);
     return;
   }
-  composite_step(param, s, maps, h, grad_scale, found_inf);
+  if (param.is_cuda()) {
+    static std::once_flag warned;  // once per process: the reason is the same for every tensor and step
+    std::call_once(warned, [] {
+      FT_LOG_WARN(
+          "optimizer: adamw_8bit steps CUDA tensors through ATen ops (train.fused_kernels is off, or this "
+          "build has no CUDA kernels): slower than the kernel, with some 60 bytes of temporaries per element "
+          "of 1M-element stretches");
+    });
+  }
+  composite_steps(param, s, maps, h, grad_scale, found_inf);
 }
 
 }  // namespace ft::optim

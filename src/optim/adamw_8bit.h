@@ -3,8 +3,9 @@
 // an F32 absmax per block of 256 elements: 2 bytes of state per parameter instead of 8, about what a bf16 model's
 // weights take. Each step dequantizes the moments, updates them in F32, takes each block's new absmax, steps the
 // parameter and quantizes the moments again (the formulas: kernels/adamw_8bit.h). Small tensors and embeddings keep
-// F32 moments (takes_8bit_moments). With optimizer.kahan_summation, bf16/fp16 parameters add their updates through a
-// compensation buffer as in the F32-moment path.
+// the moments they have without it (takes_8bit_moments): F32 for F32 weights, the weight's dtype under bf16-pure
+// (F32 exp_avg_sq with Kahan summation). With optimizer.kahan_summation, bf16/fp16 parameters add their updates through
+// a compensation buffer as in the F32-moment path.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,10 +18,10 @@
 namespace ft::optim {
 
 constexpr int64_t kEightBitBlock = 256;      // elements per absmax block
-constexpr int64_t kEightBitMinNumel = 4096;  // bitsandbytes' min_8bit_size: smaller tensors keep F32 moments
+constexpr int64_t kEightBitMinNumel = 4096;  // bitsandbytes' min_8bit_size: smaller tensors keep full-size moments
 
 // Whether parameter `name` steps with 8-bit moments under adamw_8bit: floating point, at least 4096 elements, not an
-// embedding table (transformers' Trainer keeps nn.Embedding weights on 32-bit moments with bitsandbytes' optimizers,
+// embedding table (transformers' Trainer keeps nn.Embedding weights on 32-bit state with bitsandbytes' optimizers,
 // as bitsandbytes advises for stability).
 bool takes_8bit_moments(const std::string& name, const at::Tensor& param);
 

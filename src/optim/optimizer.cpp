@@ -157,12 +157,13 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
     // step one by one after it, their counters advanced together first.
     for (const auto& [key, indices] : group_by_device(with_grad, /*by_dtype=*/true)) {
       std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps, own_steps;
-      std::vector<std::pair<at::Tensor, State*>> kahan, eight_bits;
+      std::vector<std::pair<at::Tensor, State*>> kahan;
+      std::vector<std::pair<size_t, State*>> eight_bits;  // (index in the group, state)
       for (size_t i : indices) {
         const at::Tensor& p = g.params[i];
         State& s = state_for(g.names[i], p);
         if (s.eight_bit()) {
-          eight_bits.emplace_back(p, &s);
+          eight_bits.emplace_back(i, &s);
           own_steps.push_back(s.step);
           continue;
         }
@@ -195,8 +196,16 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       }
       for (auto& [p, s] : kahan) compensated_step(p, *s, g.lr, g.weight_decay, scale_here, inf_here);
       const StepHyper hyper{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay};
-      for (auto& [p, s] : eight_bits)
-        eight_bit_step(p, *s, maps_on(device), hyper, scale_here, inf_here, opts_.cuda_kernels);
+      for (auto& [i, s] : eight_bits) {
+        try {
+          eight_bit_step(g.params[i], *s, maps_on(device), hyper, scale_here, inf_here, opts_.cuda_kernels);
+        } catch (const c10::OutOfMemoryError&) {
+          throw;  // the trainer names the settings that size memory
+        } catch (const std::exception& e) {
+          throw Error(fmt::format("AdamW 8-bit step of '{}' ({} elements, {}) failed: {}", g.names[i],
+                                  g.params[i].numel(), c10::toString(g.params[i].scalar_type()), e.what()));
+        }
+      }
     }
   }
 }

@@ -433,7 +433,7 @@ data::LoaderOptions loader_options(const Config& cfg, const tok::Tokenizer& toke
 
 namespace {
 
-// optimizer.name adamw_8bit: how many tensors and elements take 8-bit moments (the rest keep F32 ones).
+// optimizer.name adamw_8bit: how many tensors and elements take 8-bit moments (the rest keep their usual ones).
 void log_8bit_moments(const std::vector<std::pair<std::string, at::Tensor>>& trainable) {
   int64_t tensors = 0, elements = 0, total = 0;
   for (const auto& [name, param] : trainable) {
@@ -443,8 +443,8 @@ void log_8bit_moments(const std::vector<std::pair<std::string, at::Tensor>>& tra
     elements += param.numel();
   }
   FT_LOG_INFO(
-      "optimizer: adamw_8bit: 8-bit moments for {} of {} trainable tensors ({:.1f}% of the elements); F32 "
-      "moments for tensors under {} elements and embeddings",
+      "optimizer: adamw_8bit: 8-bit moments for {} of {} trainable tensors ({:.1f}% of the elements); "
+      "tensors under {} elements and embeddings keep full-size ones",
       tensors, trainable.size(), 100.0 * static_cast<double>(elements) / std::max<double>(1.0, total),
       optim::kEightBitMinNumel);
 }
@@ -457,10 +457,15 @@ OptimizerParts build_optimizer(const Config& cfg, const std::vector<std::pair<st
   auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
   opts.cuda_kernels = cuda_kernels;
   if (cfg.distributed.zero == 1 && ctx.world_size > 1) {
-    // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h).
-    std::vector<int64_t> numels;
-    for (const auto& [name, param] : trainable) numels.push_back(param.numel());
-    parts.zero_owners = dist::assign_owners(numels, ctx.world_size);
+    // ZeRO-1: this rank's optimizer holds only the parameters it owns (dist/zero.h), balanced by the bytes of their
+    // state: a tensor with 8-bit moments holds a quarter of what one with full-size moments does.
+    std::vector<int64_t> numels, state_costs;
+    for (const auto& [name, param] : trainable) {
+      numels.push_back(param.numel());
+      const bool quarter = opts.eight_bit_moments && optim::takes_8bit_moments(name, param);
+      state_costs.push_back(quarter ? (param.numel() + 3) / 4 : param.numel());
+    }
+    parts.zero_owners = dist::assign_owners(state_costs, ctx.world_size);
     std::vector<optim::NamedParam> owned;
     int64_t owned_numel = 0;
     for (size_t i = 0; i < trainable.size(); ++i) {

@@ -120,7 +120,37 @@ TEST(AdamW8bit, WithKahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
   EXPECT_LT(mean_abs(followed - f32), 0.05 * moved);  // 1.9 % when written
 }
 
-TEST(AdamW8bit, KeepsF32MomentsForSmallTensorsAndEmbeddings) {
+// Blocks are independent, so a tensor stepped in stretches (the composite takes 1M elements at a time) gives the bits
+// of its two parts stepped as separate parameters, whatever the stretch boundaries.
+TEST(AdamW8bit, LargeTensorsStepInStretchesWithTheBitsOfTheirParts) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(8);
+  constexpr int64_t kFirst = 4096 * 256;                                 // one stretch
+  const at::Tensor w0 = at::randn({1100, 1000}, gen).to(at::kBFloat16);  // 1.1M elements: two stretches
+  auto whole = w0.clone().requires_grad_(true);
+  auto head = w0.view({-1}).slice(0, 0, kFirst).clone().requires_grad_(true);
+  auto tail = w0.view({-1}).slice(0, kFirst).clone().requires_grad_(true);
+  AdamWOptions opts = eight_bit_options(1e-3);
+  opts.kahan_summation = true;
+  opts.weight_decay = 0.1;
+  AdamW one({{"w", whole}}, opts), two({{"head", head}, {"tail", tail}}, opts);
+  for (int s = 0; s < 2; ++s) {
+    const at::Tensor g = at::randn({1100, 1000}, gen).to(at::kBFloat16);
+    whole.mutable_grad() = g;
+    head.mutable_grad() = g.view({-1}).slice(0, 0, kFirst).clone();
+    tail.mutable_grad() = g.view({-1}).slice(0, kFirst).clone();
+    one.step();
+    two.step();
+  }
+  EXPECT_TRUE(at::equal(whole.view({-1}), at::cat({head, tail})));
+  const auto a = one.state_dict(), b = two.state_dict();
+  for (const char* key : {".exp_avg", ".exp_avg_sq", ".compensation", ".exp_avg.absmax", ".exp_avg_sq.absmax"}) {
+    EXPECT_TRUE(at::equal(a.at(std::string("w") + key).reshape({-1}),
+                          at::cat({b.at(std::string("head") + key), b.at(std::string("tail") + key)})))
+        << key;
+  }
+}
+
+TEST(AdamW8bit, KeepsFullSizeMomentsForSmallTensorsAndEmbeddings) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
   auto big = at::randn({64, 64}, gen).requires_grad_(true);     // 4096: 8-bit
   auto small = at::randn({63, 64}, gen).requires_grad_(true);   // 4032: F32

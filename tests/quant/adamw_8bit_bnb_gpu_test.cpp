@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "optim/optimizer.h"
@@ -92,6 +93,56 @@ TEST(AdamW8bitCuda, KernelFollowsBitsandbytesAdamW8bitAndTheCompositeFollowsTheK
       EXPECT_TRUE(at::allclose(absmax, ref.tensors.at(key + ".absmax"), 1e-5, 0.0)) << key;
       EXPECT_TRUE(at::allclose(cpu_state.at("w." + key + ".absmax"), absmax, 1e-5, 0.0)) << key;
     }
+  }
+}
+
+// What bitsandbytes has no counterpart for: the kernel's Kahan branch, its found_inf skip and its grid-stride loop
+// (more than 8,192 blocks), each against the composite.
+TEST(AdamW8bitCuda, KahanStepsSkippedStepsAndLongTensorsFollowTheComposite) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(77);
+  const at::Tensor p0 = (at::randn({2100, 1100}, gen) * 0.1).to(at::kBFloat16);  // 2,310,000 elements: 9,024 blocks
+  optim::AdamWOptions opts;
+  opts.lr = 1e-3;
+  opts.weight_decay = 0.01;
+  opts.eight_bit_moments = true;
+  opts.kahan_summation = true;
+  opts.cuda_kernels = true;
+  auto gpu = p0.cuda().requires_grad_(true);
+  auto cpu = p0.clone().requires_grad_(true);
+  optim::AdamW gpu_opt({{"w", gpu}}, opts), cpu_opt({{"w", cpu}}, opts);
+  std::map<std::string, at::Tensor> before_skip;
+  for (int k = 0; k < 4; ++k) {
+    const bool skip = k == 2;
+    const at::Tensor g = skip ? at::full({2100, 1100}, NAN, at::kBFloat16)
+                              : (at::randn({2100, 1100}, gen) * at::randn({2100, 1}, gen).exp()).to(at::kBFloat16);
+    const at::Tensor found_inf = at::full({}, skip ? 1.0 : 0.0, at::kFloat);
+    if (skip) before_skip = gpu_opt.state_dict();
+    const at::Tensor weights_before = gpu.detach().cpu();
+    gpu.mutable_grad() = g.cuda();
+    cpu.mutable_grad() = g.clone();
+    gpu_opt.step(std::nullopt, found_inf);
+    cpu_opt.step(std::nullopt, found_inf);
+    if (skip) {
+      EXPECT_TRUE(at::equal(gpu.detach().cpu(), weights_before));
+      for (const auto& [key, value] : gpu_opt.state_dict()) EXPECT_TRUE(at::equal(value, before_skip.at(key))) << key;
+    }
+    const std::string step = std::to_string(k + 1);
+    expect_close(cpu, gpu, false, kCompositeWeights, "composite, step " + step);
+  }
+  const auto gpu_state = gpu_opt.state_dict(), cpu_state = cpu_opt.state_dict();
+  EXPECT_EQ(gpu_state.at("w.step").item<float>(), 3.0f);
+  // The compensation holds what bf16 dropped: it must follow to a small part of a weight's spacing.
+  const double comp_diff =
+      (gpu_state.at("w.compensation").to(at::kFloat) - cpu_state.at("w.compensation").to(at::kFloat))
+          .abs()
+          .max()
+          .item<double>();
+  EXPECT_LE(comp_diff, std::ldexp(1.0, -8) * p0.to(at::kFloat).abs().max().item<double>());
+  for (const std::string key : {"exp_avg", "exp_avg_sq"}) {
+    expect_close(cpu_state.at("w." + key), gpu_state.at("w." + key), true, kCompositeCodes, "composite " + key);
+    EXPECT_TRUE(at::allclose(cpu_state.at("w." + key + ".absmax"), gpu_state.at("w." + key + ".absmax"), 1e-5, 0.0))
+        << key;
   }
 }
 
