@@ -77,6 +77,8 @@ p.add_argument("--liger", action="store_true",
                     "LLaMA-Factory users run it (liger-kernel 0.8.5 importable: a carried wheel)")
 a = p.parse_args()
 w = WORKLOADS[a.workload]
+if w.get("bf16_weights") and not a.model_dir:
+    raise SystemExit(f"workload {a.workload} loads its model: give --model-dir")
 if a.liger:
     if w.get("cls", "LlamaForCausalLM") != "LlamaForCausalLM" or w.get("moe"):
         raise SystemExit(f"--liger: workload {a.workload} is not a Llama")

@@ -114,20 +114,9 @@ void launch(const AdamW8bitTensors& t, const AdamW8bitScalars& s, cudaStream_t s
 }  // namespace
 
 void adamw_8bit_step(const AdamW8bitTensors& t, const AdamW8bitScalars& s, DType dtype, void* stream) {
-  auto st = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kF32:
-      if (t.compensation != nullptr)
-        throw std::invalid_argument("adamw_8bit_step: F32 parameters need no compensation");
-      launch<float>(t, s, st);
-      break;
-    case DType::kBF16:
-      launch<__nv_bfloat16>(t, s, st);
-      break;
-    case DType::kF16:
-      launch<__half>(t, s, st);
-      break;
-  }
+  if (dtype == DType::kF32 && t.compensation != nullptr)
+    throw std::invalid_argument("adamw_8bit_step: F32 parameters need no compensation");
+  dispatch(dtype, [&](auto zero) { launch<decltype(zero)>(t, s, static_cast<cudaStream_t>(stream)); });
   check_launch("AdamW 8-bit kernel");
 }
 
