@@ -58,8 +58,13 @@ using Clock = SteadyClock;
                   "train.precision={}): {}",
                   device.is_cuda() ? "GPU" : "CPU", cfg.train.micro_batch_size, cfg.data.seq_len,
                   name_of(cfg.train.precision), what.substr(0, what.find('\n'))),
-      "lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
-      "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters (lora.enabled=true)");
+      std::string("lower train.micro_batch_size (raise train.grad_accum_steps to keep the batch), set "
+                  "model.activation_checkpointing=true, use train.precision=bf16, or train LoRA adapters "
+                  "(lora.enabled=true)") +
+          (cfg.lora.enabled ? ""
+                            : "; a full fine-tune's weights and optimizer state take 8 bytes per parameter with "
+                              "train.precision=bf16-pure optimizer.kahan_summation=true optimizer.name=adamw_8bit "
+                              "(16 with F32 master weights)"));
 }
 
 // LibTorch's CPU allocator reports a failed allocation as a plain c10::Error.
