@@ -195,10 +195,12 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
         at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), *inf_here));
       }
       for (auto& [p, s] : kahan) compensated_step(p, *s, g.lr, g.weight_decay, scale_here, inf_here);
+      if (eight_bits.empty()) continue;
       const StepHyper hyper{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay};
+      const at::Tensor& maps = maps_on(device);
       for (auto& [i, s] : eight_bits) {
         try {
-          eight_bit_step(g.params[i], *s, maps_on(device), hyper, scale_here, inf_here, opts_.cuda_kernels);
+          eight_bit_step(g.params[i], *s, maps, hyper, scale_here, inf_here, opts_.cuda_kernels);
         } catch (const c10::OutOfMemoryError&) {
           throw;  // the trainer names the settings that size memory
         } catch (const std::exception& e) {

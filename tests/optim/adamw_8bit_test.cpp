@@ -90,35 +90,15 @@ TEST(AdamW8bit, FollowsF32AdamWWithinTheQuantizationError) {
 // bf16 weights at lr 1e-5: plain bf16 rounds every update away; with Kahan summation the 8-bit-moment run follows F32
 // AdamW (F32 moments) as the F32-moment Kahan run does, to within the moments' quantization error.
 TEST(AdamW8bit, WithKahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  const at::Tensor w0 = (at::rand({64, 128}, gen) + 0.5).to(at::kBFloat16).to(at::kFloat);  // exact in bf16
-  auto f32 = w0.clone().requires_grad_(true);
-  auto kahan = w0.to(at::kBFloat16).requires_grad_(true);
-  auto plain = w0.to(at::kBFloat16).requires_grad_(true);
   AdamWOptions opts = eight_bit_options(1e-5);
-  opts.eight_bit_moments = false;
-  AdamW opt_f32({{"w", f32}}, opts);
-  opts.eight_bit_moments = true;
-  AdamW opt_plain({{"w", plain}}, opts);
   opts.kahan_summation = true;
-  AdamW opt_kahan({{"w", kahan}}, opts);
-  for (int s = 0; s < 300; ++s) {
-    const at::Tensor g = (at::randn({64, 128}, gen) + 0.3).to(at::kBFloat16);
-    f32.mutable_grad() = g.to(at::kFloat);
-    kahan.mutable_grad() = g.clone();
-    plain.mutable_grad() = g.clone();
-    opt_f32.step();
-    opt_kahan.step();
-    opt_plain.step();
-  }
-  const auto state = opt_kahan.state_dict();
-  ASSERT_EQ(state.at("w.exp_avg").scalar_type(), at::kByte);
-  ASSERT_EQ(state.at("w.compensation").scalar_type(), at::kBFloat16);
-  const at::Tensor followed = kahan.detach().to(at::kFloat) + state.at("w.compensation").to(at::kFloat);
-  const double moved = mean_abs(f32 - w0);
+  const auto t = run_bf16_trajectories(opts, {64, 128}, 300);
+  ASSERT_EQ(t.kahan_state.at("w.exp_avg").scalar_type(), at::kByte);
+  ASSERT_EQ(t.kahan_state.at("w.compensation").scalar_type(), at::kBFloat16);
+  const double moved = mean_abs(t.f32 - t.start);
   ASSERT_GT(moved, 5e-4);  // 300 steps of under 1e-5
-  EXPECT_EQ(mean_abs(plain.detach().to(at::kFloat) - w0), 0.0) << "plain bf16 should not move at this lr";
-  EXPECT_LT(mean_abs(followed - f32), 0.05 * moved);  // 1.9 % when written
+  EXPECT_EQ(mean_abs(t.plain - t.start), 0.0) << "plain bf16 should not move at this lr";
+  EXPECT_LT(mean_abs(t.kahan + t.kahan_compensation - t.f32), 0.05 * moved);  // 1.9 % when written
 }
 
 // Blocks are independent, so a tensor stepped in stretches (the composite takes 1M elements at a time) gives the bits

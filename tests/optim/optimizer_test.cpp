@@ -170,39 +170,13 @@ TEST(AdamW, LoadRejectsUnknownNamesAndShapeChanges) {
   EXPECT_THROW(opt.load_state_dict(missing), Error);
 }
 
-// N steps of the same gradients on an F32 weight (the reference: the fused kernel, which matches torch above) and on
-// bf16 copies, with and without Kahan summation. lr 1e-5 moves weights of magnitude ~1 by far less than bf16's
-// resolution there (2^-7): plain bf16 rounds every update away, the compensated copy follows the F32 weights.
-struct Bf16Trajectories {
-  at::Tensor start, f32, kahan, kahan_compensation, plain;
-};
-Bf16Trajectories run_bf16_trajectories(int steps, double weight_decay) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  const at::Tensor w0 = (at::rand({64, 32}, gen) + 0.5).to(at::kBFloat16).to(at::kFloat);  // exact in bf16
+Bf16Trajectories kahan_trajectories(int steps, double weight_decay) {
   AdamWOptions opts;
   opts.lr = 1e-5;
   opts.weight_decay = weight_decay;
   opts.decay_norms_and_biases = true;
-  auto f32 = w0.clone().requires_grad_(true);
-  auto kahan = w0.to(at::kBFloat16).requires_grad_(true);
-  auto plain = w0.to(at::kBFloat16).requires_grad_(true);
-  AdamW opt_f32({{"w", f32}}, opts);
-  AdamW opt_plain({{"w", plain}}, opts);
   opts.kahan_summation = true;
-  AdamW opt_kahan({{"w", kahan}}, opts);
-  for (int s = 0; s < steps; ++s) {
-    // A drift plus noise, the same values for all three (bf16 gradients, as a bf16 model's backward gives).
-    const at::Tensor g = (at::randn({64, 32}, gen) + 0.3).to(at::kBFloat16);
-    f32.mutable_grad() = g.to(at::kFloat);
-    kahan.mutable_grad() = g.clone();
-    plain.mutable_grad() = g.clone();
-    opt_f32.step();
-    opt_kahan.step();
-    opt_plain.step();
-  }
-  const auto state = opt_kahan.state_dict();
-  return {w0, f32.detach(), kahan.detach().to(at::kFloat), state.at("w.compensation").to(at::kFloat),
-          plain.detach().to(at::kFloat)};
+  return run_bf16_trajectories(opts, {64, 32}, steps);
 }
 
 double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
@@ -210,7 +184,7 @@ double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 TEST(AdamW, KahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
   for (double wd : {0.0, 0.1}) {
     SCOPED_TRACE("weight_decay " + std::to_string(wd));
-    const auto t = run_bf16_trajectories(400, wd);
+    const auto t = kahan_trajectories(400, wd);
     const double moved = max_abs(t.f32 - t.start);
     ASSERT_GT(moved, 1e-3);  // 400 steps of a few 1e-6
     EXPECT_LT(max_abs(t.plain - t.start), 1e-9) << "plain bf16 should not move at this lr";
