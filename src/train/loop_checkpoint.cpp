@@ -184,7 +184,9 @@ bool Trainer::try_resume() {
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
   const auto differences = fingerprint_differences(state.at("fingerprint").get<std::string>(), fingerprint());
   if (!differences.empty()) {
-    std::string why = "settings that shape the model or the data differ from the run that wrote it:";
+    std::string why =
+        "settings that must stay the same on resume (they shape the model, the data or the optimizer state) differ "
+        "from the run that wrote it:";
     for (const auto& d : differences) why += "\n    " + d;
     throw ConfigError("cannot resume from " + dir.string() + ": " + why,
                       "restore the original settings (see " + (dir / "config.yaml").string() +
