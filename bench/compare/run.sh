@@ -13,7 +13,9 @@
 # (finetune only), dpo = configs/llama3-8b-dpo-lora.yaml on the
 # Llama-3-8B shape beside itself with precomputed reference log-probs, its SimPO step, SFT over the same tokens and TRL's DPOTrainer + PEFT (contender_dpo.py;
 # DPO_MODES=eager to skip torch.compile), ds = a and b on packed samples of 8-32 tokens, 7b = the llama2/mistral/qwen2.5 7B LoRA configs (finetune only),
-# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only), 8b-opt = llama3-8b-full.yaml with bf16
+# 8b = configs/llama3-8b-lora.yaml and llama3-8b-full.yaml (finetune only), 8b-loss = llama3-8b-full.yaml on real text
+# for 200 steps, F32 master weights against bf16 weights with Kahan / 8-bit moments (OUT/8b-loss.md; LOSS_LAYERS,
+# OPT_VARIANTS), 8b-opt = llama3-8b-full.yaml with bf16
 # weights instead of F32 master weights: bf16-pure, bf16-pure with Kahan-compensated AdamW, and the same with 8-bit
 # AdamW moments (optimizer.name adamw_8bit; OPT_VARIANTS picks among pure kahan kahan8), 8b-f8 = the same
 # bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
@@ -77,7 +79,7 @@ if "dpo" in sys.argv[2].split():  # preference pairs: prompts of ~500 tokens, ea
         for _ in range(400):
             prompt, chosen, rejected = (" ".join(rng.choice(words, n)) for n in (210, 250, 250))
             f.write(json.dumps(dict(prompt=prompt, chosen=" " + chosen, rejected=" " + rejected)) + "\n")
-if {"f8loss", "f16loss", "qloss"} & set(sys.argv[2].split()):  # real text: the Python standard library's sources,
+if {"f8loss", "f16loss", "qloss", "8b-loss"} & set(sys.argv[2].split()):  # real text: the Python standard library's sources,
     import pathlib, sysconfig  # 4,000 records of <= 6,000 characters (a little over 300 steps of 8 x 2048 tokens)
     records = []
     for src in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
@@ -162,27 +164,31 @@ loss_curve() {
   rm -rf "${work:?}/$name"
 }
 
-# loss_gap BF16.loss.jsonl OTHER.loss.jsonl LABEL: a markdown table of both losses and their relative gap every 50
-# steps, the largest gap after the warm-up (step 30), and the other run's skipped steps and last loss scale.
+# loss_gap REF.loss.jsonl OTHER.loss.jsonl LABEL [REF_LABEL, default bf16]: a markdown table of both losses and their
+# relative gap every 50 steps, the gap at the last step, the largest gap after the warm-up (step 30), and the other
+# run's skipped steps and last loss scale.
 loss_gap() {
   python3 - "$@" <<'PY'
 import json, sys
-bf16, other = ({e["step"]: e for e in map(json.loads, open(p))} for p in sys.argv[1:3])
+ref, other = ({e["step"]: e for e in map(json.loads, open(p))} for p in sys.argv[1:3])
 label = sys.argv[3]
-print(f"| step | bf16 loss | {label} loss | gap | bf16 tok/s | {label} tok/s |\n|---|---|---|---|---|---|")
+ref_label = sys.argv[4] if len(sys.argv) > 4 else "bf16"
+print(f"| step | {ref_label} loss | {label} loss | gap | {ref_label} tok/s | {label} tok/s |\n|---|---|---|---|---|---|")
 gaps = []
-for step in sorted(set(bf16) & set(other)):
-    a, b = bf16[step], other[step]
+steps = sorted(set(ref) & set(other))
+for step in steps:
+    a, b = ref[step], other[step]
     gap = (b["loss"] - a["loss"]) / a["loss"]
     if step > 30:  # after the warm-up
         gaps.append(abs(gap))
     if step % 50 == 0 or step == 10:
         print(f"| {step} | {a['loss']:.4f} | {b['loss']:.4f} | {100 * gap:+.2f} % | {a['tokens_per_s']:,.0f} | "
               f"{b['tokens_per_s']:,.0f} |")
+final = (other[steps[-1]]["loss"] - ref[steps[-1]]["loss"]) / ref[steps[-1]]["loss"]
 last = other[max(other)]
-print(f"\nlargest gap after the warm-up: {100 * max(gaps):.2f} % over {len(gaps)} logged steps; mean "
-      f"{100 * sum(gaps) / len(gaps):.2f} %; {label}: {last.get('skipped_steps', 0)} skipped steps, last loss scale "
-      f"{last.get('loss_scale')}")
+print(f"\ngap at the last logged step ({steps[-1]}): {100 * final:+.2f} %; largest gap after the warm-up: "
+      f"{100 * max(gaps):.2f} % over {len(gaps)} logged steps; mean {100 * sum(gaps) / len(gaps):.2f} %; {label}: "
+      f"{last.get('skipped_steps', 0)} skipped steps, last loss scale {last.get('loss_scale')}")
 PY
 }
 
@@ -232,6 +238,18 @@ liger() {  # WORKLOAD [ARGS...]: the compiled contender with Liger's kernels (LI
       "${@:2}" >>"$results" 2>"$out/py-$1-liger-$mode.log" && return 0
     echo "liger $1 $mode failed: $(grep -m1 -E 'Error|error' "$out/py-$1-liger-$mode.log" | cut -c1-200)"
   done
+}
+
+opt_variant() {  # VARIANT: sets opt to the overrides of llama3-8b-full.yaml's optimizer variant: f32 (the config as
+  # it ships: F32 master weights and moments, bf16 autocast), pure (bf16-pure), kahan (bf16 weights, Kahan-compensated
+  # AdamW), kahan8 (the same with 8-bit moments, optimizer.name adamw_8bit)
+  case $1 in
+    f32) opt=(train.precision=bf16) ;;
+    pure) opt=(train.precision=bf16-pure optimizer.kahan_summation=false) ;;
+    kahan) opt=(train.precision=bf16-pure optimizer.kahan_summation=true) ;;
+    kahan8) opt=(train.precision=bf16-pure optimizer.kahan_summation=true optimizer.name=adamw_8bit) ;;
+    *) echo "run.sh: OPT_VARIANTS: unknown variant '$1' (pure, kahan, kahan8)" >&2; return 2 ;;
+  esac
 }
 
 random_model() {  # SHAPE: a random bf16 Hugging Face model directory at $work/model-SHAPE
@@ -417,20 +435,33 @@ for w in "${workloads[@]}"; do
         ft "$cfg" 8b --config "configs/$cfg.yaml" model.path="$work/model-llama3-8b" "${pretok[@]}" \
           train.grad_accum_steps=1
       done ;;
-  8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights (OPT_VARIANTS, default all three):
-      for v in ${OPT_VARIANTS:-pure kahan kahan8}; do  # bf16-pure, Kahan AdamW, Kahan AdamW with 8-bit moments
-        case $v in
-          pure) opt=(optimizer.kahan_summation=false) ;;
-          kahan) opt=(optimizer.kahan_summation=true) ;;
-          kahan8) opt=(optimizer.kahan_summation=true optimizer.name=adamw_8bit) ;;
-          *) echo "run.sh: OPT_VARIANTS: unknown variant '$v' (pure, kahan, kahan8)" >&2; exit 2 ;;
-        esac
+  8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights (OPT_VARIANTS, default all three)
+      for v in ${OPT_VARIANTS:-pure kahan kahan8}; do
+        opt_variant "$v" || exit 2
         ft "llama3-8b-full-$v" 8b --config configs/llama3-8b-full.yaml \
-          model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 train.precision=bf16-pure \
-          "${opt[@]}"
+          model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 "${opt[@]}"
       done
       # transformers with bf16 weights, gradient checkpointing and bitsandbytes' AdamW8bit
       contender 8b-full eager --model-dir "$work/model-llama3-8b" --optim adamw8bit ;;
+  8b-loss) # issue #33: llama3-8b-full.yaml on real text for 200 steps, F32 master weights (the reference) against
+      # bf16 weights (OPT_VARIANTS, default kahan8 pure); the gap at every logged step into OUT/8b-loss.md. LOSS_LAYERS
+      # of Llama-3-8B's 32 layers (default: all on a GPU of more than 100 GB, else 12: the reference takes 16 bytes
+      # per parameter), drawn on the GPU from config.json (model.random_weights; the same draw in every run).
+      layers=${LOSS_LAYERS:-$(( $(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) > 100000 ? 32 : 12 ))}
+      model=$work/model-llama3-8b-L$layers
+      [[ -d $model ]] || python3 bench/make_random_hf_model.py llama3-8b "$model" --layers "$layers" --config-only \
+        --tokenizer "$tok" >/dev/null
+      : >"$out/8b-loss.md"
+      for v in f32 ${OPT_VARIANTS:-kahan8 pure}; do
+        opt_variant "$v" || exit 2
+        loss_curve "8b-loss-$v" --config configs/llama3-8b-full.yaml model.path="$model" model.random_weights=true \
+          "data.train=[{path: $work/stdlib.jsonl, format: text}]" train.grad_accum_steps=1 train.max_steps=200 \
+          scheduler.type=cosine scheduler.warmup_ratio=0.03 optimizer.lr=1e-5 "${opt[@]}"
+        [[ $v == f32 ]] && continue
+        echo "#### $v against F32 master weights, $layers layers" >>"$out/8b-loss.md"
+        loss_gap "$out/8b-loss-f32.loss.jsonl" "$out/8b-loss-$v.loss.jsonl" "$v" "F32 masters" >>"$out/8b-loss.md"
+      done
+      cat "$out/8b-loss.md" ;;
   8b-f8) random_model llama3-8b  # llama3-8b-full.yaml, bf16 GEMMs against train.fp8: tensorwise
       for fp8 in off tensorwise; do
         ft "llama3-8b-full-${F8B_PRECISION:-bf16-pure}-fp8-$fp8" 8b --config configs/llama3-8b-full.yaml \
