@@ -235,6 +235,7 @@ struct TrainConfig {
   Fp8Training fp8 = Fp8Training::kOff;  // full fine-tunes: decoder projections' GEMMs in FP8 (off|tensorwise|rowwise)
   std::vector<std::string> fp8_skip;    // train.fp8: projections left in bf16, by name part (e.g. down_proj, layers.0.)
   int64_t fp8_edge_layers = 1;          // train.fp8: decoder layers at each end of the stack left in bf16 (0: none)
+  int64_t fp8_min_features = 0;     // train.fp8: projections with fewer input or output features left in bf16 (0: none)
   int64_t profile_start_step = 0;   // > 0: trace optimizer steps from this one into <run>/profile/ (Kineto)
   int64_t profile_steps = 3;        // steps traced from train.profile_start_step
 
@@ -253,6 +254,7 @@ struct TrainConfig {
     v("fp8", fp8);
     v("fp8_skip", fp8_skip);
     v("fp8_edge_layers", fp8_edge_layers);
+    v("fp8_min_features", fp8_min_features);
     v("profile_start_step", profile_start_step);
     v("profile_steps", profile_steps);
   }

@@ -267,6 +267,7 @@ void check_training(const Config& c, Checker& k) {
     }
   }
   k.at_least<int64_t>("train.fp8_edge_layers", t.fp8_edge_layers, 0);
+  k.at_least<int64_t>("train.fp8_min_features", t.fp8_min_features, 0);
   for (size_t i = 0; i < t.fp8_skip.size(); ++i) {
     if (t.fp8_skip[i].empty()) k.fail("train.fp8_skip[" + std::to_string(i) + "]", "empty (expected a name part)");
   }

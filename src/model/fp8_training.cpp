@@ -217,10 +217,9 @@ std::vector<int64_t> fp8_edge_layers(int64_t num_layers, int64_t edge) {
   return layers;
 }
 
-std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
-                                             const std::vector<std::string>& skip, int64_t edge_layers) {
+std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe, const Fp8Selection& selection) {
   std::vector<std::string> edge_prefixes;
-  for (const int64_t i : fp8_edge_layers(model.args().num_layers, edge_layers)) {
+  for (const int64_t i : fp8_edge_layers(model.args().num_layers, selection.edge_layers)) {
     edge_prefixes.push_back("model.layers." + std::to_string(i) + ".");  // Transformer::projections' paths
   }
   std::vector<std::string> left;
@@ -231,8 +230,9 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
                     [&](const std::string& prefix) { return path.rfind(prefix, 0) == 0; })) {
       continue;
     }
-    const bool sized = lin->weight.defined() && lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0;
-    if (std::any_of(skip.begin(), skip.end(), in_path) || !sized || lin->quantized()) {
+    const bool sized = lin->weight.defined() && lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0 &&
+                       std::min(lin->weight.size(0), lin->weight.size(1)) >= selection.min_features;
+    if (std::any_of(selection.skip.begin(), selection.skip.end(), in_path) || !sized || lin->quantized()) {
       left.push_back(path);
       continue;
     }

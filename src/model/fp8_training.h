@@ -52,11 +52,20 @@ at::Tensor fp8_training_mlp(const at::Tensor& x, const std::vector<at::Tensor>& 
 // them in bf16 the loss on real text stayed within 0.7 % of bf16's over 300 steps, against 1.9 % (docs/benchmarks.md).
 std::vector<int64_t> fp8_edge_layers(int64_t num_layers, int64_t edge);
 
-// Marks the decoder's projections for FP8 training with `recipe`, except those of the edge layers (fp8_edge_layers),
-// those whose path contains one of `skip` and those with a size that is no multiple of 16 (the FP8 GEMMs need it).
-// Returns the paths left in bf16 outside the edge layers.
-std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe,
-                                             const std::vector<std::string>& skip, int64_t edge_layers);
+// Which projections train.fp8 leaves in bf16: those of the `edge_layers` at each end (fp8_edge_layers), those whose
+// path contains one of `skip` (by name, as torchao's module_filter_fn is mostly used) and those with fewer than
+// `min_features` input or output features (by size: a GEMM with a small side gains less from FP8 than its casts cost;
+// torchao's auto filter skips, e.g., weights [out <= 4096, in <= 1024] under tensorwise scaling on H100s).
+struct Fp8Selection {
+  std::vector<std::string> skip;
+  int64_t edge_layers = 1;
+  int64_t min_features = 0;
+};
+
+// Marks the decoder's projections for FP8 training with `recipe`, except those `selection` leaves in bf16 and those
+// with a size that is no multiple of 16 (the FP8 GEMMs need it). Returns the paths left in bf16 outside the edge
+// layers.
+std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe, const Fp8Selection& selection);
 
 // The casts' CUDA glue (kernels/fp8_cast.h, in fp8_kernels.cpp; no_kernels.cpp stands in), on contiguous 2-D BF16
 // CUDA tensors, bit for bit quant/fp8_cast.h's (see the kernels' header for the one power-of-two edge).

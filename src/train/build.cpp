@@ -303,7 +303,8 @@ std::vector<std::string> configure_model(model::Transformer& m, const Config& cf
   std::vector<std::string> left;
   if (cfg.model.nf4_compute != Nf4Compute::kDtype) left = model::set_nf4_compute(m, cfg.model.nf4_compute);
   if (cfg.train.fp8 != Fp8Training::kOff) {
-    left = model::enable_fp8_training(m, cfg.train.fp8, cfg.train.fp8_skip, cfg.train.fp8_edge_layers);
+    left = model::enable_fp8_training(m, cfg.train.fp8,
+                                      {cfg.train.fp8_skip, cfg.train.fp8_edge_layers, cfg.train.fp8_min_features});
   }
   m.set_activation_checkpointing(cfg.model.activation_checkpointing);
   m.set_activation_offload(cfg.model.activation_offload);
@@ -324,7 +325,12 @@ void log_fp8_projections(const model::Transformer& m, const TrainConfig& train, 
         fmt::format("; layers {} in bf16 (train.fp8_edge_layers: {})", fmt::join(edge, ", "), train.fp8_edge_layers);
   }
   if (!left.empty()) {
-    bf16 += fmt::format("; in bf16 by train.fp8_skip or a size not a multiple of 16: {}", fmt::join(left, ", "));
+    bf16 += fmt::format("; in bf16 by train.fp8_skip, train.fp8_min_features or a size not a multiple of 16: {}",
+                        fmt::join(left, ", "));
+  }
+  if (in_fp8 == 0) {  // a setting that changes nothing is a mistake more often than not
+    FT_LOG_WARN("train.fp8: {}: no projection trains with FP8 GEMMs{}", name_of(train.fp8), bf16);
+    return;
   }
   FT_LOG_INFO("train.fp8: {}: {} of {} projections train with FP8 GEMMs{}", name_of(train.fp8), in_fp8,
               projections.size(), bf16);

@@ -64,7 +64,7 @@ TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
   EXPECT_TRUE(model::fp8_edge_layers(5, 0).empty());
 
   model::Transformer m(a);
-  const auto left = model::enable_fp8_training(m, Fp8Training::kTensorwise, {"layers.2.self_attn.o_proj"}, 1);
+  const auto left = model::enable_fp8_training(m, Fp8Training::kTensorwise, {{"layers.2.self_attn.o_proj"}, 1, 0});
   std::vector<std::string> expected_left, in_fp8;
   for (const int layer : {1, 2, 3}) {
     const std::string base = "model.layers." + std::to_string(layer) + ".";
@@ -84,6 +84,36 @@ TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
       "model.layers.2.self_attn.v_proj", "model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
       "model.layers.3.self_attn.v_proj", "model.layers.3.self_attn.o_proj"};
   EXPECT_EQ(in_fp8, expected_fp8);
+}
+
+// train.fp8_min_features: a projection with fewer input or output features than the limit stays bf16 (k/v with their
+// 16 outputs under a limit of 17; every projection, each with a side of hidden_size 32, under 48).
+TEST(Fp8Training, ProjectionsWithFewerFeaturesThanTheLimitStayBf16) {
+  model::ModelArgs a;
+  a.vocab_size = 32;
+  a.hidden_size = 32;
+  a.intermediate_size = 64;
+  a.num_layers = 1;
+  a.num_heads = 2;
+  a.num_kv_heads = 1;
+  a.head_dim = 16;
+  const auto selected = [&](int64_t min_features) {
+    model::Transformer m(a);
+    const auto left = model::enable_fp8_training(m, Fp8Training::kTensorwise, {{}, 0, min_features});
+    std::vector<std::string> in_fp8;
+    for (const auto& [path, lin] : m.projections()) {
+      if (lin->fp8_training != Fp8Training::kOff) in_fp8.push_back(path.substr(std::string("model.layers.0.").size()));
+    }
+    EXPECT_EQ(left.size() + in_fp8.size(), m.projections().size());
+    return in_fp8;
+  };
+  const std::vector<std::string> all = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  EXPECT_EQ(selected(0), all);
+  EXPECT_EQ(selected(16), all);
+  EXPECT_EQ(selected(17), (std::vector<std::string>{"self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj",
+                                                    "mlp.up_proj", "mlp.down_proj"}));
+  EXPECT_TRUE(selected(48).empty());  // every projection has a side of 32 (hidden_size)
 }
 
 bool fp8_gpu() {
