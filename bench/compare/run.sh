@@ -446,7 +446,7 @@ for w in "${workloads[@]}"; do
   8b-loss) # issue #33: llama3-8b-full.yaml on real text for 200 steps, F32 master weights (the reference) against
       # bf16 weights (OPT_VARIANTS, default kahan8 pure); the gap at every logged step into OUT/8b-loss.md. LOSS_LAYERS
       # of Llama-3-8B's 32 layers (default: all on a GPU of more than 100 GB, else 12: the reference takes 16 bytes
-      # per parameter), drawn on the GPU from config.json (model.random_weights; the same draw in every run).
+      # per parameter), drawn on the GPU from config.json (model.random_weights; the same seed in every run).
       layers=${LOSS_LAYERS:-$(( $(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) > 100000 ? 32 : 12 ))}
       model=$work/model-llama3-8b-L$layers
       [[ -d $model ]] || python3 bench/make_random_hf_model.py llama3-8b "$model" --layers "$layers" --config-only \
