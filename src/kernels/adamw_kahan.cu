@@ -76,10 +76,6 @@ __global__ void adamw_kahan_kernel(KahanAdamWTensors t, KahanAdamWScalars s) {
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 template <class T>
 void launch(const KahanAdamWTensors& t, const KahanAdamWScalars& s, cudaStream_t stream) {
   const int64_t groups = (t.n + kVec - 1) / kVec;
@@ -87,8 +83,8 @@ void launch(const KahanAdamWTensors& t, const KahanAdamWScalars& s, cudaStream_t
   constexpr int kBlock = 256;
   const int64_t blocks = (groups + kBlock - 1) / kBlock;
   const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 16) ? blocks : (int64_t{1} << 16));
-  const bool vector = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) && aligned16(t.exp_avg_sq) &&
-                      aligned16(t.compensation);
+  const bool vector = aligned_to(t.param, 16) && aligned_to(t.grad, 16) && aligned_to(t.exp_avg, 16) &&
+                      aligned_to(t.exp_avg_sq, 16) && aligned_to(t.compensation, 16);
   if (vector) {
     adamw_kahan_kernel<T, true><<<grid, kBlock, 0, stream>>>(t, s);
   } else {

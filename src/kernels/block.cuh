@@ -79,7 +79,6 @@ __device__ __forceinline__ MaxSum block_max_sum(MaxSum v) {
   return t;
 }
 
-// Throws with the CUDA error of the last launch, if any.
 // The block's maximum (of non-negative values); every thread gets it. blockDim.x is a multiple of 32.
 __device__ __forceinline__ float block_max(float v) {
   __shared__ float warp_max[32];
@@ -98,6 +97,12 @@ __device__ __forceinline__ void atomic_max_nonneg(float* target, float v) {
   atomicMax(reinterpret_cast<int*>(target), __float_as_int(v));
 }
 
+// Whether the device pointer p allows vector moves of `bytes` (a power of two) at offsets that are multiples of it.
+inline bool aligned_to(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Throws with the CUDA error of the last launch, if any.
 inline void check_launch(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw std::runtime_error(std::string(what) + " launch failed: " + cudaGetErrorString(err));

@@ -82,10 +82,6 @@ __global__ void dropout_kernel(Stream a, Stream b, int64_t n, uint32_t keep_belo
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 template <class T, bool kTwo>
 void launch(Stream a, Stream b, int64_t n, float p, uint64_t seed, uint64_t offset, cudaStream_t stream) {
   const int64_t groups = (n + kGroup - 1) / kGroup;
@@ -97,7 +93,7 @@ void launch(Stream a, Stream b, int64_t n, float p, uint64_t seed, uint64_t offs
   const auto keep_below = static_cast<uint32_t>(std::lround(std::ldexp(keep, 16)));
   const auto scale = static_cast<float>(1.0 / keep);
   const bool vector =
-      aligned16(a.in) && aligned16(a.out) && (!kTwo || (aligned16(b.in) && aligned16(b.out)));
+      aligned_to(a.in, 16) && aligned_to(a.out, 16) && (!kTwo || (aligned_to(b.in, 16) && aligned_to(b.out, 16)));
   if (vector) {
     dropout_kernel<T, true, kTwo><<<grid, kBlock, 0, stream>>>(a, b, n, keep_below, scale, seed, offset);
   } else {

@@ -26,10 +26,6 @@ __device__ __forceinline__ uint8_t code_of(float v, float scale, Fp8Code code) {
 
 constexpr int kV = 8;  // bf16 elements per 16-byte load
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // Grid-stride over groups of kV elements, whole groups as one 16-byte load (x 16-byte aligned), four of them per
 // thread in flight (the loads issue before the first max waits on one); the last partial group element by element.
 __global__ void tensor_amax_kernel(const bf16* x, int64_t n, float* amax) {
@@ -195,7 +191,7 @@ void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code,
   const auto st = static_cast<cudaStream_t>(stream);
   const auto* xb = static_cast<const bf16*>(x);
   const int threads = cols >= 4096 ? 512 : 256;
-  if (cols % kV == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(codes) % kV == 0) {
+  if (cols % kV == 0 && aligned_to(x, 16) && aligned_to(codes, kV)) {
     rows_cast_kernel<kV><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
   } else {
     rows_cast_kernel<1><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
