@@ -1,4 +1,4 @@
-// `finetune sweep --config BASE --sweep SWEEP [key=value ...]`: a grid, list or random sweep over the base config,
+// `finetune sweep [--config] BASE [--sweep] SWEEP [key=value ...]`: a grid, list or random sweep over the base config,
 // each trial a `finetune train` run in <sweep dir>/<trial name>/ (src/sweep, docs/sweeps.md).
 #include <iostream>
 
@@ -44,14 +44,24 @@ int run_sweep_command(const SweepOptions& o, const Globals& globals, bool index_
     std::cout << sweep::render_markdown(dir, record, rows, false);
     return 0;
   }
-  if (o.config.empty() || o.sweep.empty()) {
-    throw ConfigError("sweep needs --config BASE and --sweep FILE (or --status DIR)",
-                      "e.g. finetune sweep --config configs/demo.yaml --sweep configs/demo-sweep.yaml");
+  // As `finetune train FILE`: the base config and then the sweep file may come as the first arguments (an
+  // override has a '=').
+  std::string config = o.config, sweep_file = o.sweep;
+  std::vector<std::string> overrides = o.overrides;
+  for (std::string* file : {&config, &sweep_file}) {
+    if (file->empty() && !overrides.empty() && overrides.front().find('=') == std::string::npos) {
+      *file = overrides.front();
+      overrides.erase(overrides.begin());
+    }
+  }
+  if (config.empty() || sweep_file.empty()) {
+    throw ConfigError("finetune sweep needs a base config and a sweep file (or --status DIR)",
+                      "e.g. finetune sweep configs/demo.yaml configs/demo-sweep.yaml, or with --config and --sweep");
   }
   sweep::PlanOptions po;
-  po.base_config = o.config;
-  po.sweep_file = o.sweep;
-  po.overrides = o.overrides;
+  po.base_config = config;
+  po.sweep_file = sweep_file;
+  po.overrides = overrides;
   po.out_dir = o.out;
   po.validate = !o.summarize;
   const sweep::Plan plan = sweep::make_plan(po);
@@ -90,7 +100,7 @@ void add_sweep(CLI::App& app, const Globals& globals, int& exit_code) {
   auto* sub = app.add_subcommand("sweep", "Run a grid, list or random sweep of training runs over a base config");
   sub->footer(
       "Examples:\n"
-      "  finetune sweep --config configs/demo.yaml --sweep configs/demo-sweep.yaml\n"
+      "  finetune sweep configs/demo.yaml configs/demo-sweep.yaml     # = --config BASE --sweep FILE\n"
       "  finetune sweep --config base.yaml --sweep sweep.yaml --list             # index, name, values\n"
       "  finetune sweep --config base.yaml --sweep sweep.yaml --index $SLURM_ARRAY_TASK_ID\n"
       "  finetune sweep --config base.yaml --sweep sweep.yaml --summarize        # after the array tasks\n"
@@ -100,8 +110,10 @@ void add_sweep(CLI::App& app, const Globals& globals, int& exit_code) {
       "Exit codes: 0 every trial finished, 1 a trial failed or is unfinished, 2 bad sweep file or trial config\n"
       "(nothing started), 130 stopped by a signal (trials checkpointed; rerun to resume).");
   auto options = std::make_shared<SweepOptions>();
-  sub->add_option("--config,-c", options->config, "Base YAML config of every trial")->check(CLI::ExistingFile);
-  sub->add_option("--sweep,-s", options->sweep, "Sweep file: grid, list, random, name, metric, ...");
+  sub->add_option("--config,-c", options->config, "Base YAML config of every trial (or the first argument)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--sweep,-s", options->sweep,
+                  "Sweep file: grid, list, random, name, metric, ... (or the argument after the base config)");
   sub->add_option("--out,-o", options->out,
                   "Sweep directory (default: the sweep file's output_dir, else runs/<sweep file name>)");
   auto* list = sub->add_flag("--list", options->list, "Print the trials (index, name, values) and exit");
@@ -111,7 +123,7 @@ void add_sweep(CLI::App& app, const Globals& globals, int& exit_code) {
                                   "Write summary.md/.csv/.png from the sweep directory without running anything");
   auto* status = sub->add_option("--status", options->status, "Print the table of the sweep in DIR and exit");
   sub->add_flag("--retry-failed", options->retry_failed, "Also rerun trials that failed before");
-  sub->add_option("overrides", options->overrides, "Config overrides key=value for every trial");
+  sub->add_option("overrides", options->overrides, "[BASE] [SWEEP] then config overrides key=value for every trial");
   list->excludes(index)->excludes(summarize)->excludes(status);
   index->excludes(summarize)->excludes(status);
   summarize->excludes(status);

@@ -113,6 +113,21 @@ TEST(Cli, TheConfigFileMayComeAsTheFirstArgument) {
             std::string::npos);
 }
 
+TEST(Cli, SweepTakesItsBaseConfigAndSweepFileAsTheFirstArguments) {
+  const std::string config = shell_quote((source_dir() / "configs" / "demo.yaml").string());
+  const std::string sweep = shell_quote((source_dir() / "configs" / "demo-sweep.yaml").string());
+  const auto options = run_finetune("sweep --config " + config + " --sweep " + sweep + " --list train.max_steps=70");
+  ASSERT_EQ(options.exit_code, 0) << options.output;
+  for (const std::string& args :
+       {config + " " + sweep, config + " --sweep " + sweep, "--config " + config + " " + sweep}) {
+    const auto positional = run_finetune("sweep " + args + " --list train.max_steps=70");
+    ASSERT_EQ(positional.exit_code, 0) << args << "\n" << positional.output;
+    EXPECT_EQ(positional.output, options.output) << args;
+  }
+  expect_usage_error("sweep " + config + " train.max_steps=70", "finetune sweep needs a base config and a sweep file");
+  expect_usage_error("sweep no-such-base.yaml " + sweep + " --list", "no-such-base.yaml");
+}
+
 TEST(Cli, PlotWritesTheFormatItsExtensionNamesAndRefusesOthers) {
   TempDir run("ft-cli-plot");
   write_file(run / "metrics.jsonl",
