@@ -11,6 +11,7 @@
 #include "model/adapter_check.h"
 #include "model/generate.h"
 #include "model/lora.h"
+#include "model/nf4_linear.h"
 #include "model/pretrained.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -20,7 +21,8 @@ namespace ft::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, adapter, prompt, prompt_ids, system, device = "auto", dtype = "fp32", quantize = "none";
+  std::string model, adapter, prompt, prompt_ids, system, device = "auto", dtype = "fp32", quantize = "none",
+                                                          nf4_compute = "dtype";
   int64_t max_new_tokens = 64, top_k = 0;
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
@@ -72,7 +74,25 @@ void run_generate(const GenerateArgs& a) {
     throw ConfigError("--quantize: invalid value '" + a.quantize + "'",
                       "expected " + setting_names<BaseQuantization>());
   }
+  // --nf4-compute: the NF4 projections' GEMMs as model.nf4_compute runs them in training (fp8: e4m3 weights with row
+  // scales, each token's input scaled; on the CPU and where FP8 GEMMs cannot run, emulated in F32).
+  const auto nf4_compute = parse_setting<Nf4Compute>(a.nf4_compute);
+  if (!nf4_compute) {
+    throw ConfigError("--nf4-compute: invalid value '" + a.nf4_compute + "'",
+                      "expected " + setting_names<Nf4Compute>());
+  }
+  if (*nf4_compute != Nf4Compute::kDtype && *quantize != BaseQuantization::kNf4) {
+    throw ConfigError("--nf4-compute " + a.nf4_compute + " needs --quantize nf4 (it sets the GEMMs of NF4 weights)",
+                      "add --quantize nf4, or drop --nf4-compute");
+  }
   auto model = model::load_pretrained(model_dir, device, model::dtype_from_name(a.dtype), *quantize);
+  if (*nf4_compute != Nf4Compute::kDtype) {
+    const auto left = model::set_nf4_compute(*model, *nf4_compute);
+    if (!left.empty()) {
+      FT_LOG_WARN("--nf4-compute {}: sizes that are no multiples of 16 keep their GEMMs in {}: {}", a.nf4_compute,
+                  a.dtype, fmt::join(left, ", "));
+    }
+  }
   if (!a.adapter.empty()) {
     model::load_adapter(*model, a.adapter);
     model->to(device);
@@ -153,6 +173,9 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
          "--quantize", a->quantize,
          "The decoder layers' projections and MoE experts as a quantized base (model.quantize): none | nf4 | fp8")
       ->default_val("none");
+  sub->add_option("--nf4-compute", a->nf4_compute,
+                  "With --quantize nf4: the GEMMs as model.nf4_compute runs them: dtype | fp8")
+      ->default_val("dtype");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
   sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");

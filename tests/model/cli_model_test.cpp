@@ -43,7 +43,8 @@ TEST(CliModel, GenerateJsonMatchesTransformersGreedy) {
 }
 
 // --quantize nf4 / fp8: greedy generation on the quantized base equals transformers' generate() on the same base
-// (the projections' bitsandbytes NF4 round trip, or torchao's per-row float8 round trip of weights and inputs).
+// (the projections' bitsandbytes NF4 round trip, or torchao's per-row float8 round trip of weights and inputs), and
+// so does --quantize nf4 --nf4-compute fp8 (the float8 round trip of the NF4 round trip's weight).
 TEST(CliModel, GenerateOnAQuantizedBaseMatchesTransformersOnThatBase) {
   const auto dir = reference_dir() / "llama";
   const std::vector<int64_t> prompt = {1, 17, 42, 5, 88, 23};
@@ -58,17 +59,28 @@ TEST(CliModel, GenerateOnAQuantizedBaseMatchesTransformersOnThatBase) {
                     {"max_new_tokens", 24},
                     {"out", (tmp / (std::string(format) + ".json")).string()}});
   }
+  // --nf4-compute fp8: the NF4 round trip, then the per-row float8 round trip of that weight and of each input
+  jobs.push_back({{"model", (dir / "model").string()},
+                  {"nf4", true},
+                  {"fp8", true},
+                  {"prompt", prompt},
+                  {"max_new_tokens", 24},
+                  {"out", (tmp / "nf4-fp8.json").string()}});
   const auto py = run(ref_python() + " " + shell_quote(ref_script()) + " generate --jobs " + shell_quote(jobs.dump()));
   ASSERT_EQ(py.exit_code, 0) << py.output;
-  for (const char* format : {"nf4", "fp8"}) {
+  for (const std::string format : {"nf4", "fp8", "nf4-fp8"}) {
     SCOPED_TRACE(format);
-    const auto r = run_finetune("generate --model " + q(dir / "model") + " --quantize " + format + " --prompt-ids " +
+    const std::string quantize = format == "nf4-fp8" ? "nf4 --nf4-compute fp8" : format;
+    const auto r = run_finetune("generate --model " + q(dir / "model") + " --quantize " + quantize + " --prompt-ids " +
                                 shell_quote(ids) + " --max-new-tokens 24 --device cpu --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto ours = nlohmann::json::parse(r.output.substr(r.output.find('{')))["generated_ids"];
-    const auto theirs = nlohmann::json::parse(read_file(tmp / (std::string(format) + ".json")))["generated"];
+    const auto theirs = nlohmann::json::parse(read_file(tmp / (format + ".json")))["generated"];
     EXPECT_EQ(ours.get<std::vector<int64_t>>(), theirs.get<std::vector<int64_t>>());
   }
+  const auto fp8_alone = run_finetune("generate --model " + q(dir / "model") + " --nf4-compute fp8 --prompt-ids 1");
+  EXPECT_EQ(fp8_alone.exit_code, 2) << fp8_alone.output;
+  EXPECT_NE(fp8_alone.output.find("--nf4-compute fp8 needs --quantize nf4"), std::string::npos) << fp8_alone.output;
   const auto bad = run_finetune("generate --model " + q(dir / "model") + " --quantize int4 --prompt-ids 1");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--quantize: invalid value 'int4'"), std::string::npos) << bad.output;

@@ -224,6 +224,9 @@ def fp8_projections(model):
     def round_trip(x):
         rows = x.reshape(-1, x.shape[-1])
         scale = _choose_scale_float8(rows, block_size=[1, rows.shape[1]], float8_dtype=torch.float8_e4m3fn)
+        # An all-zero row (the input of a token whose embedding is zero, e.g. a padding row) has scale 0 here, and
+        # torchao's 0 / 0 makes it NaN; finetune keeps its zeros with scale 1 (quant/fp8.cpp), and so does this.
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
         codes = _quantize_affine_float8(rows, scale, torch.float8_e4m3fn)
         return _dequantize_affine_float8(codes, scale, torch.float32).reshape(x.shape)
 
