@@ -429,8 +429,8 @@ TEST_F(TrainLoop, Fp8TrainingFollowsTheBf16LossCurve) {
   EXPECT_NE(outputs["tensorwise"].find("train.fp8: tensorwise: 14 of 14 projections"), std::string::npos)
       << outputs["tensorwise"];
   EXPECT_NE(outputs["rowwise"].find("train.fp8: rowwise: 12 of 14 projections train with FP8 GEMMs; in bf16 by "
-                                    "train.fp8_skip or a size not a multiple of 16: model.layers.0.mlp.down_proj, "
-                                    "model.layers.1.mlp.down_proj\n"),
+                                    "train.fp8_skip, train.fp8_min_features or a size not a multiple of 16: "
+                                    "model.layers.0.mlp.down_proj, model.layers.1.mlp.down_proj\n"),
             std::string::npos)
       << outputs["rowwise"];
   const double start = losses(dir_ / "bf16").begin()->second;
