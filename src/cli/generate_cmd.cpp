@@ -59,13 +59,9 @@ std::vector<int64_t> chat_prompt(const std::filesystem::path& model_dir, const t
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tekken.json"};
 
-void run_generate(const GenerateArgs& a) {
+// The model of --model on --device, quantized as --quantize and --nf4-compute say, with --adapter's weights.
+std::shared_ptr<model::Transformer> load_model(const GenerateArgs& a, at::Device device) {
   const std::filesystem::path model_dir(a.model);
-  const std::optional<DeviceSetting> setting = DeviceSetting::parse(a.device);
-  if (!setting) {
-    throw ConfigError("--device: invalid value '" + a.device + "'", std::string("expected ") + DeviceSetting::kExpected);
-  }
-  const at::Device device = resolve_device(*setting, 0, "--device");
   if (!a.adapter.empty()) model::check_adapter_base(a.adapter, model_dir, a.force);
   // --quantize: the projections as a quantized base run them in training (model.quantize), e.g. to try an adapter
   // trained on that base; quantized while read, as in training.
@@ -97,34 +93,49 @@ void run_generate(const GenerateArgs& a) {
     model::load_adapter(*model, a.adapter);
     model->to(device);
   }
-  std::unique_ptr<tok::Tokenizer> tokenizer;
+  return model;
+}
+
+// The prompt's ids: --prompt-ids as given (checked against the vocabulary), else --prompt through the tokenizer of
+// `tokenizer_dir` (with BOS, or as a user turn of its chat template with --chat).
+std::vector<int64_t> prompt_ids(const GenerateArgs& a, const tok::Tokenizer* tokenizer,
+                                const std::filesystem::path& tokenizer_dir, int64_t vocab_size) {
+  if (!a.ids.empty()) {
+    check_prompt_ids(a.ids, vocab_size, a.model);
+    return a.ids;
+  }
+  if (!tokenizer) {
+    throw ConfigError("--prompt needs a tokenizer in " + a.model + ", which has none",
+                      "use --prompt-ids, or put the model's tokenizer files (tokenizer.json, tokenizer.model or "
+                      "tekken.json) in the model directory");
+  }
+  if (a.chat) return chat_prompt(tokenizer_dir, *tokenizer, a.system, a.prompt);
+  std::vector<int64_t> prompt;
+  if (!a.no_bos && tokenizer->bos_id() >= 0) prompt.push_back(tokenizer->bos_id());
+  const auto body = tokenizer->encode(a.prompt);
+  prompt.insert(prompt.end(), body.begin(), body.end());
+  return prompt;
+}
+
+void run_generate(const GenerateArgs& a) {
+  const std::optional<DeviceSetting> setting = DeviceSetting::parse(a.device);
+  if (!setting) {
+    throw ConfigError("--device: invalid value '" + a.device + "'",
+                      std::string("expected ") + DeviceSetting::kExpected);
+  }
+  const auto model = load_model(a, resolve_device(*setting, 0, "--device"));
   const auto has_tokenizer = [](const std::filesystem::path& dir) {
     return std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
                        [&](const char* name) { return std::filesystem::exists(dir / name); });
   };
   // An adapter written by training holds the tokenizer and chat template it trained with (with tokenizer.add_tokens,
   // tokens the base model's tokenizer lacks): they win over the base model's.
-  const std::filesystem::path tokenizer_dir =
-      !a.adapter.empty() && has_tokenizer(a.adapter) ? std::filesystem::path(a.adapter) : model_dir;
+  const std::filesystem::path tokenizer_dir = !a.adapter.empty() && has_tokenizer(a.adapter)
+                                                  ? std::filesystem::path(a.adapter)
+                                                  : std::filesystem::path(a.model);
+  std::unique_ptr<tok::Tokenizer> tokenizer;
   if (has_tokenizer(tokenizer_dir)) tokenizer = tok::Tokenizer::load(tokenizer_dir, tokenizer_dir);
-  std::vector<int64_t> prompt;
-  if (!a.ids.empty()) {
-    check_prompt_ids(a.ids, model->args().vocab_size, model_dir);
-    prompt = a.ids;
-  } else {
-    if (!tokenizer) {
-      throw ConfigError("--prompt needs a tokenizer in " + model_dir.string() + ", which has none",
-                        "use --prompt-ids, or put the model's tokenizer files (tokenizer.json, tokenizer.model or "
-                        "tekken.json) in the model directory");
-    }
-    if (a.chat) {
-      prompt = chat_prompt(tokenizer_dir, *tokenizer, a.system, a.prompt);
-    } else {
-      if (!a.no_bos && tokenizer->bos_id() >= 0) prompt.push_back(tokenizer->bos_id());
-      const auto body = tokenizer->encode(a.prompt);
-      prompt.insert(prompt.end(), body.begin(), body.end());
-    }
-  }
+  const std::vector<int64_t> prompt = prompt_ids(a, tokenizer.get(), tokenizer_dir, model->args().vocab_size);
   model::GenerateOptions opts;
   opts.max_new_tokens = a.max_new_tokens;
   opts.temperature = a.temperature;
