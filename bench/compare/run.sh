@@ -176,6 +176,8 @@ ref_label = sys.argv[4] if len(sys.argv) > 4 else "bf16"
 print(f"| step | {ref_label} loss | {label} loss | gap | {ref_label} tok/s | {label} tok/s |\n|---|---|---|---|---|---|")
 gaps = []
 steps = sorted(set(ref) & set(other))
+if not steps:
+    sys.exit(f"no logged step in both runs ({len(ref)} and {len(other)} records): a run failed, see its log")
 for step in steps:
     a, b = ref[step], other[step]
     gap = (b["loss"] - a["loss"]) / a["loss"]
