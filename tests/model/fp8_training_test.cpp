@@ -47,17 +47,23 @@ TEST(Fp8Training, ForwardIsTheCastThenScaledGemmDefinition) {
                                                   quant::cast_fp8_rowwise(w, Fp8Format::kE4m3, true), at::kBFloat16)));
 }
 
-// train.fp8_edge_layers: the first and last `edge` layers keep bf16 GEMMs, train.fp8_skip and the size rule apply to
-// the rest, and only those are reported back (the edge layers are logged by number).
-TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
+// A tiny decoder for the projection-selection tests: hidden 32, q 2 x 16, k/v 1 x 16 (16 outputs each).
+model::ModelArgs selection_args(int64_t intermediate, int64_t layers) {
   model::ModelArgs a;
   a.vocab_size = 32;
   a.hidden_size = 32;
-  a.intermediate_size = 40;  // not a multiple of 16: gate, up and down stay bf16 by size
-  a.num_layers = 5;
+  a.intermediate_size = intermediate;
+  a.num_layers = layers;
   a.num_heads = 2;
   a.num_kv_heads = 1;
   a.head_dim = 16;
+  return a;
+}
+
+// train.fp8_edge_layers: the first and last `edge` layers keep bf16 GEMMs, train.fp8_skip and the size rule apply to
+// the rest, and only those are reported back (the edge layers are logged by number).
+TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
+  const model::ModelArgs a = selection_args(/*intermediate=*/40, /*layers=*/5);  // 40: MLP stays bf16 by size
   EXPECT_EQ(model::fp8_edge_layers(5, 1), (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(model::fp8_edge_layers(5, 2), (std::vector<int64_t>{0, 1, 3, 4}));
   EXPECT_EQ(model::fp8_edge_layers(3, 2), (std::vector<int64_t>{0, 1, 2}));
@@ -89,14 +95,7 @@ TEST(Fp8Training, EdgeLayersAndSkippedProjectionsStayBf16) {
 // train.fp8_min_features: a projection with fewer input or output features than the limit stays bf16 (k/v with their
 // 16 outputs under a limit of 17; every projection, each with a side of hidden_size 32, under 48).
 TEST(Fp8Training, ProjectionsWithFewerFeaturesThanTheLimitStayBf16) {
-  model::ModelArgs a;
-  a.vocab_size = 32;
-  a.hidden_size = 32;
-  a.intermediate_size = 64;
-  a.num_layers = 1;
-  a.num_heads = 2;
-  a.num_kv_heads = 1;
-  a.head_dim = 16;
+  const model::ModelArgs a = selection_args(/*intermediate=*/64, /*layers=*/1);
   const auto selected = [&](int64_t min_features) {
     model::Transformer m(a);
     const auto left = model::enable_fp8_training(m, Fp8Training::kTensorwise, {{}, 0, min_features});
