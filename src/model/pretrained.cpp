@@ -168,6 +168,15 @@ class ParameterPlacer {
   std::map<std::string, Quantizer> quantizers_;
 };
 
+// Keeps in `residuals` (when given) what casting `wide` to `narrow`'s dtype dropped, where `narrow` is bf16/fp16 and
+// `wide` more precise (RoundingResiduals).
+void keep_residual(RoundingResiduals* residuals, const std::string& name, const at::Tensor& wide,
+                   const at::Tensor& narrow) {
+  if (residuals == nullptr || !wide.is_floating_point() || c10::elementSize(wide.scalar_type()) < 4) return;
+  if (narrow.scalar_type() != at::kBFloat16 && narrow.scalar_type() != at::kHalf) return;
+  (*residuals)[name] = (wide - narrow.to(wide.scalar_type())).to(narrow.scalar_type());
+}
+
 // The stored tensors of `reader` that `model` keeps aside (checkpoint_names.h, passes_through), read onto the CPU.
 void read_passthrough(const io::CheckpointReader& reader, Transformer& model) {
   model.passthrough.clear();
@@ -189,7 +198,7 @@ io::CheckpointReader open_checkpoint(const std::filesystem::path& dir, const Mod
 // and then filled. With `quantize` nf4 or fp8 each projection's weight is quantized on `device` and dropped before the
 // next one is read, so the dense base never exists whole, on the device or the host.
 void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
-               BaseQuantization quantize) {
+               BaseQuantization quantize, RoundingResiduals* residuals) {
   io::CheckpointReader reader = open_checkpoint(dir, model.args());
   const auto params = base_parameters(model);
   check_no_unexpected(reader, model, params);
@@ -200,9 +209,11 @@ void load_onto(Transformer& model, const std::filesystem::path& dir, at::Device 
   io::DeviceReader to_device(device);
   for (const auto& [name, param] : params) {
     // Cast where the weights will live: on a GPU that takes milliseconds.
-    placer.place(
-        name, param,
-        read_parameter(reader, dir, name, param.sizes(), dtype, model.args(), to_device, logged_cast).to(dtype), dtype);
+    const at::Tensor stored =
+        read_parameter(reader, dir, name, param.sizes(), dtype, model.args(), to_device, logged_cast);
+    const at::Tensor value = stored.to(dtype);
+    if (!placer.quantizes(name)) keep_residual(residuals, name, stored, value);
+    placer.place(name, param, value, dtype);
   }
   model.to(device, dtype);  // the buffers: every parameter is there already
 }
@@ -224,16 +235,16 @@ void load_weights(Transformer& model, const std::filesystem::path& dir) {
 }
 
 std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
-                                             BaseQuantization quantize) {
+                                             BaseQuantization quantize, RoundingResiduals* residuals) {
   ModelArgs args = load_hf_config(dir);
   args.torch_dtype = dtype_name(dtype);
   auto model = std::make_shared<Transformer>(args);
-  load_onto(*model, dir, device, dtype, quantize);
+  load_onto(*model, dir, device, dtype, quantize, residuals);
   return model;
 }
 
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device,
-                  std::optional<at::ScalarType> dtype, BaseQuantization quantize) {
+                  std::optional<at::ScalarType> dtype, BaseQuantization quantize, RoundingResiduals* residuals) {
   const c10::Device where = device.value_or(c10::Device(at::kCPU));
   at::Generator gen = seeded_generator(where, seed);
   ParameterPlacer placer(model, quantize);
@@ -247,7 +258,9 @@ void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c
       value = at::zeros(param.sizes(), options);
     } else {
       // Drawn in F32 and rounded once, as an F32 model cast to `dtype` afterwards would be.
-      value = at::empty(param.sizes(), options.dtype(at::kFloat)).normal_(0.0, std, gen).to(options.dtype());
+      const at::Tensor drawn = at::empty(param.sizes(), options.dtype(at::kFloat)).normal_(0.0, std, gen);
+      value = drawn.to(options.dtype());
+      if (!placer.quantizes(name)) keep_residual(residuals, name, drawn, value);
     }
     if (!device && !dtype && !placer.quantizes(name)) {
       param.copy_(value);

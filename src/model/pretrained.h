@@ -4,8 +4,9 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,8 +26,16 @@ namespace ft::model {
 // (LinearImpl::quantize_nf4, MoeExpertsImpl::quantize; bitsandbytes' block of 64, double-quantized absmax), fp8: as
 // e4m3 with row scales (torchao's per-row float8); quantized one at a time on `device` as they are read;
 // embeddings, norms, routers and the LM head stay in `dtype`.
+// What casting wider weights (F32 in the checkpoint, or drawn in F32) to a bf16/fp16 run dtype dropped, per parameter
+// name: value - cast(value), in the run dtype. optimizer.kahan_summation starts its compensation there
+// (optim::AdamW::start_compensation_at): bf16 weights plus compensation then hold the F32 values, and small updates
+// move the bf16 weights as they move rounded F32 master weights, from the first step. Filled only when asked for,
+// and only with what was dropped (nothing for a bf16 checkpoint read in bf16, nor for quantized projections).
+using RoundingResiduals = std::map<std::string, at::Tensor>;
+
 std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
-                                             BaseQuantization quantize = BaseQuantization::kNone);
+                                             BaseQuantization quantize = BaseQuantization::kNone,
+                                             RoundingResiduals* residuals = nullptr);
 
 // Copies the checkpoint's tensors into `model`'s existing parameters (same checks as load_pretrained).
 void load_weights(Transformer& model, const std::filesystem::path& dir);
@@ -39,7 +48,7 @@ void load_weights(Transformer& model, const std::filesystem::path& dir);
 // dropped (as load_pretrained does while reading), so the dense base never exists whole: the same draws, quantized.
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device = std::nullopt,
                   std::optional<at::ScalarType> dtype = std::nullopt,
-                  BaseQuantization quantize = BaseQuantization::kNone);
+                  BaseQuantization quantize = BaseQuantization::kNone, RoundingResiduals* residuals = nullptr);
 
 // The base parameters (no LoRA matrices, no token rows) in registration order, HF names: what save_pretrained
 // writes.

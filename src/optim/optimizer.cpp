@@ -97,19 +97,37 @@ const at::Tensor& AdamW::maps_on(c10::Device device) {
 AdamW::State& AdamW::state_for(const std::string& name, const at::Tensor& param) {
   auto it = state_.find(name);
   if (it != state_.end()) return it->second;
-  if (eight_bit(name, param)) return state_.emplace(name, zero_8bit_state(param, compensated(param))).first->second;
-  // As torch/optim/adamw.py does for fused=True: zero moments like the param, a F32 step on the param's device.
   State s;
-  s.exp_avg = at::zeros_like(param, at::MemoryFormat::Preserve);
-  s.exp_avg_sq = at::zeros_like(param, at::MemoryFormat::Preserve);
-  s.step = at::zeros({}, param.options().dtype(at::kFloat));
-  if (compensated(param)) {
-    // exp_avg_sq in F32: with beta2 near 1 its per-step change is far below bf16's resolution, the same loss
-    // Kahan summation removes from the weights (exp_avg moves by 1 - beta1 of itself and keeps the param dtype).
-    s.exp_avg_sq = s.exp_avg_sq.to(at::kFloat);
-    s.compensation = at::zeros_like(param, at::MemoryFormat::Preserve);
+  if (eight_bit(name, param)) {
+    s = zero_8bit_state(param, compensated(param));
+  } else {
+    // As torch/optim/adamw.py does for fused=True: zero moments like the param, a F32 step on the param's device.
+    s.exp_avg = at::zeros_like(param, at::MemoryFormat::Preserve);
+    s.exp_avg_sq = at::zeros_like(param, at::MemoryFormat::Preserve);
+    s.step = at::zeros({}, param.options().dtype(at::kFloat));
+    if (compensated(param)) {
+      // exp_avg_sq in F32: with beta2 near 1 its per-step change is far below bf16's resolution, the same loss
+      // Kahan summation removes from the weights (exp_avg moves by 1 - beta1 of itself and keeps the param dtype).
+      s.exp_avg_sq = s.exp_avg_sq.to(at::kFloat);
+      s.compensation = at::zeros_like(param, at::MemoryFormat::Preserve);
+    }
+  }
+  if (auto start = initial_compensation_.extract(name); !start.empty() && s.compensation.defined()) {
+    s.compensation.copy_(start.mapped());
   }
   return state_.emplace(name, std::move(s)).first->second;
+}
+
+void AdamW::start_compensation_at(std::map<std::string, at::Tensor> residuals) {
+  initial_compensation_.clear();
+  for (const auto& g : groups_) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      auto r = residuals.extract(g.names[i]);
+      if (r.empty() || !compensated(g.params[i]) || !r.mapped().sizes().equals(g.params[i].sizes())) continue;
+      if (state_.count(g.names[i])) continue;  // stepped already: its compensation is under way
+      initial_compensation_.insert(std::move(r));
+    }
+  }
 }
 
 // AdamW's update u = -lr * (wd * p + m_hat / (sqrt(v_hat) + eps)), computed in F32, then added to the parameter with
@@ -324,6 +342,7 @@ void AdamW::load_state_dict(const std::map<std::string, at::Tensor>& state) {
   std::map<std::string, State> loaded;
   for (const auto& name : stated) loaded.emplace(name, loaded_state(name, *params.at(name), state));
   state_ = std::move(loaded);
+  initial_compensation_.clear();  // the weights come from the checkpoint too: the residuals of the start are stale
 }
 
 }  // namespace ft::optim

@@ -90,6 +90,12 @@ class AdamW {
   // shape mismatch; values are copied to each parameter's device and dtype.
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
 
+  // Kahan summation's starting compensation by parameter name (what casting wider values to the parameter's dtype
+  // dropped: model::RoundingResiduals), taken by each parameter's first step instead of zeros, so that parameter plus
+  // compensation starts at the wider values. Entries for parameters this optimizer does not step with Kahan summation,
+  // or of another shape, are dropped at once; load_state_dict drops the rest (the checkpoint holds the compensation).
+  void start_compensation_at(std::map<std::string, at::Tensor> residuals);
+
  private:
   using State = AdamWState;
   // Whether `param` steps with Kahan summation.
@@ -111,7 +117,8 @@ class AdamW {
   std::vector<ParamGroup> groups_;
   AdamWOptions opts_;
   std::map<std::string, State> state_;
-  std::map<std::string, at::Tensor> maps_;  // by device (its str())
+  std::map<std::string, at::Tensor> maps_;                  // by device (its str())
+  std::map<std::string, at::Tensor> initial_compensation_;  // by parameter name, until its first step
 };
 
 }  // namespace ft::optim

@@ -250,16 +250,17 @@ model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& token
 }
 
 std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
-                                                     const PrecisionPolicy& precision, const RunContext& ctx) {
+                                                     const PrecisionPolicy& precision, const RunContext& ctx,
+                                                     model::RoundingResiduals* residuals) {
   check_fp8_gemms(cfg, precision, ctx.device);
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
   if (!cfg.model.path.empty() && !cfg.model.random_weights) {
-    m = model::load_pretrained(cfg.model.path, ctx.device, precision.param, cfg.model.quantize);
+    m = model::load_pretrained(cfg.model.path, ctx.device, precision.param, cfg.model.quantize, residuals);
   } else {  // from the model.* dimensions, or model.path's config.json with weights drawn (model.random_weights)
     m = std::make_shared<model::Transformer>(build_model_args(cfg, tokenizer, precision));
-    model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param, cfg.model.quantize);
+    model::init_weights(*m, cfg.model.init_std, seed, ctx.device, precision.param, cfg.model.quantize, residuals);
     m->to(ctx.device, precision.param);  // the buffers: the parameters are there already
   }
   if (cfg.data.seq_len > m->args().max_position_embeddings) {
@@ -341,7 +342,17 @@ void log_fp8_projections(const model::Transformer& m, const TrainConfig& train, 
 ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx) {
   ModelParts parts;
-  std::shared_ptr<model::Transformer> m = build_base_model(cfg, tokenizer, precision, ctx);
+  // A full fine-tune with Kahan summation on bf16/fp16 weights keeps what their cast from F32 dropped.
+  const bool kahan = cfg.optimizer.kahan_summation && !cfg.lora.enabled &&
+                     (precision.param == at::kBFloat16 || precision.param == at::kHalf);
+  std::shared_ptr<model::Transformer> m =
+      build_base_model(cfg, tokenizer, precision, ctx, kahan ? &parts.rounding_residuals : nullptr);
+  if (!parts.rounding_residuals.empty()) {
+    FT_LOG_INFO(
+        "optimizer.kahan_summation: the compensation of {} tensors starts with what casting their F32 values "
+        "to {} dropped",
+        parts.rounding_residuals.size(), c10::toString(precision.param));
+  }
   const auto left = configure_model(*m, cfg, created_token_ids(tokenizer));
   if (cfg.train.fp8 != Fp8Training::kOff) log_fp8_projections(*m, cfg.train, left);
   if (cfg.model.nf4_compute == Nf4Compute::kFp8) {

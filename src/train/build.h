@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "model/args.h"
+#include "model/pretrained.h"
 #include "train/precision.h"
 
 namespace ft::dist {
@@ -76,9 +77,11 @@ model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& token
 
 // The model as the run starts from, before adapters: model.path's weights (in precision.param, NF4 projections with
 // model.quantize) or a fresh init from run.seed, with rows for tokenizer.add_tokens. Seeds the generators with
-// run.seed: call seed_rank_generators after it.
+// run.seed: call seed_rank_generators after it. `residuals`: filled with what casting F32 weights to precision.param
+// dropped (model::RoundingResiduals), when given.
 std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const tok::Tokenizer& tokenizer,
-                                                     const PrecisionPolicy& precision, const RunContext& ctx);
+                                                     const PrecisionPolicy& precision, const RunContext& ctx,
+                                                     model::RoundingResiduals* residuals = nullptr);
 // Seeds the generators for this rank's dropout and sampling (weights are initialised identically on every rank).
 void seed_rank_generators(const Config& cfg, const RunContext& ctx);
 
@@ -94,6 +97,9 @@ struct ModelParts {
   double flops_per_token = 0;                                 // training FLOPs per token (6N + attention), for MFU
   double peak_tflops = 0;  // the device's peak dense bf16 TFLOP/s (logging.peak_tflops, else known GPUs); 0 = unknown
   double build_s = 0;      // seconds the tokenizer and model took to build (the Trainer times them), for the log
+  // optimizer.kahan_summation's starting compensation for full fine-tunes in bf16/fp16 (model::RoundingResiduals):
+  // handed to the optimizer, which holds it until each parameter's first step.
+  model::RoundingResiduals rounding_residuals;
 };
 // The model: model.path's weights or a fresh init from run.seed, embedding rows for tokenizer.add_tokens, LoRA
 // adapters, activation checkpointing and fused kernels as configured. Leaves the generator seeded per rank (dropout

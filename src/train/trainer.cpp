@@ -101,6 +101,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   });
   data_.build_s = seconds_since(data_start);
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_, kernels.kernels);
+  optim_.optimizer->start_compensation_at(std::move(model_.rounding_residuals));
   if (warm_up) warm_up->finish();
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   step_ = std::make_unique<TrainStep>(cfg_, ctx_, model_, optim_, std::move(objective),

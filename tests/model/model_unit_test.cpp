@@ -335,6 +335,45 @@ TEST(ModelCheckpoint, Bf16SaveWritesBf16AndCastsOnLoad) {
   EXPECT_TRUE(at::equal(f32->lm_head_weight(), stored.at("model.embed_tokens.weight").to(at::kFloat)));
 }
 
+// An F32 checkpoint read into bf16, and F32 draws rounded to bf16, each with what the cast dropped per parameter
+// (model::RoundingResiduals, optimizer.kahan_summation's starting compensation); a bf16 checkpoint drops nothing.
+TEST(ModelCheckpoint, CastsToBf16KeepWhatTheyDroppedWhenAsked) {
+  TempDir dir;
+  auto m = tiny_model("llama");
+  model::save_pretrained(*m, dir / "f32", 0);
+  const auto stored = io::read_safetensors(dir / "f32" / "model.safetensors");
+  model::RoundingResiduals residuals;
+  auto bf16 = model::load_pretrained(dir / "f32", at::kCPU, at::kBFloat16, BaseQuantization::kNone, &residuals);
+  const auto params = model::base_parameters(*bf16);
+  EXPECT_EQ(residuals.size(), params.size());
+  for (const auto& [name, p] : params) {
+    ASSERT_EQ(residuals.count(name), 1u) << name;
+    const at::Tensor& r = residuals.at(name);
+    EXPECT_EQ(r.scalar_type(), at::kBFloat16) << name;
+    // The cast plus its residual is the stored value to the residual's own rounding (2^-9 of it).
+    const at::Tensor restored = p.to(at::kFloat) + r.to(at::kFloat);
+    const double r_max = r.to(at::kFloat).abs().max().item<double>();
+    EXPECT_LE((restored - stored.at(name)).abs().max().item<double>(), std::ldexp(r_max, -8)) << name;
+    if (name.find("norm") == std::string::npos) {
+      EXPECT_GT(r_max, 0.0) << name;  // drawn F32 values lie between bf16's
+    }
+  }
+  bf16->to(at::kBFloat16);
+  model::save_pretrained(*bf16, dir / "bf16", 0);
+  model::RoundingResiduals none;
+  model::load_pretrained(dir / "bf16", at::kCPU, at::kBFloat16, BaseQuantization::kNone, &none);
+  EXPECT_TRUE(none.empty());
+
+  auto drawn = std::make_shared<model::Transformer>(tiny_args());
+  model::RoundingResiduals drawn_residuals;
+  model::init_weights(*drawn, 0.2, 1, at::Device(at::kCPU), at::kBFloat16, BaseQuantization::kNone, &drawn_residuals);
+  const at::Tensor embed = drawn->backbone().embed_tokens->weight;
+  const at::Tensor draw = m->backbone().embed_tokens->weight;  // the same seed's F32 draws
+  EXPECT_TRUE(at::equal(embed, draw.to(at::kBFloat16)));
+  EXPECT_TRUE(at::equal(drawn_residuals.at("model.embed_tokens.weight"),
+                        (draw - draw.to(at::kBFloat16).to(at::kFloat)).to(at::kBFloat16)));
+}
+
 TEST(ModelInit, SameSeedSameWeightsAndStdAsRequested) {
   auto a = tiny_model("llama", 5), b = tiny_model("llama", 5), c = tiny_model("llama", 6);
   const auto pa = model::base_parameters(*a), pb = model::base_parameters(*b), pc = model::base_parameters(*c);

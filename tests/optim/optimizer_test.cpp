@@ -199,6 +199,70 @@ TEST(AdamW, KahanSummationFollowsF32AdamWWhereBf16RoundsUpdatesAway) {
   }
 }
 
+// Weights stored or drawn in F32 and cast to bf16 for a Kahan run: the compensation starts at what the cast dropped
+// (model::RoundingResiduals), so the bf16 weights are those of an F32 run rounded, from the first step. Started at
+// zero, updates smaller than half a bf16 spacing leave the weights where the cast put them until enough add up.
+TEST(AdamW, KahanSummationStartedAtTheCastResidualMovesBf16WeightsAsRoundedF32Ones) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(21);
+  const at::Tensor w = at::randn({64, 64}, gen) * 0.02;  // F32, most values between bf16's
+  AdamWOptions opts;
+  opts.lr = 1e-6;
+  auto f32 = w.clone().requires_grad_(true);
+  AdamW opt_f32({{"w", f32}}, opts);
+  opts.kahan_summation = true;
+  auto started = w.to(at::kBFloat16).requires_grad_(true);
+  auto zero = w.to(at::kBFloat16).requires_grad_(true);
+  AdamW opt_started({{"w", started}}, opts), opt_zero({{"w", zero}}, opts);
+  const at::Tensor residual = (w - w.to(at::kBFloat16).to(at::kFloat)).to(at::kBFloat16);
+  opt_started.start_compensation_at({{"w", residual}, {"other", residual}});  // "other": no such parameter
+  for (int s = 0; s < 20; ++s) {
+    const at::Tensor g = (at::randn({64, 64}, gen) + 0.3).to(at::kBFloat16);
+    f32.mutable_grad() = g.to(at::kFloat);
+    started.mutable_grad() = g.clone();
+    zero.mutable_grad() = g.clone();
+    opt_f32.step();
+    opt_started.step();
+    opt_zero.step();
+  }
+  const at::Tensor rounded = f32.detach().to(at::kBFloat16);
+  const auto same = [&](const at::Tensor& p) { return p.detach().eq(rounded).to(at::kDouble).mean().item<double>(); };
+  // All but the few on a midpoint that the compensation's own bf16 rounding sends the other way (0.4 % here); from
+  // zero, 13 % still sit where the cast put them.
+  EXPECT_GE(same(started), 0.99) << same(started);
+  EXPECT_LT(same(zero), 0.95) << same(zero) << ": the test should reach the updates a zero start withholds";
+  const at::Tensor held =
+      started.detach().to(at::kFloat) + opt_started.state_dict().at("w.compensation").to(at::kFloat);
+  const double spacing = std::ldexp(max_abs(w), -7);  // bf16's at the largest weight
+  EXPECT_LT(max_abs(held - f32.detach()), spacing / 32);
+}
+
+// A starting compensation of another shape, or for a parameter without Kahan summation, is dropped; a loaded
+// checkpoint's compensation replaces the start.
+TEST(AdamW, StartingCompensationGivesWayToAShapeMismatchAndALoadedState) {
+  const at::Tensor w = at::full({8}, 1.0, at::kBFloat16);
+  AdamWOptions opts;
+  opts.lr = 1e-3;
+  opts.kahan_summation = true;
+  auto a = w.clone().requires_grad_(true), b = w.clone().requires_grad_(true);
+  AdamW opt_a({{"w", a}}, opts), opt_b({{"w", b}}, opts);
+  opt_a.start_compensation_at({{"w", at::full({4}, 1e-3, at::kBFloat16)}});
+  a.mutable_grad() = at::ones({8}, at::kBFloat16);
+  b.mutable_grad() = at::ones({8}, at::kBFloat16);
+  opt_a.step();
+  opt_b.step();
+  EXPECT_TRUE(at::equal(opt_a.state_dict().at("w.compensation"), opt_b.state_dict().at("w.compensation")));
+  auto c = w.clone().requires_grad_(true);
+  AdamW opt_c({{"w", c}}, opts);
+  opt_c.start_compensation_at({{"w", at::full({8}, 1e-3, at::kBFloat16)}});
+  opt_c.load_state_dict(opt_b.state_dict());
+  c.mutable_grad() = at::ones({8}, at::kBFloat16);
+  b.mutable_grad() = at::ones({8}, at::kBFloat16);
+  opt_c.step();
+  opt_b.step();
+  EXPECT_TRUE(at::equal(c, b));
+  EXPECT_TRUE(at::equal(opt_c.state_dict().at("w.compensation"), opt_b.state_dict().at("w.compensation")));
+}
+
 TEST(AdamW, KahanSummationLeavesF32ParametersOnTheFusedKernel) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   auto a = make_params(gen);
