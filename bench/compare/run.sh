@@ -165,8 +165,8 @@ loss_curve() {
 }
 
 # loss_gap REF.loss.jsonl OTHER.loss.jsonl LABEL [REF_LABEL, default bf16]: a markdown table of both losses and their
-# relative gap every 50 steps, the gap at the last step, the largest gap after the warm-up (step 30), and the other
-# run's skipped steps and last loss scale.
+# relative gap every 50 steps, the gap at the last step and of the mean loss over the last quarter of the logged steps,
+# the largest gap after the warm-up (step 30), and the other run's skipped steps and last loss scale.
 loss_gap() {
   python3 - "$@" <<'PY'
 import json, sys
@@ -187,10 +187,15 @@ for step in steps:
         print(f"| {step} | {a['loss']:.4f} | {b['loss']:.4f} | {100 * gap:+.2f} % | {a['tokens_per_s']:,.0f} | "
               f"{b['tokens_per_s']:,.0f} |")
 final = (other[steps[-1]]["loss"] - ref[steps[-1]]["loss"]) / ref[steps[-1]]["loss"]
+# One step's loss moves with its batch; the mean over the last quarter of the logged steps is the steadier comparison.
+tail = steps[-max(1, len(steps) // 4):]
+ref_tail, other_tail = (sum(run[s]["loss"] for s in tail) / len(tail) for run in (ref, other))
 last = other[max(other)]
-print(f"\ngap at the last logged step ({steps[-1]}): {100 * final:+.2f} %; largest gap after the warm-up: "
-      f"{100 * max(gaps):.2f} % over {len(gaps)} logged steps; mean {100 * sum(gaps) / len(gaps):.2f} %; {label}: "
-      f"{last.get('skipped_steps', 0)} skipped steps, last loss scale {last.get('loss_scale')}")
+print(f"\ngap at the last logged step ({steps[-1]}): {100 * final:+.2f} %; of the mean loss over steps {tail[0]}-"
+      f"{tail[-1]} ({len(tail)} logged): {100 * (other_tail - ref_tail) / ref_tail:+.2f} % ({ref_tail:.4f} and "
+      f"{other_tail:.4f}); largest gap after the warm-up: {100 * max(gaps):.2f} % over {len(gaps)} logged steps; mean "
+      f"{100 * sum(gaps) / len(gaps):.2f} %; {label}: {last.get('skipped_steps', 0)} skipped steps, last loss scale "
+      f"{last.get('loss_scale')}")
 PY
 }
 
