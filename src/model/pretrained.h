@@ -18,14 +18,6 @@
 
 namespace ft::model {
 
-// Reads config.json and the weights of `dir` into a new model with parameters of `dtype` on `device`.
-// Stored float tensors are cast to `dtype` (F32/F16/BF16 in any combination; logged once). Throws ft::Error naming
-// the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
-// A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
-// `quantize` nf4: the decoder layers' projections and MoE expert weights are stored as NF4
-// (LinearImpl::quantize_nf4, MoeExpertsImpl::quantize; bitsandbytes' block of 64, double-quantized absmax), fp8: as
-// e4m3 with row scales (torchao's per-row float8); quantized one at a time on `device` as they are read;
-// embeddings, norms, routers and the LM head stay in `dtype`.
 // What casting wider weights (F32 in the checkpoint, or drawn in F32) to a bf16/fp16 run dtype dropped, per parameter
 // name: value - cast(value), in the run dtype. optimizer.kahan_summation starts its compensation there
 // (optim::AdamW::start_compensation_at): bf16 weights plus compensation then hold the F32 values, and small updates
@@ -33,6 +25,14 @@ namespace ft::model {
 // and only with what was dropped (nothing for a bf16 checkpoint read in bf16, nor for quantized projections).
 using RoundingResiduals = std::map<std::string, at::Tensor>;
 
+// Reads config.json and the weights of `dir` into a new model with parameters of `dtype` on `device`.
+// Stored float tensors are cast to `dtype` (F32/F16/BF16 in any combination; logged once). Throws ft::Error naming
+// the file and tensor for a missing tensor, an unexpected one, a shape mismatch or a non-float stored dtype.
+// A tied model's checkpoint may still carry lm_head.weight (some releases do); it is ignored, as transformers does.
+// `quantize` nf4: the decoder layers' projections and MoE expert weights are stored as NF4
+// (LinearImpl::quantize_nf4, MoeExpertsImpl::quantize; bitsandbytes' block of 64, double-quantized absmax), fp8: as
+// e4m3 with row scales (torchao's per-row float8); quantized one at a time on `device` as they are read;
+// embeddings, norms, routers and the LM head stay in `dtype`. `residuals`, when given, gets what each cast dropped.
 std::shared_ptr<Transformer> load_pretrained(const std::filesystem::path& dir, at::Device device, at::ScalarType dtype,
                                              BaseQuantization quantize = BaseQuantization::kNone,
                                              RoundingResiduals* residuals = nullptr);
@@ -46,6 +46,7 @@ void load_weights(Transformer& model, const std::filesystem::path& dir);
 // scratch is never written on the CPU and copied (a GPU's draws differ from the CPU's, each reproducible). LoRA
 // parameters are left alone. With `quantize` nf4 or fp8 each quantizable weight is quantized as it is drawn and
 // dropped (as load_pretrained does while reading), so the dense base never exists whole: the same draws, quantized.
+// `residuals`, when given, gets what rounding the F32 draws to `dtype` dropped.
 void init_weights(Transformer& model, double std, uint64_t seed, std::optional<c10::Device> device = std::nullopt,
                   std::optional<at::ScalarType> dtype = std::nullopt,
                   BaseQuantization quantize = BaseQuantization::kNone, RoundingResiduals* residuals = nullptr);
