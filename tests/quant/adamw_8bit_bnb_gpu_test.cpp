@@ -148,7 +148,7 @@ TEST(AdamW8bitCuda, KahanStepsSkippedStepsAndLongTensorsFollowTheComposite) {
   };
   const double spacing = std::ldexp(1.0, -7) * p0.to(at::kFloat).abs().max().item<double>();  // bf16's at the top
   const at::Tensor held_diff = (held(gpu_state, gpu) - held(cpu_state, cpu)).abs();
-  EXPECT_GE((held_diff <= spacing / 64).to(at::kDouble).mean().item<double>(), 0.998);
+  EXPECT_GE((held_diff <= spacing / 64).to(at::kDouble).mean().item<double>(), 0.995);
   EXPECT_LE(held_diff.max().item<double>(), opts.lr) << held_diff.max().item<double>();
   const at::Tensor maps = optim::eight_bit_maps(at::kCPU);
   const int64_t n = p0.numel();
