@@ -288,7 +288,7 @@ struct OptimizerConfig {
   double eps = 1e-8;                         // Adam epsilon
   double weight_decay = 0.0;                 // decoupled weight decay
   bool decay_norms_and_biases = false;       // also decay norms, biases and embeddings
-  bool kahan_summation = false;  // bf16 parameters: Kahan-compensated updates, F32 exp_avg_sq (fp32-quality steps)
+  bool kahan_summation = false;  // bf16 parameters: Kahan-compensated updates, F32 exp_avg_sq (fp32-quality steps); the compensation starts at what casting F32 weights to bf16 dropped
 
   template <class V> void visit(V& v) {
     v("name", name, kMustMatch);
