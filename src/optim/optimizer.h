@@ -95,6 +95,8 @@ class AdamW {
   // compensation starts at the wider values. Entries for parameters this optimizer does not step with Kahan summation,
   // or of another shape, are dropped at once; load_state_dict drops the rest (the checkpoint holds the compensation).
   void start_compensation_at(std::map<std::string, at::Tensor> residuals);
+  // How many parameters still wait to take their starting compensation (none after a loaded state_dict).
+  size_t starting_compensations() const { return initial_compensation_.size(); }
 
  private:
   using State = AdamWState;

@@ -342,17 +342,11 @@ void log_fp8_projections(const model::Transformer& m, const TrainConfig& train, 
 ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision,
                        const RunContext& ctx) {
   ModelParts parts;
-  // A full fine-tune with Kahan summation on bf16/fp16 weights keeps what their cast from F32 dropped.
-  const bool kahan = cfg.optimizer.kahan_summation && !cfg.lora.enabled &&
-                     (precision.param == at::kBFloat16 || precision.param == at::kHalf);
+  // A full fine-tune with Kahan summation keeps what casting F32 weights to bf16/fp16 dropped (only such casts
+  // leave anything: model::RoundingResiduals).
+  const bool kahan = cfg.optimizer.kahan_summation && !cfg.lora.enabled;
   std::shared_ptr<model::Transformer> m =
       build_base_model(cfg, tokenizer, precision, ctx, kahan ? &parts.rounding_residuals : nullptr);
-  if (!parts.rounding_residuals.empty()) {
-    FT_LOG_INFO(
-        "optimizer.kahan_summation: the compensation of {} tensors starts with what casting their F32 values "
-        "to {} dropped",
-        parts.rounding_residuals.size(), c10::toString(precision.param));
-  }
   const auto left = configure_model(*m, cfg, created_token_ids(tokenizer));
   if (cfg.train.fp8 != Fp8Training::kOff) log_fp8_projections(*m, cfg.train, left);
   if (cfg.model.nf4_compute == Nf4Compute::kFp8) {

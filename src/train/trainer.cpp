@@ -157,7 +157,14 @@ StepOutput Trainer::guarded_step(double& wait_s) {
 void Trainer::accept(const std::function<void()>& accepted) {
   const bool resumed = try_resume();
   if (ctx_.rank == 0 && accepted) accepted();
-  if (!resumed) FT_LOG_INFO("starting a new run in {}", run_dir().string());
+  if (resumed) return;
+  FT_LOG_INFO("starting a new run in {}", run_dir().string());
+  if (const size_t n = optim_.optimizer->starting_compensations()) {
+    FT_LOG_INFO(
+        "optimizer.kahan_summation: the compensation of {} tensors starts with what casting their F32 "
+        "values to bf16 dropped",
+        n);
+  }
 }
 
 bool Trainer::begin() {
