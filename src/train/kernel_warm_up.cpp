@@ -4,15 +4,19 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #ifdef FT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
 #include "model/pretrained.h"
 #include "model/transformer.h"
+#include "optim/optimizer.h"
 #include "train/build.h"
 #include "train/objective.h"
+#include "train/train_step.h"
 #include "util/log.h"
 #include "util/stopwatch.h"
 
@@ -32,6 +36,28 @@ DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::De
     in.packed.max_seqlen = shape.seq_len;
   }
   return in;
+}
+
+// Clipping, the non-finite check and the optimizer's step load kernels of their own (on an H100 they were about
+// 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). The vocabulary-sized tensors (embeddings, LM head)
+// stay out of the optimizer: their state would be the largest allocation of the warm-up, and the layer's tensors
+// of the same dtype take the same kernels.
+void step_like_the_run(const Config& cfg, model::Transformer& m, int64_t vocab_size,
+                       const model::KernelPolicy& kernels) {
+  std::vector<optim::NamedParam> stepped;
+  std::vector<at::Tensor> grads;
+  for (const auto& item : m.named_parameters()) {
+    const at::Tensor& p = item.value();
+    if (!p.requires_grad() || !p.grad().defined()) continue;
+    grads.push_back(p.grad());
+    if (p.dim() > 0 && p.size(0) == vocab_size) continue;
+    stepped.emplace_back(item.key(), p);
+  }
+  if (stepped.empty()) return;
+  auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
+  opts.cuda_kernels = kernels.kernels;
+  optim::AdamW optimizer(stepped, opts);
+  clip_and_step(grads, cfg.train.grad_clip, at::Tensor(), optimizer);
 }
 
 }  // namespace
@@ -57,6 +83,7 @@ void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPo
   const at::Tensor rows = at::arange(in.input_ids.numel(), in.input_ids.options());  // I64 [B * T]
   const at::Tensor labels = in.input_ids.flatten().roll(-1);                         // I64 [B * T]
   token_losses(*m, in, rows, labels, precision, kernels).sum().backward();
+  step_like_the_run(cfg, *m, args.vocab_size, kernels);
 #ifdef FT_WITH_CUDA
   if (on_side_stream) on_side_stream->current_stream().synchronize();
 #endif
@@ -84,6 +111,11 @@ void KernelWarmUp::finish() {
   if (!thread_.joinable()) return;
   const auto start = SteadyClock::now();
   thread_.join();
+#ifdef FT_WITH_CUDA
+  // The caching allocator gives a freed block back only to the stream that allocated it, so the warm-up's
+  // activations and logits (GBs for an 8B model) would stay reserved for its side stream all run.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
   const double waited = seconds_since(start);
   if (!failure_.empty()) {
     FT_LOG_WARN("kernel warm-up failed (the first step loads its kernels): {}",

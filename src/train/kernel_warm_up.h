@@ -4,9 +4,9 @@
 // first time it launches (CUDA_MODULE_LOADING=LAZY, CUDA's default) and creating cuBLAS handles and their first GEMM
 // plans. On an H100 that was about 0.4 s of an 8B LoRA run's 0.9 s first step (283 ms of launches, 223 ms in the
 // first GEMMs; docs/benchmarks.md). Module loading is process-wide, and PyTorch's handle pools give a finished
-// thread's handles to the next thread that asks, so one forward and backward of a one-layer model of the run's shape,
-// settings and batch layout, run while the main thread reads the weights and builds the data, takes those costs off
-// the first step's path.
+// thread's handles to the next thread that asks, so one forward, backward and update of a one-layer model of the
+// run's shape, settings, batch layout and optimizer, run while the main thread reads the weights and builds the data,
+// takes those costs off the first step's path.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -28,8 +28,9 @@ struct WarmUpBatch {
   bool packing = false;
 };
 
-// One forward and backward of `args` cut to one layer, with the run's adapters, FP8 and quantization settings
-// (configure_model), on `kernels.device` (a stream of its own on a GPU); returns once the device is done. Weights
+// One forward, backward and update (clipping and the optimizer's step, as TrainStep does) of `args` cut to one layer,
+// with the run's adapters, FP8 and quantization settings (configure_model) and optimizer settings, on
+// `kernels.device` (a stream of its own on a GPU); returns once the device is done. Weights
 // come from a generator of its own, tokens are 0, 1, 2, ..., and the model runs in eval mode (no dropout or router
 // jitter), so nothing is drawn from the run's generators. Throws what the forward or backward throws.
 void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPolicy& precision,
@@ -46,8 +47,9 @@ class KernelWarmUp {
   KernelWarmUp& operator=(const KernelWarmUp&) = delete;
   ~KernelWarmUp();
 
-  // Waits for the warm-up and logs its time and how long this call waited. A warm-up that failed (out of memory
-  // beside the load, say) costs the run nothing but the first step's time: the failure is logged as a warning.
+  // Waits for the warm-up, hands the memory it cached back to the device, and logs its time and how long this call
+  // waited. A warm-up that failed (out of memory beside the load, say) costs the run nothing but the first step's
+  // time: the failure is logged as a warning.
   void finish();
 
  private:

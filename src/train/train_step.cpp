@@ -80,10 +80,9 @@ void TrainStep::update(StepOutput& out) {
   // fp16 adds the scaler's check of the unscaled gradients.
   at::Tensor found_inf;  // F32 [] 0 or 1
   if (auto scaler_inf = scaler_->unscale_(grads)) found_inf = *scaler_inf;
-  out.grad_norm = optim::clip_grad_norm_(grads, cfg_.train.grad_clip);
-  out.skipped = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
-  found_inf = found_inf.defined() ? at::maximum(found_inf, out.skipped) : out.skipped;
-  optim_.optimizer->step(std::nullopt, found_inf);
+  auto [grad_norm, skipped] = clip_and_step(grads, cfg_.train.grad_clip, std::move(found_inf), *optim_.optimizer);
+  out.grad_norm = std::move(grad_norm);
+  out.skipped = std::move(skipped);
   if (!optim_.zero_owners.empty()) {
     std::vector<at::Tensor> params;
     params.reserve(model_.trainable.size());
@@ -92,6 +91,16 @@ void TrainStep::update(StepOutput& out) {
   }
   if (scaler_->enabled()) scaler_->update();
   for (auto& [name, param] : model_.trainable) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
+}
+
+ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, at::Tensor found_inf,
+                            optim::AdamW& optimizer) {
+  ClippedUpdate out;
+  out.grad_norm = optim::clip_grad_norm_(grads, grad_clip);
+  out.skipped = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
+  found_inf = found_inf.defined() ? at::maximum(found_inf, out.skipped) : out.skipped;
+  optimizer.step(std::nullopt, found_inf);
+  return out;
 }
 
 void NonFiniteSteps::check(int64_t& nan_skips) {

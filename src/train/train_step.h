@@ -50,6 +50,16 @@ class NonFiniteSteps {
   std::vector<std::pair<int64_t, at::Tensor>> pending_;  // (step, F32 [] 1 if skipped) not yet read
 };
 
+// The update after a step's gradients: the global norm of `grads` (the norm before clipping), clipped to
+// `grad_clip` (0: off), then `optimizer`'s step, which skips the update on the device when the norm is not finite or
+// `found_inf` (fp16's scaler; undefined: none) is 1. `skipped` is F32 [] 1 when the norm was not finite.
+struct ClippedUpdate {
+  at::Tensor grad_norm;  // F32 []
+  at::Tensor skipped;    // F32 []
+};
+ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, at::Tensor found_inf,
+                            optim::AdamW& optimizer);
+
 class TrainStep {
  public:
   // `model` and `optim` are the Trainer's; they outlive the step.

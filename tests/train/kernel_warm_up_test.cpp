@@ -1,6 +1,7 @@
-// The kernel warm-up (train/kernel_warm_up.h): one forward and backward of a one-layer copy of the run's model, for
-// every kind of layer and setting, that leaves the run's generators as they were (the run's draws and losses must
-// not depend on whether it ran). On the CPU the Trainer never starts it; these tests call it directly.
+// The kernel warm-up (train/kernel_warm_up.h): one forward, backward and optimizer step of a one-layer copy of the
+// run's model, for every kind of layer, setting and optimizer, that leaves the run's generators as they were (the run's
+// draws and losses must not depend on whether it ran). On the CPU the Trainer never starts it; these tests call it
+// directly.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -19,6 +20,7 @@ struct WarmUpCase {
   bool lora = false;
   bool packing = false;
   BaseQuantization quantize = BaseQuantization::kNone;
+  OptimizerName optimizer = OptimizerName::kAdamW;
 };
 
 Config warm_up_config(const WarmUpCase& c) {
@@ -32,6 +34,7 @@ Config warm_up_config(const WarmUpCase& c) {
   cfg.lora.targets = {"all-linear"};
   cfg.data.packing = c.packing;
   cfg.run.seed = 7;
+  cfg.optimizer.name = c.optimizer;
   return cfg;
 }
 
@@ -55,11 +58,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(WarmUpCase{"llama", /*lora=*/true, /*packing=*/true}, WarmUpCase{"llama"},
                       WarmUpCase{"qwen3_moe", /*lora=*/true}, WarmUpCase{"gemma2", /*lora=*/false, /*packing=*/true},
                       WarmUpCase{"phi3", /*lora=*/true},
-                      WarmUpCase{"llama", /*lora=*/true, /*packing=*/false, BaseQuantization::kNf4}),
+                      WarmUpCase{"llama", /*lora=*/true, /*packing=*/false, BaseQuantization::kNf4},
+                      WarmUpCase{"llama", /*lora=*/false, /*packing=*/false, BaseQuantization::kNone,
+                                 OptimizerName::kAdamW8bit}),
     [](const ::testing::TestParamInfo<WarmUpCase>& param_info) {
       return param_info.param.architecture + (param_info.param.lora ? "_lora" : "_full") +
              (param_info.param.packing ? "_packed" : "") +
-             (param_info.param.quantize == BaseQuantization::kNf4 ? "_nf4" : "");
+             (param_info.param.quantize == BaseQuantization::kNf4 ? "_nf4" : "") +
+             (param_info.param.optimizer == OptimizerName::kAdamW8bit ? "_adamw8bit" : "");
     });
 
 }  // namespace
