@@ -19,7 +19,8 @@
 # weights instead of F32 master weights: bf16-pure, bf16-pure with Kahan-compensated AdamW, and the same with 8-bit
 # AdamW moments (optimizer.name adamw_8bit; OPT_VARIANTS picks among pure kahan kahan8), 8b-f8 = the same
 # bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
-# master weights under autocast, 120 GiB),
+# master weights under autocast, 120 GiB) against transformers with bf16 weights + compile, with torchao's float8
+# training (F8T_RECIPES, default tensorwise) and without,
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -113,6 +114,21 @@ stdlib_b=("${scratch[@]}" "${shape_b[@]}" "data.train=[{path: $work/stdlib.jsonl
           data.seq_len=2048 train.micro_batch_size=8 train.max_steps=300 scheduler.type=cosine scheduler.warmup_steps=30
           optimizer.lr=3e-4 logging.every_steps=10)
 
+# stop_once_logged PID METRICS STEP [LOG]: kills PID (a finetune run) once METRICS (its metrics.jsonl) has a record of
+# STEP and, with LOG, once LOG says the profiler wrote its trace; returns 0 then, else the run's own exit status.
+stop_once_logged() {
+  local pid=$1 metrics=$2 step=$3 log=${4:-}
+  while kill -0 "$pid" 2>/dev/null; do
+    if grep -q "\"step\":$step," "$metrics" 2>/dev/null && { [[ -z $log ]] || grep -q "profiler: wrote" "$log"; }; then
+      kill -9 "$pid"
+      wait "$pid" 2>/dev/null
+      return 0
+    fi
+    sleep 1
+  done
+  wait "$pid"
+}
+
 # ft NAME WORKLOAD --config FILE ARGS...: one finetune run, killed once step 5 + STEPS is logged (no final checkpoint).
 ft() {
   local name=$1 workload=$2; shift 2
@@ -126,15 +142,7 @@ ft() {
   # The workload's own arguments after the common ones, so that they win (train.precision of a config, say).
   "$bin" train "${common[@]}" "$@" ${FT_ARGS:-} train.max_steps=$((last + 100)) \
     run.output_dir="$work/$name" "${prof[@]}" >"$out/$name.log" 2>&1 &
-  local pid=$!
-  while kill -0 $pid 2>/dev/null; do
-    if grep -q "\"step\":$last," "$work/$name/metrics.jsonl" 2>/dev/null &&
-       { [[ ${PROFILE:-0} == 0 ]] || grep -q "profiler: wrote" "$out/$name.log"; }; then
-      kill -9 $pid; break
-    fi
-    sleep 1
-  done
-  wait $pid 2>/dev/null
+  stop_once_logged $! "$work/$name/metrics.jsonl" $last "$([[ ${PROFILE:-0} == 0 ]] || echo "$out/$name.log")"
   python3 - "$work/$name/metrics.jsonl" "$name" "$workload" "$steps" "$launch" >>"$results" <<'PY' || tail -5 "$out/$name.log"
 import json, sys
 path, name, workload, steps, launch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
@@ -155,11 +163,16 @@ PY
   rm -rf "${work:?}/$name"  # a killed run leaves no checkpoint, but the disk is shared with the random models
 }
 
-# loss_curve NAME ARGS...: one whole finetune run (ARGS set its max_steps), its train records into OUT/NAME.loss.jsonl.
+# loss_curve NAME ARGS...: one whole finetune run (ARGS set train.max_steps=N), its train records into
+# OUT/NAME.loss.jsonl. The run is stopped once step N is logged: the final checkpoint it would write next costs time
+# and disk only (12 layers of Llama-3-8B with F32 masters: 44 GB, which filled the GPU host's disk).
 loss_curve() {
-  local name=$1; shift
+  local name=$1 arg last=0; shift
+  for arg in "$@"; do [[ $arg == train.max_steps=* ]] && last=${arg#train.max_steps=}; done
+  ((last > 0)) || { echo "loss_curve $name: give train.max_steps=N" >&2; return 2; }
   rm -rf "$work/$name"
-  "$bin" train "${common[@]}" "$@" run.output_dir="$work/$name" >"$out/$name.log" 2>&1 || tail -5 "$out/$name.log"
+  "$bin" train "${common[@]}" "$@" run.output_dir="$work/$name" >"$out/$name.log" 2>&1 &
+  stop_once_logged $! "$work/$name/metrics.jsonl" "$last" || tail -5 "$out/$name.log"
   grep '"event":"train"' "$work/$name/metrics.jsonl" >"$out/$name.loss.jsonl"
   rm -rf "${work:?}/$name"
 }
@@ -445,7 +458,7 @@ for w in "${workloads[@]}"; do
   8b-opt) random_model llama3-8b  # llama3-8b-full.yaml with bf16 weights (OPT_VARIANTS, default all three)
       for v in ${OPT_VARIANTS:-pure kahan kahan8}; do
         opt_variant "$v" || exit 2
-        ft "llama3-8b-full-$v" 8b --config configs/llama3-8b-full.yaml \
+        ft "llama3-8b-full-$v" 8b-full --config configs/llama3-8b-full.yaml \
           model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 "${opt[@]}"
       done
       # transformers with bf16 weights, gradient checkpointing and bitsandbytes' AdamW8bit
@@ -471,10 +484,16 @@ for w in "${workloads[@]}"; do
       cat "$out/8b-loss.md" ;;
   8b-f8) random_model llama3-8b  # llama3-8b-full.yaml, bf16 GEMMs against train.fp8: tensorwise
       for fp8 in off tensorwise; do
-        ft "llama3-8b-full-${F8B_PRECISION:-bf16-pure}-fp8-$fp8" 8b --config configs/llama3-8b-full.yaml \
+        ft "llama3-8b-full-${F8B_PRECISION:-bf16-pure}-fp8-$fp8" 8b-full --config configs/llama3-8b-full.yaml \
           model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 \
           train.precision="${F8B_PRECISION:-bf16-pure}" train.fp8=$fp8
-      done ;;
+      done
+      # transformers with bf16 weights and gradient checkpointing (the bf16-pure setup), compiled, with and without
+      # torchao's float8 training (torchao importable: a carried wheel)
+      for r in ${F8T_RECIPES:-tensorwise}; do
+        contender 8b-full compile --model-dir "$work/model-llama3-8b" --float8 "$r"
+      done
+      contender 8b-full compile --model-dir "$work/model-llama3-8b" ;;
   esac
 done
 python3 bench/compare/summarize.py "$results" | tee "$out/compare.md"
