@@ -19,8 +19,8 @@
 # weights instead of F32 master weights: bf16-pure, bf16-pure with Kahan-compensated AdamW, and the same with 8-bit
 # AdamW moments (optimizer.name adamw_8bit; OPT_VARIANTS picks among pure kahan kahan8), 8b-f8 = the same
 # bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
-# master weights under autocast, 120 GiB) against transformers with bf16 weights + compile, with torchao's float8
-# training (F8T_RECIPES, default tensorwise) and without,
+# master weights under autocast, 120 GiB) against transformers with bf16 weights under torchao's float8 training +
+# compile (F8T_RECIPES, default tensorwise),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -488,12 +488,11 @@ for w in "${workloads[@]}"; do
           model.path="$work/model-llama3-8b" "${pretok[@]}" train.grad_accum_steps=1 \
           train.precision="${F8B_PRECISION:-bf16-pure}" train.fp8=$fp8
       done
-      # transformers with bf16 weights and gradient checkpointing (the bf16-pure setup), compiled, with and without
-      # torchao's float8 training (torchao importable: a carried wheel)
+      # transformers with bf16 weights and gradient checkpointing (the bf16-pure setup) under torchao's float8
+      # training + compile (torchao importable: a carried wheel; its compile takes minutes)
       for r in ${F8T_RECIPES:-tensorwise}; do
         contender 8b-full compile --model-dir "$work/model-llama3-8b" --float8 "$r"
-      done
-      contender 8b-full compile --model-dir "$work/model-llama3-8b" ;;
+      done ;;
   esac
 done
 python3 bench/compare/summarize.py "$results" | tee "$out/compare.md"
