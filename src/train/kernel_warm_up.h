@@ -32,7 +32,7 @@ struct WarmUpBatch {
 // with the run's adapters, FP8 and quantization settings (configure_model) and optimizer settings, on
 // `kernels.device` (a stream of its own on a GPU); returns once the device is done. Weights
 // come from a generator of its own, tokens are 0, 1, 2, ..., and the model runs in eval mode (no dropout or router
-// jitter), so nothing is drawn from the run's generators. Throws what the forward or backward throws.
+// jitter), so nothing is drawn from the run's generators. Throws what the forward, backward or update throws.
 void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPolicy& precision,
                      const model::KernelPolicy& kernels, const WarmUpBatch& batch);
 
