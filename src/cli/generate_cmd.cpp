@@ -10,6 +10,7 @@
 #include "config/settings.h"
 #include "model/adapter_check.h"
 #include "model/generate.h"
+#include "model/kernel_policy.h"
 #include "model/lora.h"
 #include "model/nf4_linear.h"
 #include "model/pretrained.h"
@@ -27,6 +28,7 @@ struct GenerateArgs {
   double temperature = 0.0, top_p = 1.0;
   uint64_t seed = 0;
   bool json = false, no_bos = false, chat = false;
+  bool no_fused_kernels = false;  // ATen's ops only, as train.fused_kernels: false
   bool force = false;        // apply an adapter whose recorded base model differs from --model
   std::vector<int64_t> ids;  // --prompt-ids, parsed (empty: --prompt gives the prompt)
 };
@@ -123,7 +125,11 @@ void run_generate(const GenerateArgs& a) {
     throw ConfigError("--device: invalid value '" + a.device + "'",
                       std::string("expected ") + DeviceSetting::kExpected);
   }
-  const auto model = load_model(a, resolve_device(*setting, 0, "--device"));
+  const at::Device device = resolve_device(*setting, 0, "--device");
+  const auto model = load_model(a, device);
+  // The kernels training runs with (train.fused_kernels, on by default): on a GPU the fused RMSNorm, grouped GEMMs,
+  // RoPE and SwiGLU kernels and flash attention, each where it takes the dtype; on the CPU, ATen's ops.
+  model->set_kernel_policy(model::KernelPolicy::resolve(!a.no_fused_kernels, device, model::dtype_from_name(a.dtype)));
   const auto has_tokenizer = [](const std::filesystem::path& dir) {
     return std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
                        [&](const char* name) { return std::filesystem::exists(dir / name); });
@@ -188,6 +194,8 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
                   "With --quantize nf4: the GEMMs as model.nf4_compute runs them: dtype | fp8")
       ->default_val("dtype");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
+  sub->add_flag("--no-fused-kernels", a->no_fused_kernels,
+                "On a GPU, run ATen's ops instead of the fused kernels training uses (train.fused_kernels: false)");
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
   sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");
   sub->add_flag("--json", a->json, "Print {\"prompt_ids\", \"generated_ids\", \"text\"} as one JSON object");

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "io/safetensors.h"
-#include "model/pretrained.h"
 #include "model/generate.h"
+#include "model/kernel_policy.h"
+#include "model/pretrained.h"
 #include "model/reference.h"
 #include "support/test_support.h"
 
@@ -78,12 +81,28 @@ TEST_P(GpuParity, Bf16AutocastWithFusedKernelsMatchesTransformers) {
   EXPECT_LT(err, 2.0 * hf_err + 0.005);
 }
 
-TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {
-  auto model = model::load_pretrained(dir() / "model", at::kCUDA, at::kFloat);
-  const auto j = nlohmann::json::parse(read_file(dir() / "ref.json"));
+// 32 greedy tokens of the model in F32 on the GPU, under `kernels` (undefined: the default policy, ATen's ops).
+std::vector<int64_t> greedy_tokens(const std::filesystem::path& dir, const std::vector<int64_t>& prompt,
+                                   const std::optional<model::KernelPolicy>& kernels) {
+  auto model = model::load_pretrained(dir / "model", at::kCUDA, at::kFloat);
+  if (kernels) model->set_kernel_policy(*kernels);
   model::GenerateOptions opts;
   opts.max_new_tokens = 32;
-  EXPECT_EQ(model::generate(*model, j["prompt"].get<std::vector<int64_t>>(), opts),
+  return model::generate(*model, prompt, opts);
+}
+
+TEST_P(GpuParity, F32GreedyGenerationMatchesTransformers) {
+  const auto j = nlohmann::json::parse(read_file(dir() / "ref.json"));
+  EXPECT_EQ(greedy_tokens(dir(), j["prompt"].get<std::vector<int64_t>>(), std::nullopt),
+            j["generated"].get<std::vector<int64_t>>());
+}
+
+// `finetune generate` sets the training policy (train.fused_kernels) on its model: F32 weights then take whichever
+// fused paths accept F32 (flash attention and the grouped GEMMs do not) and must decode the same tokens.
+TEST_P(GpuParity, F32GreedyGenerationWithFusedKernelsMatchesTransformers) {
+  const auto j = nlohmann::json::parse(read_file(dir() / "ref.json"));
+  EXPECT_EQ(greedy_tokens(dir(), j["prompt"].get<std::vector<int64_t>>(),
+                          model::KernelPolicy::resolve(true, at::Device(at::kCUDA), at::kFloat)),
             j["generated"].get<std::vector<int64_t>>());
 }
 
