@@ -20,7 +20,7 @@
 # AdamW moments (optimizer.name adamw_8bit; OPT_VARIANTS picks among pure kahan kahan8), 8b-f8 = the same
 # bf16-pure run with bf16 GEMMs and with train.fp8: tensorwise (fits an 80 GB card; F8B_PRECISION=bf16 for F32
 # master weights under autocast, 120 GiB) against transformers with bf16 weights under torchao's float8 training +
-# compile (F8T_RECIPES, default tensorwise),
+# compile (F8B_RECIPES, default tensorwise),
 # g2 / g3 = configs/gemma-2-2b-lora.yaml / gemma-3-1b-lora.yaml on a random model of that shape (unpacked, no
 # activation checkpointing, as the contender),
 # a-aten / b-aten = a / b with train.fused_kernels=false,
@@ -490,7 +490,7 @@ for w in "${workloads[@]}"; do
       done
       # transformers with bf16 weights and gradient checkpointing (the bf16-pure setup) under torchao's float8
       # training + compile (torchao importable: a carried wheel; its compile takes minutes)
-      for r in ${F8T_RECIPES:-tensorwise}; do
+      for r in ${F8B_RECIPES:-tensorwise}; do
         contender 8b-full compile --model-dir "$work/model-llama3-8b" --float8 "$r"
       done ;;
   esac

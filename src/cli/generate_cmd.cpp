@@ -127,8 +127,8 @@ void run_generate(const GenerateArgs& a) {
   }
   const at::Device device = resolve_device(*setting, 0, "--device");
   const auto model = load_model(a, device);
-  // The kernels training runs with (train.fused_kernels, on by default): on a GPU the fused RMSNorm, grouped GEMMs,
-  // RoPE and SwiGLU kernels and flash attention, each where it takes the dtype; on the CPU, ATen's ops.
+  // The kernels training runs with (train.fused_kernels, on by default): on a GPU the fused norms, grouped GEMMs,
+  // RoPE, SwiGLU and FP8 GEMMs, each where it takes the dtype (most need --dtype bf16); on the CPU, ATen's ops.
   model->set_kernel_policy(model::KernelPolicy::resolve(!a.no_fused_kernels, device, model::dtype_from_name(a.dtype)));
   const auto has_tokenizer = [](const std::filesystem::path& dir) {
     return std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),

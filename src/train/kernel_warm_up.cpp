@@ -1,6 +1,7 @@
 #include "train/kernel_warm_up.h"
 
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "model/pretrained.h"
 #include "model/transformer.h"
+#include "optim/adamw_8bit.h"
 #include "optim/optimizer.h"
 #include "train/build.h"
 #include "train/objective.h"
@@ -39,23 +41,26 @@ DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::De
 }
 
 // Clipping, the non-finite check and the optimizer's step load kernels of their own (on an H100 they were about
-// 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). The vocabulary-sized tensors (embeddings, LM head)
-// stay out of the optimizer: their state would be the largest allocation of the warm-up, and the layer's tensors
-// of the same dtype take the same kernels.
-void step_like_the_run(const Config& cfg, model::Transformer& m, int64_t vocab_size,
-                       const model::KernelPolicy& kernels) {
-  std::vector<optim::NamedParam> stepped;
+// 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). Clipping takes every gradient; the optimizer steps one
+// tensor of each kind it treats apart (dtype; 8-bit or full-size moments), the smallest: that loads the same
+// kernels, and its state stays small beside the load (a full fine-tune's layer holds hundreds of millions of
+// parameters, an MoE layer's experts billions).
+void step_like_the_run(const Config& cfg, model::Transformer& m, const model::KernelPolicy& kernels) {
+  auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
+  opts.cuda_kernels = kernels.kernels;
   std::vector<at::Tensor> grads;
+  std::map<std::pair<at::ScalarType, bool>, optim::NamedParam> smallest;  // by (dtype, 8-bit moments)
   for (const auto& item : m.named_parameters()) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad() || !p.grad().defined()) continue;
     grads.push_back(p.grad());
-    if (p.dim() > 0 && p.size(0) == vocab_size) continue;
-    stepped.emplace_back(item.key(), p);
+    const bool eight_bit = opts.eight_bit_moments && optim::takes_8bit_moments(item.key(), p);
+    auto [it, added] = smallest.try_emplace({p.scalar_type(), eight_bit}, item.key(), p);
+    if (!added && p.numel() < it->second.second.numel()) it->second = {item.key(), p};
   }
-  if (stepped.empty()) return;
-  auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
-  opts.cuda_kernels = kernels.kernels;
+  if (smallest.empty()) return;
+  std::vector<optim::NamedParam> stepped;
+  for (auto& [kind, named] : smallest) stepped.push_back(std::move(named));
   optim::AdamW optimizer(stepped, opts);
   clip_and_step(grads, cfg.train.grad_clip, at::Tensor(), optimizer);
 }
@@ -83,7 +88,7 @@ void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPo
   const at::Tensor rows = at::arange(in.input_ids.numel(), in.input_ids.options());  // I64 [B * T]
   const at::Tensor labels = in.input_ids.flatten().roll(-1);                         // I64 [B * T]
   token_losses(*m, in, rows, labels, precision, kernels).sum().backward();
-  step_like_the_run(cfg, *m, args.vocab_size, kernels);
+  step_like_the_run(cfg, *m, kernels);
 #ifdef FT_WITH_CUDA
   if (on_side_stream) on_side_stream->current_stream().synchronize();
 #endif

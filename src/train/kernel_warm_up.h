@@ -47,9 +47,10 @@ class KernelWarmUp {
   KernelWarmUp& operator=(const KernelWarmUp&) = delete;
   ~KernelWarmUp();
 
-  // Waits for the warm-up, hands the memory it cached back to the device, and logs its time and how long this call
-  // waited. A warm-up that failed (out of memory beside the load, say) costs the run nothing but the first step's
-  // time: the failure is logged as a warning.
+  // Waits for the warm-up, empties the CUDA caching allocator (the warm-up's freed blocks could serve only its side
+  // stream; the load's freed ones go too), and logs its time and how long this call waited (the emptying included). A
+  // warm-up that failed (out of memory beside the load, say) costs the run nothing but the first step's time: the
+  // failure is logged as a warning.
   void finish();
 
  private:

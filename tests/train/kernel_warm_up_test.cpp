@@ -35,6 +35,8 @@ Config warm_up_config(const WarmUpCase& c) {
   cfg.data.packing = c.packing;
   cfg.run.seed = 7;
   cfg.optimizer.name = c.optimizer;
+  // Tensors of 4,096 elements and more take 8-bit moments (optim::kEightBitMinNumel): the MLP's, 32 x 128.
+  if (c.optimizer == OptimizerName::kAdamW8bit) cfg.model.intermediate_size = 128;
   return cfg;
 }
 
