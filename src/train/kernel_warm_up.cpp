@@ -15,6 +15,7 @@
 #include "model/pretrained.h"
 #include "model/transformer.h"
 #include "optim/adamw_8bit.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "train/build.h"
 #include "train/objective.h"
@@ -40,12 +41,13 @@ DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::De
   return in;
 }
 
-// Clipping, the non-finite check and the optimizer's step load kernels of their own (on an H100 they were about
-// 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). Clipping takes every gradient; the optimizer steps one
-// tensor of each kind it treats apart (dtype; 8-bit or full-size moments), the smallest: that loads the same
+// Unscaling (fp16), clipping, the non-finite check and the optimizer's step load kernels of their own (on an H100 they
+// were about 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). Clipping takes every gradient; the optimizer
+// steps one tensor of each kind it treats apart (dtype; 8-bit or full-size moments), the smallest: that loads the same
 // kernels, and its state stays small beside the load (a full fine-tune's layer holds hundreds of millions of
 // parameters, an MoE layer's experts billions).
-void step_like_the_run(const Config& cfg, model::Transformer& m, const model::KernelPolicy& kernels) {
+void step_like_the_run(const Config& cfg, model::Transformer& m, optim::GradScaler& scaler,
+                       const model::KernelPolicy& kernels) {
   auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
   opts.cuda_kernels = kernels.kernels;
   std::vector<at::Tensor> grads;
@@ -62,7 +64,8 @@ void step_like_the_run(const Config& cfg, model::Transformer& m, const model::Ke
   std::vector<optim::NamedParam> stepped;
   for (auto& [kind, named] : smallest) stepped.push_back(std::move(named));
   optim::AdamW optimizer(stepped, opts);
-  clip_and_step(grads, cfg.train.grad_clip, at::Tensor(), optimizer);
+  clip_and_step(grads, cfg.train.grad_clip, scaler, optimizer);
+  if (scaler.enabled()) scaler.update();
 }
 
 }  // namespace
@@ -87,8 +90,9 @@ void warm_up_kernels(const Config& cfg, model::ModelArgs args, const PrecisionPo
   const DeviceBatch in = warm_up_inputs(shape, args.vocab_size, device);
   const at::Tensor rows = at::arange(in.input_ids.numel(), in.input_ids.options());  // I64 [B * T]
   const at::Tensor labels = in.input_ids.flatten().roll(-1);                         // I64 [B * T]
-  token_losses(*m, in, rows, labels, precision, kernels).sum().backward();
-  step_like_the_run(cfg, *m, kernels);
+  const auto scaler = build_scaler(cfg, precision, device);  // fp16's loss scaling, else a pass-through
+  scaler->scale(token_losses(*m, in, rows, labels, precision, kernels).sum()).backward();
+  step_like_the_run(cfg, *m, *scaler, kernels);
 #ifdef FT_WITH_CUDA
   if (on_side_stream) on_side_stream->current_stream().synchronize();
 #endif

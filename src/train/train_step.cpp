@@ -75,12 +75,8 @@ void TrainStep::update(StepOutput& out) {
   for (auto& [name, param] : model_.trainable) {
     if (param.grad().defined()) grads.push_back(param.grad());
   }
-  // The global norm is computed from the all-reduced gradients, so every rank agrees on it. A non-finite norm
-  // (from a NaN/Inf loss or gradient) skips the step inside the fused kernel through found_inf, without a host sync;
-  // fp16 adds the scaler's check of the unscaled gradients.
-  at::Tensor found_inf;  // F32 [] 0 or 1
-  if (auto scaler_inf = scaler_->unscale_(grads)) found_inf = *scaler_inf;
-  auto [grad_norm, skipped] = clip_and_step(grads, cfg_.train.grad_clip, std::move(found_inf), *optim_.optimizer);
+  // The global norm is computed from the all-reduced gradients, so every rank agrees on it.
+  auto [grad_norm, skipped] = clip_and_step(grads, cfg_.train.grad_clip, *scaler_, *optim_.optimizer);
   out.grad_norm = std::move(grad_norm);
   out.skipped = std::move(skipped);
   if (!optim_.zero_owners.empty()) {
@@ -93,8 +89,12 @@ void TrainStep::update(StepOutput& out) {
   for (auto& [name, param] : model_.trainable) param.mutable_grad() = at::Tensor();  // the optimizer may own only some
 }
 
-ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, at::Tensor found_inf,
+ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, optim::GradScaler& scaler,
                             optim::AdamW& optimizer) {
+  // A non-finite norm (from a NaN/Inf loss or gradient) skips the step inside the fused kernel through found_inf,
+  // without a host sync; fp16 adds the scaler's check of the unscaled gradients.
+  at::Tensor found_inf;  // F32 [] 0 or 1
+  if (auto scaler_inf = scaler.unscale_(grads)) found_inf = *scaler_inf;
   ClippedUpdate out;
   out.grad_norm = optim::clip_grad_norm_(grads, grad_clip);
   out.skipped = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);

@@ -50,14 +50,15 @@ class NonFiniteSteps {
   std::vector<std::pair<int64_t, at::Tensor>> pending_;  // (step, F32 [] 1 if skipped) not yet read
 };
 
-// The update after a step's gradients: the global norm of `grads` (the norm before clipping), clipped to
-// `grad_clip` (0: off), then `optimizer`'s step, which skips the update on the device when the norm is not finite or
-// `found_inf` (fp16's scaler; undefined: none) is 1. `skipped` is F32 [] 1 when the norm was not finite.
+// The update after a step's gradients: `scaler` unscales them (fp16; a disabled scaler does nothing), their global
+// norm (the norm before clipping) clips them to `grad_clip` (0: off), then `optimizer` steps, skipping the update on
+// the device when the norm is not finite or the scaler found an inf. `skipped` is F32 [] 1 when the norm was not
+// finite. The caller updates the scaler.
 struct ClippedUpdate {
   at::Tensor grad_norm;  // F32 []
   at::Tensor skipped;    // F32 []
 };
-ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, at::Tensor found_inf,
+ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_clip, optim::GradScaler& scaler,
                             optim::AdamW& optimizer);
 
 class TrainStep {

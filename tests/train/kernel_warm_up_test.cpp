@@ -21,6 +21,7 @@ struct WarmUpCase {
   bool packing = false;
   BaseQuantization quantize = BaseQuantization::kNone;
   OptimizerName optimizer = OptimizerName::kAdamW;
+  bool loss_scaling = false;  // fp16's dynamic loss scaling (kept in F32 here: the CPU has no fp16 autocast GEMMs)
 };
 
 Config warm_up_config(const WarmUpCase& c) {
@@ -45,11 +46,12 @@ class KernelWarmUpCases : public ::testing::TestWithParam<WarmUpCase> {};
 TEST_P(KernelWarmUpCases, RunsTheLayerAndLeavesTheRunsGeneratorAsItWas) {
   const Config cfg = warm_up_config(GetParam());
   const model::ModelArgs args = model::args_from_config(cfg.model, cfg.model.vocab_size);
-  const train::PrecisionPolicy fp32;
+  train::PrecisionPolicy precision;
+  precision.loss_scaling = GetParam().loss_scaling;
   const auto kernels = model::KernelPolicy::resolve(/*fused_kernels=*/true, at::kCPU, at::kFloat);
 
   at::manual_seed(123);
-  train::warm_up_kernels(cfg, args, fp32, kernels, train::WarmUpBatch{2, 16, GetParam().packing});
+  train::warm_up_kernels(cfg, args, precision, kernels, train::WarmUpBatch{2, 16, GetParam().packing});
   const at::Tensor after = at::rand({8});
   at::manual_seed(123);
   EXPECT_TRUE(at::equal(after, at::rand({8})));
@@ -62,12 +64,15 @@ INSTANTIATE_TEST_SUITE_P(
                       WarmUpCase{"phi3", /*lora=*/true},
                       WarmUpCase{"llama", /*lora=*/true, /*packing=*/false, BaseQuantization::kNf4},
                       WarmUpCase{"llama", /*lora=*/false, /*packing=*/false, BaseQuantization::kNone,
-                                 OptimizerName::kAdamW8bit}),
+                                 OptimizerName::kAdamW8bit},
+                      WarmUpCase{"llama", /*lora=*/true, /*packing=*/false, BaseQuantization::kNone,
+                                 OptimizerName::kAdamW, /*loss_scaling=*/true}),
     [](const ::testing::TestParamInfo<WarmUpCase>& param_info) {
       return param_info.param.architecture + (param_info.param.lora ? "_lora" : "_full") +
              (param_info.param.packing ? "_packed" : "") +
              (param_info.param.quantize == BaseQuantization::kNf4 ? "_nf4" : "") +
-             (param_info.param.optimizer == OptimizerName::kAdamW8bit ? "_adamw8bit" : "");
+             (param_info.param.optimizer == OptimizerName::kAdamW8bit ? "_adamw8bit" : "") +
+             (param_info.param.loss_scaling ? "_loss_scaling" : "");
     });
 
 }  // namespace
