@@ -195,7 +195,7 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       ->default_val("dtype");
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend BOS to --prompt");
   sub->add_flag("--no-fused-kernels", a->no_fused_kernels,
-                "On a GPU, run ATen's ops instead of the fused kernels training uses (train.fused_kernels: false)");
+                "On a GPU, run ATen's ops, not the fused kernels (train.fused_kernels)");
   sub->add_flag("--chat", a->chat, "Send --prompt as a user turn in the model's own chat template");
   sub->add_option("--system", a->system, "With --chat: a system turn before the prompt");
   sub->add_flag("--json", a->json, "Print {\"prompt_ids\", \"generated_ids\", \"text\"} as one JSON object");
