@@ -1,5 +1,6 @@
 // `finetune generate`: sample from a Hugging Face model directory (optionally with a LoRA adapter), KV-cached.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -149,6 +150,13 @@ void run_generate(const GenerateArgs& a) {
   opts.top_k = a.top_k;
   opts.seed = a.seed;
   opts.stop_ids = model::stop_ids_for(*model, tokenizer ? tokenizer->eos_id() : -1);
+  const int64_t context = model->args().max_position_embeddings;
+  if (static_cast<int64_t>(prompt.size()) + opts.max_new_tokens > context) {
+    FT_LOG_WARN(
+        "the prompt's {} tokens and up to {} new ones exceed the model's context of {} positions "
+        "(max_position_embeddings): what goes past it was never trained and is likely garbage",
+        prompt.size(), opts.max_new_tokens, context);
+  }
   const auto generated = model::generate(*model, prompt, opts);
   const std::string text = tokenizer ? tokenizer->decode(model::without_stop(generated, opts)) : std::string();
   if (a.json) {
@@ -209,8 +217,12 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
                         "--prompt-ids (the BOS id alone starts from nothing)");
     }
     if (ids->count() > 0) a->ids = parse_ids(a->prompt_ids, "--prompt-ids");  // before the model loads
-    if (a->temperature < 0 || a->top_p <= 0 || a->top_p > 1 || a->top_k < 0 || a->max_new_tokens < 0) {
-      throw ConfigError("generate: need temperature >= 0, 0 < top-p <= 1, top-k >= 0, max-new-tokens >= 0");
+    // Negated comparisons, so that NaN is refused too.
+    if (!(a->temperature >= 0 && std::isfinite(a->temperature)) || !(a->top_p > 0 && a->top_p <= 1) || a->top_k < 0 ||
+        a->max_new_tokens < 0) {
+      throw ConfigError(
+          "generate: need a finite --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0 and "
+          "--max-new-tokens >= 0");
     }
     run_generate(*a);
     exit_code = 0;

@@ -8,6 +8,8 @@
 #include "cli/commands.h"
 #include "data/tokenizer_train.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/fmt.h"
 
 namespace ft::cli {
 namespace {
@@ -56,7 +58,15 @@ void add_codec(CLI::App* tok, int& exit_code) {
   dec->add_option("--ids", o->ids, "Token ids separated by spaces")->required();
   dec->callback([o, &exit_code] {
     const auto tokenizer = tok::Tokenizer::load(o->tokenizer);
-    std::cout << tokenizer->decode(parse_ids(o->ids, "--ids")) << "\n";
+    const std::vector<int64_t> ids = parse_ids(o->ids, "--ids");
+    for (const int64_t id : ids) {
+      if (id < 0 || id >= tokenizer->vocab_size()) {
+        throw ConfigError(fmt::format("--ids: token id {} is outside the tokenizer's vocabulary [0, {})", id,
+                                      tokenizer->vocab_size()),
+                          "give ids that this tokenizer produced (finetune tokenizer encode prints them)");
+      }
+    }
+    std::cout << tokenizer->decode(ids) << "\n";
     exit_code = 0;
   });
 }

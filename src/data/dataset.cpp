@@ -163,9 +163,10 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
       part = std::make_unique<Part>();
       part->cached = load_or_build_source(path, src, o, tok);
       st = part->cached.stats;
+      st.weight = src.weight;  // the entry's meta.json has the weight of the run that built it
       part->items.n = st.samples;
     }
-    part->items = WeightedItems::of(src.weight, part->items.n);
+    part->items = WeightedItems::of(src.weight, part->items.n, src.path);
     ds->size_ += part->items.weighted;
     ds->part_begin_.push_back(ds->size_);
     auto& total = ds->stats_;
@@ -180,9 +181,16 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
   }
   ds->stats_.epoch_samples = ds->size_;
   if (ds->size_ == 0) {
-    throw Error(
-        fmt::format("the dataset has no samples ({} dropped, {} skipped)", ds->stats_.dropped, ds->stats_.skipped),
-        "check the data files, data.seq_len (samples whose prompt fills seq_len are dropped) and weights");
+    std::vector<std::string> per_source;
+    for (const SourceStats& st : ds->stats_.sources) {
+      per_source.push_back(fmt::format(
+          "{}: {} dropped, {} bad line(s) skipped{}", st.path, st.dropped, st.skipped,
+          st.skipped_lines.empty() ? "" : fmt::format(" (first at line(s) {})", fmt::join(st.skipped_lines, ", "))));
+    }
+    throw Error(fmt::format("the dataset has no samples ({})", fmt::join(per_source, "; ")),
+                "samples without a target token are dropped (an empty completion without EOS, a chat without an "
+                "assistant turn, a prompt that fills data.seq_len); under data.on_error: skip, set it to fail to see "
+                "the first bad line's error");
   }
   return ds;
 }

@@ -131,9 +131,10 @@ struct PromptCompletion {
 };
 
 // The first `max_samples` records of the prompt_completion / alpaca sources (other formats are passed over),
-// read with the same rules as the dataset. Throws ft::Error (file:line, field) on a bad record.
+// read with the same rules as the dataset: a bad record throws ft::Error (file:line, field) under OnError::kFail and
+// is passed over under kSkip (the dataset's own read of the file reports it).
 std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSource>& sources, const DataFields& fields,
-                                                      int64_t max_samples);
+                                                      int64_t max_samples, OnError on_error);
 
 // The prompt ids exactly as a prompt_completion sample starts in training: [BOS] + encode(prompt).
 std::vector<int64_t> encode_prompt(const tok::Tokenizer& tokenizer, std::string_view prompt, bool add_bos);

@@ -1,6 +1,7 @@
 // Prompt/completion pairs for exact-match evaluation, read with the dataset's record rules.
 #include "data/dataset.h"
 #include "data/json_records.h"
+#include "data/records.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
@@ -8,7 +9,7 @@
 namespace ft::data {
 
 std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSource>& sources, const DataFields& fields,
-                                                      int64_t max_samples) {
+                                                      int64_t max_samples, OnError on_error) {
   std::vector<PromptCompletion> out;
   for (const auto& src : sources) {
     const Format format = src.format;
@@ -19,6 +20,7 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
     ro.fields = fields;
     ro.add_bos = false;
     ro.add_eos = false;
+    BadRecords bad(src.path, on_error);
     std::string line;
     int64_t line_no = 0;
     while (static_cast<int64_t>(out.size()) < max_samples && reader.next(line, line_no)) {
@@ -26,9 +28,8 @@ std::vector<PromptCompletion> load_prompt_completions(const std::vector<DataSour
       try {
         segs = parse_record(line, ro);
       } catch (const RecordError& e) {
-        throw Error(fmt::format("{}:{}: {}{}", src.path, line_no, e.what(),
-                                e.field().empty() ? "" : " (field '" + e.field() + "')"),
-                    "fix the line or check data.fields");
+        bad.add(line_no, e);  // throws under data.on_error: fail
+        continue;
       }
       PromptCompletion pc;
       for (const auto& s : segs) (s.loss ? pc.completion : pc.prompt) += s.text;

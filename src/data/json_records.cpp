@@ -14,6 +14,11 @@ bool blank(char c) {
 RecordReader::RecordReader(const std::filesystem::path& path, int64_t max_record_bytes, int64_t max_array_bytes)
     : path_(path), max_record_bytes_(max_record_bytes), in_(path, std::ios::binary) {
   if (!in_) throw Error("cannot read " + path.string(), "check the data path and permissions");
+  // A UTF-8 byte order mark may start either layout (JSON Lines' first record parses past it).
+  char bom[3] = {};
+  const bool has_bom = in_.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF';
+  in_.clear();
+  in_.seekg(has_bom ? 3 : 0);
   char c = 0;
   while (in_.get(c) && blank(c)) {
   }

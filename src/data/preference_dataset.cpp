@@ -58,7 +58,7 @@ std::shared_ptr<PreferenceDataset> PreferenceDataset::build(const std::vector<Da
     }
     PreferenceData data = read_preference_file(src.path, options, tokenizer, on_error);
     const auto first = static_cast<int64_t>(ds->pairs_.size());
-    const auto items = WeightedItems::of(src.weight, static_cast<int64_t>(data.pairs.size()));
+    const auto items = WeightedItems::of(src.weight, static_cast<int64_t>(data.pairs.size()), src.path);
     for (int64_t j = 0; j < items.weighted; ++j) ds->index_.push_back(first + items.item(j));
     for (auto& pair : data.pairs) ds->pairs_.push_back(std::move(pair));
     skipped += data.skipped;

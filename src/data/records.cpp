@@ -5,6 +5,7 @@
 
 #include "chat/chat_template.h"
 #include "data/records_internal.h"
+#include "jinja/value.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -163,17 +164,27 @@ json parse_object(std::string_view line) {
   if (const auto bad = tok::unicode::find_invalid_utf8(line)) {
     throw RecordError("", "invalid UTF-8 at byte " + std::to_string(*bad + 1));
   }
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::exception& e) {
-    throw RecordError("", std::string("invalid JSON: ") + e.what());
-  }
+  const json j = parse_record_json(line);
   if (!j.is_object()) throw RecordError("", "a record must be a JSON object, got " + type_name(j));
   return j;
 }
 
 }  // namespace
+
+json parse_record_json(std::string_view text) {
+  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= jinja::detail::kMaxNesting) {
+      throw RecordError("", fmt::format("JSON nested more than {} levels deep", jinja::detail::kMaxNesting));
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    throw RecordError("", std::string("invalid JSON: ") + e.what());
+  }
+}
 
 json parse_record_object(std::string_view line) {
   return parse_object(line);

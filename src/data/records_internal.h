@@ -22,4 +22,9 @@ jinja::Value parse_message_list(const nlohmann::json& list, const std::string& f
 // One record's text as a JSON object: RecordError for invalid UTF-8, invalid JSON or a value that is not an object.
 nlohmann::json parse_record_object(std::string_view line);
 
+// A record's text as JSON of any type, arrays and objects nested at most jinja::detail::kMaxNesting deep (what the chat
+// templates take): RecordError for invalid JSON and for deeper nesting, which is refused while parsing, before the
+// recursive copies and walks of the value could exhaust the stack.
+nlohmann::json parse_record_json(std::string_view text);
+
 }  // namespace ft::data

@@ -1,16 +1,26 @@
 #include "data/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
 
 #include "util/error.h"
+#include "util/fmt.h"
 #include "util/hash.h"
 
 namespace ft::data {
 
-WeightedItems WeightedItems::of(double weight, int64_t n) {
-  return {n, n > 0 ? static_cast<int64_t>(std::llround(weight * static_cast<double>(n))) : 0};
+WeightedItems WeightedItems::of(double weight, int64_t n, const std::string& source) {
+  if (n <= 0) return {n, 0};
+  const double per_epoch = weight * static_cast<double>(n);
+  if (!(per_epoch <= kMaxPerEpoch)) {
+    throw ConfigError(
+        fmt::format("{}: weight {:g} times its {} samples makes {:.3g} samples per epoch, more than {:.0e}", source,
+                    weight, n, per_epoch, kMaxPerEpoch),
+        "a weight is relative to the other sources' (2 repeats each sample twice an epoch): lower it");
+  }
+  return {n, std::max<int64_t>(1, std::llround(per_epoch))};
 }
 
 int64_t WeightedItems::item(int64_t j) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ft::data {
@@ -9,12 +10,16 @@ namespace ft::data {
 // A permutation of [0, n) for (seed, epoch), identical on every platform (splitmix64 + Fisher-Yates).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
-// A source's weight w over its n items: round(w * n) items per epoch, floor(w) full copies of the n items, then an
-// evenly strided subset for the fraction (w = 0.5 keeps every other item, w = 2 repeats each twice).
+// A source's weight w over its n items: round(w * n) items per epoch, and at least one (a source with a positive
+// weight is never dropped without a word), floor(w) full copies of the n items, then an evenly strided subset for
+// the fraction (w = 0.5 keeps every other item, w = 2 repeats each twice).
 struct WeightedItems {
+  static constexpr double kMaxPerEpoch = 1e9;  // more items per epoch than any run takes; beyond: ConfigError
+
   int64_t n = 0;         // items in the source
   int64_t weighted = 0;  // items per epoch
-  static WeightedItems of(double weight, int64_t n);
+  // `source` names the source in the error for weights above kMaxPerEpoch items.
+  static WeightedItems of(double weight, int64_t n, const std::string& source);
   int64_t item(int64_t j) const;  // weighted index j (0 <= j < weighted) -> item of the source
 };
 

@@ -6,8 +6,10 @@
 #include "data/dataset.h"
 #include "data/json_records.h"
 #include "data/records.h"
+#include "data/records_internal.h"
 #include "data/tokenizer_train.h"
 #include "tokenizer/sentencepiece_train.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 #include "util/fmt.h"
 
@@ -90,16 +92,24 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
       int64_t line_no = 0;
       while (reader.next(record, line_no)) {
         try {
-          collect(nlohmann::json::parse(record));
-        } catch (const nlohmann::json::exception& e) {
-          throw Error(fmt::format("{}:{}: invalid JSON: {}", path.string(), line_no, e.what()), "fix the line");
+          collect(parse_record_json(record));
+        } catch (const RecordError& e) {
+          throw Error(fmt::format("{}:{}: {}", path.string(), line_no, e.what()), "fix the line");
         }
       }
       continue;
     }
+    // Plain text, a sentence per line: CRLF ends a line as LF does, and invalid UTF-8 is refused as in records.
     std::ifstream in(path, std::ios::binary);
+    int64_t line_no = 0;
     for (std::string line; std::getline(in, line);) {
-      if (line.find_first_not_of(" \t\r") != std::string::npos) sentences.push_back(line);
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (const auto bad = tok::unicode::find_invalid_utf8(line)) {
+        throw Error(fmt::format("{}:{}: invalid UTF-8 at byte {}", path.string(), line_no, *bad + 1),
+                    "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+      }
+      if (line.find_first_not_of(" \t") != std::string::npos) sentences.push_back(line);
     }
   }
   if (sentences.empty()) {

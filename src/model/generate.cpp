@@ -92,7 +92,10 @@ std::vector<std::vector<int64_t>> greedy_rows(Transformer& model, const std::vec
 
 int64_t sample_next(const at::Tensor& logits, const GenerateOptions& o, at::Generator& gen) {
   if (o.temperature <= 0.0) return logits.argmax().item<int64_t>();
-  at::Tensor scores = logits.to(at::kFloat).cpu() / o.temperature;  // [V]
+  // F32 [V]; shifted so the largest is 0 first, so that a tiny temperature sends the others to -inf instead of
+  // overflowing every score (softmax is the same for any shift).
+  at::Tensor scores = logits.to(at::kFloat).cpu();
+  scores = (scores - scores.max()) / o.temperature;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (o.top_k > 0 && o.top_k < scores.size(0)) {
     const at::Tensor kth = std::get<0>(scores.topk(o.top_k)).select(0, o.top_k - 1);

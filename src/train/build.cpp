@@ -393,6 +393,30 @@ ModelParts build_model(const Config& cfg, const tok::Tokenizer& tokenizer, const
   return parts;
 }
 
+namespace {
+
+// train.epochs' optimizer steps: whole accumulations of the epochs' micro-batches per rank (steps run across the
+// epochs' boundaries, so what is left over is fewer than grad_accum_steps micro-batches an epoch, said in the log).
+int64_t steps_of_epochs(const Config& cfg, int64_t batches_per_epoch) {
+  const int64_t accum = cfg.train.grad_accum_steps, steps = batches_per_epoch / accum;
+  if (steps == 0) {
+    throw ConfigError(fmt::format("train.grad_accum_steps: one epoch holds {} micro-batch(es) per rank, fewer than "
+                                  "the {} an optimizer step accumulates",
+                                  batches_per_epoch, accum),
+                      "lower train.grad_accum_steps or train.micro_batch_size, add data, or set train.max_steps");
+  }
+  const int64_t unused = (batches_per_epoch - steps * accum) * cfg.train.epochs;
+  if (unused > 0) {
+    FT_LOG_INFO(
+        "train.epochs={}: {} micro-batch(es) per rank an epoch make {} optimizer step(s) of {}; the run's last "
+        "{} micro-batch(es) are not trained on",
+        cfg.train.epochs, batches_per_epoch, steps, accum, unused);
+  }
+  return steps * cfg.train.epochs;
+}
+
+}  // namespace
+
 DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const RunContext& ctx,
                      const PreparePairs& prepare_pairs) {
   DataParts parts;
@@ -426,11 +450,7 @@ DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const R
         "holds only those rows (lower train.micro_batch_size, or add data)",
         loader.rows_per_rank(), cfg.train.micro_batch_size);
   }
-  const int64_t per_epoch = loader.batches_per_epoch() / cfg.train.grad_accum_steps;
-  FT_CHECK(per_epoch > 0 || cfg.train.max_steps > 0,
-           fmt::format("one epoch holds {} micro-batches per rank, fewer than train.grad_accum_steps={}",
-                       loader.batches_per_epoch(), cfg.train.grad_accum_steps));
-  parts.total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : per_epoch * cfg.train.epochs;
+  parts.total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : steps_of_epochs(cfg, loader.batches_per_epoch());
   return parts;
 }
 

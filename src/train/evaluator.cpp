@@ -17,6 +17,7 @@
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/objective.h"
+#include "util/error.h"
 #include "util/fmt.h"
 #include "util/log.h"
 
@@ -46,7 +47,49 @@ Evaluator::Evaluator(const Config& cfg, RunContext ctx, const PrecisionPolicy& p
       tokenizer_(tokenizer),
       eval_set_(std::move(eval_set)),
       objective_(objective),
-      metrics_(metrics) {}
+      metrics_(metrics) {
+  prepare_exact_match();
+  prepare_prompts();
+}
+
+void Evaluator::prepare_exact_match() {
+  if (cfg_.eval.exact_match_samples <= 0) return;
+  for (auto& sample : data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples,
+                                                    cfg_.data.on_error)) {
+    exact_match_prompts_.push_back(data::encode_prompt(tokenizer_, sample.prompt, cfg_.tokenizer.add_bos));
+    exact_match_answers_.push_back(std::move(sample.completion));
+  }
+  if (exact_match_prompts_.empty()) {
+    throw ConfigError(
+        "eval.exact_match_samples: data.eval holds no prompt_completion or alpaca record to score (exact match "
+        "compares a generated completion with the record's; chat and text sources are not scored)",
+        "add a prompt_completion or alpaca source to data.eval, or set eval.exact_match_samples: 0");
+  }
+}
+
+void Evaluator::prepare_prompts() {
+  if (cfg_.eval.prompts.empty()) return;
+  if (!eval_set_) {
+    FT_LOG_WARN(
+        "eval.prompts: their generations are logged with each evaluation, which runs on data.eval; without "
+        "an eval source none is generated (finetune generate --model <run>/model prompts the trained model)");
+    return;
+  }
+  // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
+  const bool chat = cfg_.eval.prompt_format == PromptFormat::kChat ||
+                    (cfg_.eval.prompt_format == PromptFormat::kAuto &&
+                     std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
+                                 [](const DataSource& src) { return src.format == SourceFormat::kChat; }));
+  for (size_t i = 0; i < cfg_.eval.prompts.size(); ++i) {
+    prompts_.push_back(prompt_ids(cfg_.eval.prompts[i], chat));
+    if (prompts_.back().empty()) {
+      throw ConfigError(fmt::format("eval.prompts[{}]: the prompt encodes to no token, and generation needs at least "
+                                    "one",
+                                    i),
+                        "write a non-empty prompt, or set tokenizer.add_bos: true");
+    }
+  }
+}
 
 metrics::EvalRecord Evaluator::run(TrainState& progress) {
   metrics::EvalRecord result;
@@ -62,7 +105,7 @@ metrics::EvalRecord Evaluator::run(TrainState& progress) {
   // Exact match and samples are generated on rank 0 alone; the others wait at the barrier below.
   const auto generation_start = Clock::now();
   if (ctx_.rank == 0) {
-    if (cfg_.eval.exact_match_samples > 0) exact_match(result);
+    if (!exact_match_prompts_.empty()) exact_match(result);
     sample_generations(result);
     const auto end = Clock::now();
     result.eval_s = seconds_between(start, end);
@@ -105,30 +148,16 @@ void Evaluator::measure_loss(metrics::EvalRecord& result) {
 }
 
 void Evaluator::exact_match(metrics::EvalRecord& result) {
-  const auto samples = data::load_prompt_completions(cfg_.data.eval, cfg_.data.fields, cfg_.eval.exact_match_samples);
-  if (samples.empty()) return;
-  std::vector<std::vector<int64_t>> prompts;
-  prompts.reserve(samples.size());
-  for (const auto& sample : samples) {
-    prompts.push_back(data::encode_prompt(tokenizer_, sample.prompt, cfg_.tokenizer.add_bos));
-  }
-  const std::vector<std::string> generated = generate_texts(prompts);
+  const std::vector<std::string> generated = generate_texts(exact_match_prompts_);
   int64_t correct = 0;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    if (data::exact_match(generated[i], samples[i].completion)) ++correct;
+  for (size_t i = 0; i < generated.size(); ++i) {
+    if (data::exact_match(generated[i], exact_match_answers_[i])) ++correct;
   }
-  result.exact_match = static_cast<double>(correct) / static_cast<double>(samples.size());
+  result.exact_match = static_cast<double>(correct) / static_cast<double>(generated.size());
 }
 
 void Evaluator::sample_generations(metrics::EvalRecord& result) {
-  // eval.prompt_format auto: chat when any training source is chat data, so the prompt reads as training did.
-  const bool chat = cfg_.eval.prompt_format == PromptFormat::kChat ||
-                    (cfg_.eval.prompt_format == PromptFormat::kAuto &&
-                     std::any_of(cfg_.data.train.begin(), cfg_.data.train.end(),
-                                 [](const DataSource& src) { return src.format == SourceFormat::kChat; }));
-  std::vector<std::vector<int64_t>> prompts;
-  for (const auto& prompt : cfg_.eval.prompts) prompts.push_back(prompt_ids(prompt, chat));
-  const std::vector<std::string> completions = generate_texts(prompts);
+  const std::vector<std::string> completions = generate_texts(prompts_);
   for (size_t i = 0; i < completions.size(); ++i) {
     const EvalPrompt& prompt = cfg_.eval.prompts[i];
     // A prompt given as turns is shown by its last (user) turn.

@@ -48,6 +48,10 @@ class Evaluator {
   void log(const metrics::EvalRecord& record, int64_t step) const;
   // Greedy completions of `prompts` (eval.max_new_tokens, stopping where `finetune generate` does), as text.
   std::vector<std::string> generate_texts(const std::vector<std::vector<int64_t>>& prompts);
+  // Read and encoded once, at construction, so that a bad eval line or prompt stops the run before training, not at
+  // the final evaluation with nothing saved.
+  void prepare_exact_match();
+  void prepare_prompts();
   std::vector<int64_t> prompt_ids(const EvalPrompt& prompt, bool chat) const;
 
   const Config& cfg_;
@@ -59,6 +63,9 @@ class Evaluator {
   Objective& objective_;
   metrics::MetricsLogger* metrics_;
   std::optional<std::pair<int64_t, double>> last_;  // the latest evaluation: (step, loss)
+  std::vector<std::vector<int64_t>> exact_match_prompts_;  // eval.exact_match_samples' prompts, encoded
+  std::vector<std::string> exact_match_answers_;           // their reference completions
+  std::vector<std::vector<int64_t>> prompts_;              // eval.prompts, encoded
 };
 
 }  // namespace ft::train

@@ -160,6 +160,26 @@ TEST(Dataset, WeightsRepeatAndSubsampleSources) {
   EXPECT_EQ(ds->stats().epoch_samples, 25);
 }
 
+// A weight so small that it rounds to no sample still keeps one a source (never dropped without a word); a weight
+// that would make more than a billion samples an epoch is a configuration error naming the source.
+TEST(Dataset, EverySourceWithAWeightGivesASampleAndHugeWeightsAreRefused) {
+  Fixture f;
+  auto o = f.options("few.jsonl", "text",
+                     R"({"text": "a"})"
+                     "\n"
+                     R"({"text": "b"})"
+                     "\n");
+  o.sources[0].weight = 0.1;
+  EXPECT_EQ(TokenizedDataset::build(o, *f.tok)->size(), 1);
+  o.sources[0].weight = 1e12;
+  try {
+    TokenizedDataset::build(o, *f.tok);
+    ADD_FAILURE() << "no error for weight 1e12";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("few.jsonl: weight 1e+12"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Dataset, SecondBuildHitsTheCacheAndAChangedFileInvalidatesIt) {
   Fixture f;
   auto o = f.options("c.jsonl", "text", R"({"text": "one"})" "\n");
@@ -273,6 +293,11 @@ TEST(Dataset, BadInputsNameFileLineAndField) {
       {"chat", R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
       {"chat", R"({"messages": "nope"})", "messages"},
       {"text", "{\"text\": \"bad \xff\xfe utf8\"}", "invalid UTF-8"},
+      // refused while parsing: copying or walking a deeper value could exhaust the stack
+      {"chat",
+       R"({"messages": [{"role": "user", "content": "q", "x": )" + std::string(100000, '[') + std::string(100000, ']') +
+           "}]}",
+       "nested more than 256 levels"},
   };
   for (const auto& c : cases) {
     Fixture f;
@@ -323,6 +348,8 @@ TEST(Dataset, JsonArrayFilesAreReadLikeJsonLines) {
     EXPECT_NE(std::string(e.what()).find((f.dir / "bad.json").string() + ":4"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("prompt"), std::string::npos) << e.what();
   }
+  auto with_bom = f.options("bom.json", "prompt_completion", "\xEF\xBB\xBF[\n  " + a + ",\n  " + b + "\n]\n");
+  EXPECT_EQ(TokenizedDataset::build(with_bom, *f.tok)->size(), 2);  // a byte order mark before the array
   for (const std::string& broken : {"[" + a + ", " + b, "[" + a + ",]", "[" + a + "] x"}) {
     auto o = f.options("broken.json", "prompt_completion", broken);
     try {

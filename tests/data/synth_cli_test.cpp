@@ -114,6 +114,12 @@ TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
                    " --ids " + shell_quote(ids));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(text), std::string::npos) << r.output;
+  for (const char* bad : {"999", "-1"}) {  // outside the vocabulary: bad input, not an internal check
+    r = run_finetune("tokenizer decode --tokenizer " + shell_quote((dir / "tok" / "tokenizer.model").string()) +
+                     " --ids='1 " + bad + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--ids: token id ") + bad + " is outside"), std::string::npos) << r.output;
+  }
   for (const char* sub : {"data inspect", "data synth", "tokenizer train", "tokenizer encode", "tokenizer decode"}) {
     const auto h = run_finetune(std::string(sub) + " --help");
     EXPECT_EQ(h.exit_code, 0);

@@ -100,6 +100,30 @@ TEST(Tokenizer, TrainingReadsAJsonArrayFileLikeJsonLines) {
   EXPECT_EQ(read_file(dir / "array" / "tokenizer.vocab"), read_file(dir / "lines" / "tokenizer.vocab"));
 }
 
+// Plain text trains the same tokenizer with CRLF line ends as with LF (no carriage-return piece); a line of invalid
+// UTF-8 is refused with its file and line, as a record is.
+TEST(Tokenizer, TrainingOnPlainTextTakesCrlfAndRefusesInvalidUtf8) {
+  TempDir dir("ft-toktrain-txt");
+  std::string lf, crlf;
+  for (int i = 0; i < 60; ++i) {
+    const std::string line = "Sort: " + std::to_string(i * 31) + " " + std::to_string(i * 7);
+    lf += line + "\n";
+    crlf += line + "\r\n";
+  }
+  write_file(dir / "lf.txt", lf);
+  write_file(dir / "crlf.txt", crlf);
+  data::train_tokenizer({dir / "lf.txt"}, 400, "bpe", dir / "lf");
+  data::train_tokenizer({dir / "crlf.txt"}, 400, "bpe", dir / "crlf");
+  EXPECT_EQ(read_file(dir / "crlf" / "tokenizer.vocab"), read_file(dir / "lf" / "tokenizer.vocab"));
+  write_file(dir / "bad.txt", "fine\nlatin1 caf\xe9\n");
+  try {
+    data::train_tokenizer({dir / "bad.txt"}, 400, "bpe", dir / "bad");
+    ADD_FAILURE() << "no error for invalid UTF-8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.txt:2: invalid UTF-8"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TokenizerFiles, FilesThatLinkOutOfTheModelDirectoryAreNotCopied) {
   TempDir dir("ft-tokcopy");
   std::filesystem::create_directories(dir / "m");

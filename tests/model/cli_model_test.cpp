@@ -107,6 +107,11 @@ TEST(CliModel, EmptyMissingOrOutOfVocabularyPromptsAreUsageErrors) {
       {" --prompt-ids '1 " + vocab.dump() + "'",
        "finetune: error: --prompt-ids: token id " + vocab.dump() + " is outside the vocabulary of "},
       {" --prompt-ids='-1 2'", "finetune: error: --prompt-ids: token id -1 is outside the vocabulary"},
+      // sampling settings: NaN and infinity are refused too, as are a negative temperature and top-p out of (0, 1]
+      {" --prompt-ids 1 --temperature nan", "finetune: error: generate: need a finite --temperature >= 0"},
+      {" --prompt-ids 1 --temperature inf", "finetune: error: generate: need a finite --temperature >= 0"},
+      {" --prompt-ids 1 --temperature 1 --top-p nan", "finetune: error: generate: need a finite --temperature"},
+      {" --prompt-ids 1 --top-p 1.5", "finetune: error: generate: need a finite --temperature"},
   };
   for (const auto& c : cases) {
     const auto r = run_finetune(model + c.args + " --max-new-tokens 2");
@@ -120,6 +125,16 @@ TEST(CliModel, EmptyMissingOrOutOfVocabularyPromptsAreUsageErrors) {
   const auto last =
       run_finetune(model + " --prompt-ids '1 " + std::to_string(vocab.get<int64_t>() - 1) + "' --max-new-tokens 1");
   EXPECT_EQ(last.exit_code, 0) << last.output;
+  // A tiny temperature is sampling from the largest score, not an overflow of every score.
+  const auto tiny = run_finetune(model + " --prompt-ids 1 --temperature 1e-30 --max-new-tokens 3 --json");
+  const auto greedy = run_finetune(model + " --prompt-ids 1 --max-new-tokens 3 --json");
+  ASSERT_EQ(tiny.exit_code, 0) << tiny.output;
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.output;
+  const auto generated_ids = [](const std::string& output) {
+    const size_t begin = output.find("{\"generated_ids\"");
+    return nlohmann::json::parse(output.substr(begin, output.find('\n', begin) - begin))["generated_ids"];
+  };
+  EXPECT_EQ(generated_ids(tiny.output), generated_ids(greedy.output)) << tiny.output;
 }
 
 TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {

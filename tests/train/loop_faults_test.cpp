@@ -177,6 +177,27 @@ TEST_F(TrainLoopFaults, KilledWorkerStopsTheRunAndResumeCompletes) {
 
 // A micro-batch the memory limit cannot hold: the error names the batch settings and what to change (on a GPU the
 // same message says GPU; verified on the H200, see docs/benchmarks.md).
+// Evaluation's inputs are read and encoded before the first step: a bad eval line under data.on_error: skip is
+// passed over as the dataset passes it over (the run finishes and saves its model), and an eval prompt that encodes
+// to no token is a configuration error before any step, not an error at the final evaluation with nothing saved.
+TEST_F(TrainLoopFaults, EvalInputsAreCheckedBeforeTheFirstStepAndSkippedLikeTheDataset) {
+  write_file(dir_ / "eval.jsonl", R"({"prompt": "Reverse: 1 2\nAnswer:", "completion": " 2 1"})"
+                                  "\n{broken\n"
+                                  R"({"prompt": "Reverse: 3 4\nAnswer:", "completion": " 4 3"})"
+                                  "\n");
+  const std::string eval = "'data.eval=[{path: " + (dir_ / "eval.jsonl").string() +
+                           ", format: prompt_completion}]' eval.exact_match_samples=2 train.max_steps=6 "
+                           "checkpoint.every_steps=0";
+  const auto skipped = run(train_cmd(write_config("skip"), eval + " data.on_error=skip"));
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.output;
+  EXPECT_TRUE(fs::exists(dir_ / "skip" / "model" / "model.safetensors")) << skipped.output;
+  const auto empty =
+      run(train_cmd(write_config("empty"), eval + " data.on_error=skip 'eval.prompts=[\"\"]' tokenizer.add_bos=false"));
+  EXPECT_EQ(empty.exit_code, static_cast<int>(ExitCode::kUsage)) << empty.output;
+  EXPECT_NE(empty.output.find("eval.prompts[0]: the prompt encodes to no token"), std::string::npos) << empty.output;
+  EXPECT_TRUE(losses(dir_ / "empty").empty()) << "no step ran";
+}
+
 TEST_F(TrainLoopFaults, OutOfMemoryNamesTheBatchSettingsAndWhatToChange) {
   const auto config = write_config("oom", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   // Each activation of 512 x 2048 tokens x 1024 channels is 4 GiB: the step needs several within a 6 GB address
