@@ -72,6 +72,22 @@ std::vector<FileDigest> digests_of(const std::vector<fs::path>& paths, const Fil
   return out;
 }
 
+// replace_dir's fallback (file systems without an atomic swap) renames a re-saved step-N aside as
+// .old-step-N-<pid> before moving the new one in: a crash between the two renames leaves only that. Renamed back
+// where step-N is missing; otherwise it is a leftover.
+void restore_replaced_checkpoints(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const size_t pid_at = name.rfind('-');
+    if (!starts_with(name, kOldPrefix) || pid_at == std::string::npos || pid_at <= std::strlen(kOldPrefix)) continue;
+    const std::string original = name.substr(std::strlen(kOldPrefix), pid_at - std::strlen(kOldPrefix));
+    std::error_code ec;
+    if (!parse_step_name(original) || fs::exists(dir / original, ec)) continue;
+    fs::rename(entry.path(), dir / original);
+    FT_LOG_WARN("restored checkpoint {} from {}, left by a save interrupted while replacing it", original, name);
+  }
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(fs::path run_dir, CheckpointStoreOptions opts)
@@ -101,6 +117,7 @@ fs::path CheckpointStore::begin(int64_t step) {
   abort();
   try {
     fs::create_directories(dir_);
+    restore_replaced_checkpoints(dir_);
     // Leftovers of a crash: temporary and trash directories are never valid checkpoints.
     for (const auto& entry : fs::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
@@ -277,6 +294,7 @@ std::optional<CheckpointInfo> CheckpointStore::find_latest_valid(const fs::path&
   const fs::path dir = run_dir / "checkpoints";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
+  restore_replaced_checkpoints(dir);
   std::vector<CheckpointInfo> candidates;  // every step-* directory, with or without a manifest
   for (const auto& entry : fs::directory_iterator(dir)) {
     const auto step = parse_step_name(entry.path().filename().string());

@@ -352,6 +352,11 @@ void check_rest(const Config& c, Checker& k) {
   }
 
   const auto& ck = c.checkpoint;
+  if (c.run.overwrite && ck.resume.mode == ResumeSetting::Mode::kPath) {
+    k.fail("run.overwrite",
+           "deletes the earlier run to start again at step 0, but checkpoint.resume names a checkpoint to continue "
+           "from: drop one of the two");
+  }
   k.at_least<int64_t>("checkpoint.every_steps", ck.every_steps, 0);
   k.at_least<int64_t>("checkpoint.keep_last", ck.keep_last, 0);
   k.at_least<int64_t>("checkpoint.shard_size_mb", ck.shard_size_mb, 1);

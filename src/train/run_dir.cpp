@@ -21,6 +21,38 @@ bool inside(const fs::path& path, const fs::path& dir) {
   return !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".";
 }
 
+// What the config reads, by key: run.overwrite must not delete any of it (a base model copied into the run's
+// model/, a data file under checkpoints/, a checkpoint to resume from).
+std::vector<std::pair<std::string, std::string>> config_inputs(const Config& cfg) {
+  std::vector<std::pair<std::string, std::string>> inputs{
+      {"model.path", cfg.model.path}, {"tokenizer.path", cfg.tokenizer.path}, {"data.cache_dir", cfg.data.cache_dir}};
+  for (size_t i = 0; i < cfg.data.train.size(); ++i) {
+    inputs.emplace_back(fmt::format("data.train[{}].path", i), cfg.data.train[i].path);
+  }
+  for (size_t i = 0; i < cfg.data.eval.size(); ++i) {
+    inputs.emplace_back(fmt::format("data.eval[{}].path", i), cfg.data.eval[i].path);
+  }
+  if (cfg.checkpoint.resume.mode == ResumeSetting::Mode::kPath) {
+    inputs.emplace_back("checkpoint.resume", cfg.checkpoint.resume.path);
+  }
+  return inputs;
+}
+
+void refuse_to_delete_inputs(const Config& cfg, const fs::path& run_dir, const std::vector<fs::path>& targets) {
+  for (const auto& [key, value] : config_inputs(cfg)) {
+    if (value.empty()) continue;
+    const fs::path input = fs::absolute(value).lexically_normal();
+    for (const auto& target : targets) {
+      const fs::path doomed = fs::absolute(target).lexically_normal();
+      if (input == doomed || inside(input, doomed)) {
+        throw ConfigError(fmt::format("run.overwrite would delete {}, which holds {} ({})",
+                                      doomed.lexically_relative(run_dir).string(), key, value),
+                          "move it out of run.output_dir (or choose another run.output_dir); nothing was deleted");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> earlier_run(const fs::path& run_dir) {
@@ -63,6 +95,7 @@ std::vector<std::string> clear_earlier_run(const Config& cfg) {
   for (size_t i = 0; i < derived.data.eval.size(); ++i) add_generated(cfg.data.eval[i].path, derived.data.eval[i].path);
   if (cfg.tokenizer.train_vocab_size > 0) add_generated(cfg.tokenizer.path, derived.tokenizer.path);
 
+  refuse_to_delete_inputs(cfg, run_dir, targets);
   std::vector<std::string> removed;
   for (const auto& target : targets) {
     std::error_code ec;

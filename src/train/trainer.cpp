@@ -156,7 +156,8 @@ StepOutput Trainer::guarded_step(double& wait_s) {
 
 void Trainer::accept(const std::function<void()>& accepted) {
   const bool resumed = try_resume();
-  if (ctx_.rank == 0 && accepted) accepted();
+  // A finished run stays as it is: its config.yaml keeps the settings that trained it (run() changes nothing).
+  if (ctx_.rank == 0 && accepted && !complete()) accepted();
   if (resumed) return;
   FT_LOG_INFO("starting a new run in {}", run_dir().string());
   if (const size_t n = optim_.optimizer->starting_compensations()) {
@@ -167,9 +168,13 @@ void Trainer::accept(const std::function<void()>& accepted) {
   }
 }
 
-bool Trainer::begin() {
+bool Trainer::complete() const {
   // Only a resumed run can be past its last step.
-  if (progress_.step >= data_.total_steps && final_model_is_current()) {
+  return progress_.step >= data_.total_steps && final_model_is_current();
+}
+
+bool Trainer::begin() {
+  if (complete()) {
     FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
                 progress_.step, data_.total_steps, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
     return false;

@@ -55,10 +55,23 @@ void remove_tree_via(const std::filesystem::path& path, const std::filesystem::p
 
 void replace_dir(const std::filesystem::path& staged, const std::filesystem::path& target, bool sync) {
   const auto parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const auto old = parent / (".old-" + target.filename().string() + "-" + std::to_string(::getpid()));
-  remove_tree(old);
   std::error_code ec;
   const bool had_target = std::filesystem::exists(std::filesystem::symlink_status(target, ec));
+  // One atomic swap where the file system has it (renameat2's RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs, overlayfs):
+  // `target` always names a whole directory, the old one or the new, and the old one is left under `staged`'s name,
+  // which nothing reads.
+  if (had_target && ::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    if (sync) fsync_path(parent, /*directory=*/true);
+    remove_tree(staged);
+    return;
+  }
+  if (had_target && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+    throw_io_error("cannot replace '" + target.string() + "' by", staged, errno);
+  }
+  // Elsewhere (NFS, FUSE): the old one is renamed aside first; a crash between the two renames leaves it under
+  // replaced_name(target), where CheckpointStore looks for it.
+  const auto old = replaced_name(target);
+  remove_tree(old);
   if (had_target) std::filesystem::rename(target, old);
   try {
     std::filesystem::rename(staged, target);
@@ -68,6 +81,11 @@ void replace_dir(const std::filesystem::path& staged, const std::filesystem::pat
   }
   if (sync) fsync_path(parent, /*directory=*/true);
   if (had_target) remove_tree(old);
+}
+
+std::filesystem::path replaced_name(const std::filesystem::path& target) {
+  const auto parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  return parent / (".old-" + target.filename().string() + "-" + std::to_string(::getpid()));
 }
 
 StagedDir::StagedDir(std::filesystem::path target, std::filesystem::path staging)

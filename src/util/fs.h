@@ -23,9 +23,12 @@ void fsync_path(const std::filesystem::path& path, bool directory);
 void remove_tree_via(const std::filesystem::path& path, const std::filesystem::path& trash);
 
 // Moves the finished directory `staged` to `target`, replacing an existing `target` without ever losing both: the
-// old one is renamed aside, the new one renamed in, then the old one removed. `sync` flushes the parent directory
-// after the rename. Both paths must be on one file system (siblings, in practice).
+// two are swapped atomically and the old one removed; where the file system cannot swap, the old one is renamed
+// aside (to replaced_name(target)), the new one renamed in, then the old one removed. `sync` flushes the parent
+// directory after the rename. Both paths must be on one file system (siblings, in practice).
 void replace_dir(const std::filesystem::path& staged, const std::filesystem::path& target, bool sync = false);
+// ".old-<name>-<pid>" beside `target`: where replace_dir's fallback keeps the old directory between its renames.
+std::filesystem::path replaced_name(const std::filesystem::path& target);
 
 // A directory written under the temporary name `staging` (removed first if left over) and moved to `target` by
 // commit() with replace_dir, so readers never see it half-written and an earlier `target` survives a failure.

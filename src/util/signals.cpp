@@ -60,6 +60,9 @@ void install() {
   // A write to a socket whose peer died (a rank of a lost node) then fails with EPIPE, which Gloo and the store client
   // raise as errors that name the lost ranks, instead of SIGPIPE killing this rank first (Python ignores it too).
   signal(SIGPIPE, SIG_IGN);
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG, which the writers report with the file and a
+  // hint, leaving the previous checkpoint in place, instead of SIGXFSZ killing the run without a word.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 bool stop_requested() { return g_signal.load() != 0; }

@@ -4,7 +4,8 @@
 
 namespace ft::signals {
 
-// Installs the handlers (idempotent), and ignores SIGPIPE (a dead peer's socket fails a collective with an error).
+// Installs the handlers (idempotent), and ignores SIGPIPE (a dead peer's socket fails a collective with an error) and
+// SIGXFSZ (a write past ulimit -f fails with EFBIG, reported like a full disk).
 void install();
 // True once SIGINT or SIGTERM has arrived.
 bool stop_requested();

@@ -95,6 +95,25 @@ TEST(CheckpointStore, SameStepIsReplaced) {
   save(store, 7, std::nullopt, 20);
   EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{7}));
   EXPECT_EQ(fs::file_size(run.path() / "checkpoints" / "step-000007" / "model.safetensors"), 20u);
+  EXPECT_FALSE(has_hidden_leftovers(run.path()));  // the old one, swapped out, is removed
+}
+
+// Where the file system cannot swap two directories, a re-saved step is renamed aside before the new one moves in:
+// a crash between the two renames leaves it as .old-step-N-<pid>, which the next start puts back.
+TEST(CheckpointStore, AReplacementInterruptedBetweenItsRenamesIsRestored) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {0, false});
+  save(store, 7);
+  const fs::path dir = run.path() / "checkpoints";
+  fs::rename(dir / "step-000007", dir / ".old-step-000007-12345");
+  fs::create_directories(dir / ".tmp-step-000007-12345");  // the new one, unfinished
+  const auto latest = CheckpointStore::find_latest_valid(run.path());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->step, 7);
+  EXPECT_TRUE(CheckpointStore::verify(dir / "step-000007").ok);
+  save(store, 8);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{7, 8}));
+  EXPECT_FALSE(has_hidden_leftovers(run.path()));
 }
 
 TEST(CheckpointStore, LatestValidSkipsCorruptOnes) {

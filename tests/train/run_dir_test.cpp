@@ -51,9 +51,15 @@ TEST_F(TrainRunDir, FinishedRunRerunSaysItIsCompleteAndRewritesNothing) {
   EXPECT_NE(again.output.find("the run is complete: step 10 of 10"), std::string::npos) << again.output;
   EXPECT_EQ(fs::last_write_time(model_file), model_time);
   EXPECT_EQ(fs::last_write_time(run_dir / "checkpoints" / "step-000010"), checkpoint_time);
+  // A rerun with other settings that does not train keeps the config that trained the model.
+  const std::string first_config = read_file(run_dir / "config.yaml");
+  const auto changed = run(train_cmd(config, "train.max_steps=10 optimizer.lr=0.5"));
+  EXPECT_EQ(changed.exit_code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("the run is complete"), std::string::npos) << changed.output;
+  EXPECT_EQ(read_file(run_dir / "config.yaml"), first_config);
+  EXPECT_FALSE(fs::exists(run_dir / "config_history"));
 
   // Raising max_steps continues the run, and the earlier config is kept.
-  const std::string first_config = read_file(run_dir / "config.yaml");
   const auto longer = run(train_cmd(config, "train.max_steps=12"));
   EXPECT_EQ(longer.exit_code, 0) << longer.output;
   EXPECT_NE(longer.output.find("resum"), std::string::npos) << longer.output;
@@ -91,6 +97,20 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
   EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
   EXPECT_EQ(read_file(run_dir / "notes.txt"), "mine");
   EXPECT_NE(read_file(run_dir / "config.yaml").find("overwrite: false"), std::string::npos);
+
+  // --overwrite never deletes what the config reads: data under checkpoints/ stays, and the run is refused first.
+  fs::create_directories(run_dir / "checkpoints" / "kept");
+  write_file(run_dir / "checkpoints" / "kept" / "train.jsonl", R"({"prompt": "a", "completion": "b"})"
+                                                               "\n");
+  const auto inputs = run(train_cmd(
+      config, "--overwrite 'data.train=[{path: " + (run_dir / "checkpoints" / "kept" / "train.jsonl").string() +
+                  ", format: prompt_completion}]'"));
+  EXPECT_EQ(inputs.exit_code, static_cast<int>(ExitCode::kUsage)) << inputs.output;
+  EXPECT_NE(inputs.output.find("run.overwrite would delete checkpoints, which holds data.train[0].path"),
+            std::string::npos)
+      << inputs.output;
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
+  fs::remove_all(run_dir / "checkpoints" / "kept");
 
   // Run again from its config.yaml: complete, nothing deleted.
   const auto rerun = run(train_cmd(run_dir / "config.yaml"));
