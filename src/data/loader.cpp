@@ -297,11 +297,18 @@ void DataLoader::load_state_dict(const nlohmann::json& s) {
     throw Error(std::string("invalid data loader state: ") + e.what(), "the checkpoint's data state is damaged");
   }
   const nlohmann::json was = saved, now = state_dict();
-  for (const char* key : {"seed", "world", "packing", "micro_batch_size", "samples"}) {
+  // The state's fields, by the setting that decides each: what the saved position means in the data order.
+  const std::pair<const char*, const char*> settings[] = {{"seed", "run.seed"},
+                                                          {"world", "the world size (ranks)"},
+                                                          {"packing", "data.packing"},
+                                                          {"micro_batch_size", "train.micro_batch_size"},
+                                                          {"samples", "the number of training samples"}};
+  for (const auto& [key, setting] : settings) {
     if (was.at(key) != now.at(key)) {
-      throw Error(fmt::format("cannot resume the data order: {} was {} and is now {}", key, was.at(key).dump(),
-                              now.at(key).dump()),
-                  "resume with the same seed, world size, packing, micro batch size and data");
+      throw ConfigError(fmt::format("cannot resume the data order: {} was {} and is now {}", setting,
+                                    was.at(key).dump(), now.at(key).dump()),
+                        "resume with the same run.seed, world size, data.packing, train.micro_batch_size and data, "
+                        "or start a new run (another run.output_dir, or --overwrite)");
     }
   }
   stop_worker();

@@ -135,8 +135,9 @@ std::vector<std::string> claim_run_dir(const Config& cfg, const RunContext& ctx)
 
 }  // namespace
 
-void prepare_run(Config& cfg, const RunContext& ctx) {
+RunDirLock prepare_run(Config& cfg, const RunContext& ctx) {
   const std::filesystem::path run_dir = cfg.run.output_dir;
+  RunDirLock lock = ctx.rank == 0 ? RunDirLock(run_dir) : RunDirLock();
   const auto removed = claim_run_dir(cfg, ctx);
   if (ctx.rank == 0) {
     std::filesystem::create_directories(run_dir);
@@ -149,6 +150,7 @@ void prepare_run(Config& cfg, const RunContext& ctx) {
   }
   FT_LOG_INFO("run directory {} on {} (rank {}/{})", run_dir.string(), ctx.device.str(), ctx.rank, ctx.world_size);
   prepare_inputs(cfg, ctx);
+  return lock;
 }
 
 void prepare_inputs(Config& cfg, const RunContext& ctx) {

@@ -68,6 +68,12 @@ std::map<std::string, at::Tensor> saved_optimizer_state(const std::filesystem::p
     for (int r = 0; std::filesystem::exists(dir / optimizer_file(true, r)); ++r) {
       for (auto& [key, t] : io::read_safetensors(dir / optimizer_file(true, r))) all.emplace(key, std::move(t));
     }
+    if (!std::filesystem::exists(dir / optimizer_file(true, 0))) {
+      // Fresh moments would continue the run as another one, not as the checkpoint's.
+      throw Error(fmt::format("checkpoint {} holds no optimizer state ({} or {})", dir.string(),
+                              optimizer_file(false, 0), optimizer_file(true, 0)),
+                  "resume from another checkpoint (checkpoint.resume=PATH), or start a new run", ExitCode::kUsage);
+    }
   }
   std::set<std::string> held;
   for (const auto& g : optimizer.groups()) held.insert(g.names.begin(), g.names.end());
@@ -182,7 +188,16 @@ bool Trainer::try_resume() {
   if (choice.at("path").get<std::string>().empty()) return false;
   const std::filesystem::path dir = choice.at("path").get<std::string>();
   const auto state = ckpt::CheckpointManager::read_trainer_state(dir);
-  const auto differences = fingerprint_differences(state.at("fingerprint").get<std::string>(), fingerprint());
+  std::string saved_fingerprint;
+  int64_t saved_world = 0;
+  try {
+    saved_fingerprint = state.at("fingerprint").get<std::string>();
+    saved_world = json_integer_at<int64_t>(state, "world_size");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("invalid " + (dir / "trainer_state.json").string() + ": " + e.what(),
+                "the checkpoint is damaged; resume from another checkpoint or start a new run");
+  }
+  const auto differences = fingerprint_differences(saved_fingerprint, fingerprint());
   if (!differences.empty()) {
     std::string why =
         "settings that must stay the same on resume (they shape the model, the data or the optimizer state) differ "
@@ -191,13 +206,6 @@ bool Trainer::try_resume() {
     throw ConfigError("cannot resume from " + dir.string() + ": " + why,
                       "restore the original settings (see " + (dir / "config.yaml").string() +
                           "), use another run.output_dir, or add --overwrite (run.overwrite=true) to start again");
-  }
-  int64_t saved_world = 0;
-  try {
-    saved_world = json_integer_at<int64_t>(state, "world_size");
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("invalid " + (dir / "trainer_state.json").string() + ": " + e.what(),
-                "the checkpoint is damaged; resume from another checkpoint or start a new run");
   }
   if (saved_world != ctx_.world_size) {
     throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",

@@ -237,6 +237,25 @@ TEST(Loader, RestoredStateContinuesWithTheSameBatches) {
   }
 }
 
+// A saved position means a place in one data order: under another seed or micro-batch size it is refused as a
+// configuration error (exit code 2) naming the setting.
+TEST(Loader, StateOfAnotherDataOrderIsAConfigErrorNamingTheSetting) {
+  Samples s(23);
+  data::LoaderOptions o;
+  o.micro_batch_size = 3;
+  o.seq_len = 32;
+  o.seed = 11;
+  const auto state = data::DataLoader(s.ds, o).state_dict();
+  o.seed = 12;
+  data::DataLoader reseeded(s.ds, o);
+  EXPECT_THROW(reseeded.load_state_dict(state), ConfigError);
+  expect_error_contains([&] { reseeded.load_state_dict(state); }, {"run.seed was 11 and is now 12"});
+  o.seed = 11;
+  o.micro_batch_size = 4;
+  data::DataLoader wider(s.ds, o);
+  expect_error_contains([&] { wider.load_state_dict(state); }, {"train.micro_batch_size was 3 and is now 4"});
+}
+
 // Found by CI's fuzzing: a position written as a float outside int64's range was converted with a plain cast
 // (undefined behaviour); a state that is not a JSON integer where one belongs is refused as damaged.
 TEST(Loader, StateWithNonIntegerPositionsIsRefusedAsDamaged) {

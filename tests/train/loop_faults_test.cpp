@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/checkpoint_store.h"
 #include "train/train_support.h"
 #include "util/error.h"
@@ -196,6 +198,21 @@ TEST_F(TrainLoopFaults, EvalInputsAreCheckedBeforeTheFirstStepAndSkippedLikeTheD
   EXPECT_EQ(empty.exit_code, static_cast<int>(ExitCode::kUsage)) << empty.output;
   EXPECT_NE(empty.output.find("eval.prompts[0]: the prompt encodes to no token"), std::string::npos) << empty.output;
   EXPECT_TRUE(losses(dir_ / "empty").empty()) << "no step ran";
+}
+
+// A checkpoint whose optimizer state is gone (its file and its manifest entry) would continue with fresh moments,
+// another run than the checkpoint's: refused (exit 2), naming the checkpoint.
+TEST_F(TrainLoopFaults, ACheckpointWithoutOptimizerStateIsNotResumed) {
+  const auto config = write_config("noopt");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=10")).exit_code, 0);
+  const fs::path checkpoint = dir_ / "noopt" / "checkpoints" / "step-000010";
+  fs::remove(checkpoint / "optimizer.safetensors");
+  auto manifest = nlohmann::json::parse(read_file(checkpoint / "manifest.json"));
+  manifest["files"].erase("optimizer.safetensors");
+  write_file(checkpoint / "manifest.json", manifest.dump());
+  const auto resumed = run(train_cmd(config, "train.max_steps=12"));
+  EXPECT_EQ(resumed.exit_code, static_cast<int>(ExitCode::kUsage)) << resumed.output;
+  EXPECT_NE(resumed.output.find("step-000010 holds no optimizer state"), std::string::npos) << resumed.output;
 }
 
 TEST_F(TrainLoopFaults, OutOfMemoryNamesTheBatchSettingsAndWhatToChange) {

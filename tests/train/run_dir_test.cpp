@@ -118,6 +118,22 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
   EXPECT_NE(rerun.output.find("the run is complete: step 6 of 6"), std::string::npos) << rerun.output;
 }
 
+// Two runs into one directory would delete each other's temporary checkpoints and interleave their metrics: while
+// one trains, a second is refused (exit 2) naming the first's pid, and the first finishes as if alone.
+TEST_F(TrainRunDir, ASecondRunIntoADirectoryInUseIsRefused) {
+  const auto config = write_config("busy");
+  BackgroundProcess first(train_cmd(config, "train.max_steps=400 checkpoint.every_steps=50"), dir_ / "first.log");
+  ASSERT_TRUE(wait_until([&] { return !losses(dir_ / "busy").empty(); }, std::chrono::seconds(120)))
+      << read_file(dir_ / "first.log");
+  const auto second = run(train_cmd(config, "train.max_steps=400 checkpoint.every_steps=50"));
+  EXPECT_EQ(second.exit_code, static_cast<int>(ExitCode::kUsage)) << second.output;
+  EXPECT_NE(second.output.find("is in use by another finetune process (pid " + std::to_string(first.pid())),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(first.wait(std::chrono::seconds(300)), 0) << read_file(dir_ / "first.log");
+  EXPECT_EQ(losses(dir_ / "busy").size(), 400u);
+}
+
 // checkpoint.resume: auto in a directory whose run left metrics but no checkpoint (killed before its first one) has
 // nothing to continue: refused like a new run, naming what is there.
 TEST_F(TrainRunDir, AutoWithoutACheckpointToResumeIsRefusedOverAnEarlierRun) {
