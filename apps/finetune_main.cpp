@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "cli/commands.h"
 #include "util/build_info.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/log.h"
 
 namespace {
@@ -20,6 +24,19 @@ int report(const std::string& message, const std::string& hint, ft::ExitCode cod
   // A run directory's train.log ends with the error that stopped the run, not with its last progress line.
   ft::log::write_to_files(ft::log::Level::kError, message + (hint.empty() ? "" : " (hint: " + hint + ")"));
   return static_cast<int>(code);
+}
+
+// What to do about a file-system error that no part turned into an ft::Error (creating a directory, a rename).
+std::string filesystem_hint(const std::filesystem::filesystem_error& e) {
+  const int err = e.code().value();
+  if (err == ENOTDIR || err == EEXIST) {
+    return "a path on the way is a file, not a directory: check run.output_dir, data.cache_dir, tokenizer.path "
+           "and --out";
+  }
+  if (err == EACCES || err == EPERM || err == EROFS) {
+    return "the path is not writable here (permissions, or a read-only file system): choose another place";
+  }
+  return ft::write_error_hint(err);
 }
 
 // c10::Error messages carry a C++ backtrace after the first lines; users get the message alone.
@@ -63,6 +80,13 @@ int main(int argc, char** argv) {
     return report(e.what(), e.hint(), e.code());
   } catch (const c10::Error& e) {
     return report(torch_message(e), "this came from LibTorch; rerun with --log-level debug for context",
+                  ft::ExitCode::kFailure);
+  } catch (const std::filesystem::filesystem_error& e) {
+    return report(e.what(), filesystem_hint(e), ft::ExitCode::kFailure);
+  } catch (const std::bad_alloc&) {
+    return report("out of host memory",
+                  "a size is larger than this host holds: a count (data synth --n), model.* "
+                  "dimensions or train.micro_batch_size x data.seq_len; lower it",
                   ft::ExitCode::kFailure);
   } catch (const std::exception& e) {
     return report(e.what(), "", ft::ExitCode::kFailure);

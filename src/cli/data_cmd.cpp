@@ -116,6 +116,9 @@ void inspect(const InspectOptions& o) {
   // The run's generated data and trained tokenizer, made where the run puts them (and then uses) if missing.
   train::RunContext single;
   single.comm = std::make_shared<dist::SingleProcessCommunicator>();
+  if (o.eval && cfg.data.eval.empty()) {
+    throw ConfigError("data inspect --eval: data.eval is empty", "list eval files under data.eval, or drop --eval");
+  }
   train::prepare_inputs(cfg, single);
   const auto tok = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
   if (cfg.train.objective != TrainObjective::kSft) return inspect_pairs(cfg, *tok, o);
@@ -175,7 +178,7 @@ void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       "run's synthetic data and trained tokenizer first if the config asks for them, as train does");
   inspect_cmd->footer("Example:\n  finetune data inspect --config configs/demo.yaml --n 3 data.template=chatml");
   add_config_arguments(*inspect_cmd, io->config, io->overrides);
-  inspect_cmd->add_option("--n", io->n, "Samples to render")->check(CLI::NonNegativeNumber);
+  inspect_cmd->add_option("--n", io->n, "Samples to render")->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   inspect_cmd->add_flag("--eval", io->eval, "Inspect data.eval instead of data.train");
   inspect_cmd->callback([io, &exit_code] {
     inspect(*io);
@@ -187,7 +190,8 @@ void add_data(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   synth->footer("Example:\n  finetune data synth --task add --n 1000 --seed 1 --out data/add.jsonl\n"
                 "Tasks: add, reverse, sort, copy, upper (prompt_completion format).");
   synth->add_option("--task", so->task, "add | reverse | sort | copy | upper")->required();
-  synth->add_option("--n", so->n, "Number of samples")->required()->check(CLI::NonNegativeNumber);
+  // Held in memory before they are written: 100M samples are some GB.
+  synth->add_option("--n", so->n, "Number of samples")->required()->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   synth->add_option("--seed", so->seed, "Generator seed");
   synth->add_option("--out,-o", so->out, "Output .jsonl file")->required();
   synth->add_flag("--overwrite", so->overwrite, "Replace --out if it exists");

@@ -32,9 +32,20 @@ std::string targets_text(const std::vector<std::string>& targets) {
 }
 
 void run_export(const ExportArgs& a) {
-  const std::filesystem::path model_dir(a.model), out(a.out);
-  if (std::filesystem::exists(out) && !std::filesystem::is_empty(out)) {
-    throw ConfigError("--out " + out.string() + " exists and is not empty", "choose a new directory or remove it");
+  const std::filesystem::path model_dir(a.model), out = std::filesystem::path(a.out).lexically_normal();
+  // "exp/m2/" names the directory exp/m2 (the staging directory's name is built from the last component).
+  const std::filesystem::path out_dir = out.has_filename() ? out : out.parent_path();
+  std::error_code ec;
+  if (std::filesystem::exists(out_dir, ec) && !std::filesystem::is_directory(out_dir, ec)) {
+    throw ConfigError("--out " + out_dir.string() + " exists and is not a directory",
+                      "name a new directory (or an empty one) for the merged model");
+  }
+  if (std::filesystem::exists(out_dir, ec) && !std::filesystem::is_empty(out_dir, ec)) {
+    throw ConfigError("--out " + out_dir.string() + " exists and is not empty", "choose a new directory or remove it");
+  }
+  if (!std::filesystem::is_directory(model_dir, ec)) {
+    throw ConfigError("--model " + model_dir.string() + " is not a directory",
+                      "give the Hugging Face model directory the adapter was trained on");
   }
   model::check_adapter_base(a.adapter, model_dir, a.force);
   const model::ModelArgs base_args = model::load_hf_config(model_dir);
@@ -51,9 +62,9 @@ void run_export(const ExportArgs& a) {
   for (auto& [name, value] : model->passthrough) {
     if (value.is_floating_point()) value = value.to(save_dtype);
   }
-  const auto parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  const auto parent = out_dir.has_parent_path() ? out_dir.parent_path() : std::filesystem::path(".");
   std::filesystem::create_directories(parent);
-  StagedDir staged(out, parent / (out.filename().string() + ".tmp-" + std::to_string(::getpid())));
+  StagedDir staged(out_dir, parent / (out_dir.filename().string() + ".tmp-" + std::to_string(::getpid())));
   model::save_pretrained(*model, staged.path(), a.shard_size_mb * 1000 * 1000);
   // The adapter's files replace the base model's of the same name: each is listed once, by where it came from.
   const auto from_base = model::copy_tokenizer_files(model_dir, staged.path());
@@ -65,7 +76,7 @@ void run_export(const ExportArgs& a) {
   for (const auto& name : from_adapter) copied.push_back(name + " (from adapter)");
   staged.commit();  // replaces an empty --out directory, if any
   FT_LOG_INFO("merged LoRA r={} alpha={} ({}) into {} ({}{}); copied {}", lora.rank, lora.alpha,
-              targets_text(lora.targets), out.string(), model::dtype_name(save_dtype),
+              targets_text(lora.targets), out_dir.string(), model::dtype_name(save_dtype),
               vocab != base_args.vocab_size ? fmt::format(", vocabulary {} -> {}", base_args.vocab_size, vocab) : "",
               copied.empty() ? std::string("no tokenizer files") : fmt::format("{}", fmt::join(copied, ", ")));
 }

@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "config/detail.h"
 #include "util/error.h"
+#include "util/fmt.h"
 
 namespace fs = std::filesystem;
 
@@ -81,7 +83,14 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
   result.kind = Node::Kind::kMap;
   YAML::Node doc;
   try {
-    doc = YAML::LoadFile(file.string());
+    const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(file.string());
+    if (docs.size() > 1) {  // yaml-cpp's LoadFile would read the first and drop the rest without a word
+      const YAML::Mark at = docs[1].Mark();
+      errors.add(Origin{file.string(), at.is_null() ? 0 : at.line + 1, at.is_null() ? 0 : at.column + 1, {}}, "",
+                 fmt::format("the file holds {} YAML documents (separated by ---); a config is one", docs.size()));
+      return result;
+    }
+    if (!docs.empty()) doc = docs.front();
   } catch (const YAML::ParserException& e) {
     Origin o{file.string(), e.mark.line + 1, e.mark.column + 1, {}};
     errors.add(o, "", "YAML syntax error: " + e.msg);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/fmt.h"
 #include "util/utf8.h"
 
 namespace ft::config {
@@ -105,11 +106,15 @@ Node convert(const YAML::Node& yaml, const std::string& source, const std::files
         e.value = convert(kv.second, source, base_dir, budget);
         // A key with nothing after it has no mark of its own: point at the key.
         if (e.value.kind == Node::Kind::kNull && e.value.origin.line == 0) e.value.origin = e.key_origin;
-        if (Node* existing = n.get(e.key)) {
-          *existing = std::move(e.value);  // duplicate key: the later one wins, as in most YAML readers
-        } else {
-          n.map.push_back(std::move(e));
+        // Most YAML readers let the later of two equal keys win without a word; a config that says a setting twice
+        // more likely holds a mistake (a pasted section, a second `train:`), so it is refused.
+        for (const Entry& earlier : n.map) {
+          if (earlier.key != e.key) continue;
+          throw ConfigError(fmt::format("{}: duplicate key '{}' (first at line {})", e.key_origin.where(), e.key,
+                                        earlier.key_origin.line),
+                            "keep one of the two (within a map, each key once)");
         }
+        n.map.push_back(std::move(e));
       }
       break;
   }

@@ -148,6 +148,12 @@ std::shared_ptr<const TokenizedDataset> TokenizedDataset::build(const DatasetOpt
     if (!(src.weight >= 0.0) || !std::isfinite(src.weight)) {
       throw ConfigError(fmt::format("data source {}: weight must be a finite number >= 0", src.path));
     }
+    if (src.path.empty()) {
+      throw ConfigError(
+          "a data source has no path (nothing was generated for it: data.synth.train_samples or "
+          "eval_samples is 0)",
+          "set its path, or a positive sample count for data.synth to generate it");
+    }
     std::filesystem::path path = src.path;
     if (path.is_relative() && !o.base_dir.empty()) path = o.base_dir / path;
     if (!std::filesystem::is_regular_file(path)) {

@@ -62,7 +62,14 @@ std::string device_name(c10::Device device) {
 // data.synth: rank 0 generates the sources fill_derived_paths named, unless they exist.
 void generate_synthetic_data(const Config& cfg, const RunContext& ctx) {
   const auto& synth = cfg.data.synth;
-  if (synth.task.empty() || ctx.rank != 0) return;
+  if (synth.task.empty()) return;
+  const auto& tasks = data::synth_task_names();
+  if (std::find(tasks.begin(), tasks.end(), synth.task) == tasks.end()) {  // also when its files exist already
+    throw ConfigError(fmt::format("data.synth.task: unknown synthetic task '{}' (expected one of: {})", synth.task,
+                                  fmt::join(tasks, ", ")),
+                      "fix data.synth.task, or leave it empty to train on data.train's files");
+  }
+  if (ctx.rank != 0) return;
   auto generate = [&](const std::vector<DataSource>& sources, int64_t count, int64_t seed_offset) {
     if (sources.empty() || count <= 0 || std::filesystem::exists(sources.front().path)) return;
     data::write_synthetic(synth.task, count, static_cast<uint64_t>(synth.seed + seed_offset), sources.front().path);
@@ -255,6 +262,12 @@ std::shared_ptr<model::Transformer> build_base_model(const Config& cfg, const to
                                                      const PrecisionPolicy& precision, const RunContext& ctx,
                                                      model::RoundingResiduals* residuals) {
   check_fp8_gemms(cfg, precision, ctx.device);
+  if (cfg.model.path.empty() && cfg.model.vocab_size > 0 && cfg.model.vocab_size < tokenizer.vocab_size()) {
+    throw ConfigError(fmt::format("model.vocab_size: {} embedding rows for a tokenizer of {} tokens (its ids would "
+                                  "index past the embedding)",
+                                  cfg.model.vocab_size, tokenizer.vocab_size()),
+                      "raise model.vocab_size to at least the tokenizer's size, or leave it 0 to take that size");
+  }
   const auto seed = static_cast<uint64_t>(cfg.run.seed);
   at::manual_seed(seed);
   std::shared_ptr<model::Transformer> m;
@@ -453,6 +466,13 @@ DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const R
         loader.rows_per_rank(), cfg.train.micro_batch_size);
   }
   parts.total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : steps_of_epochs(cfg, loader.batches_per_epoch());
+  if (cfg.train.max_steps == 0 && cfg.scheduler.warmup_steps > parts.total_steps) {
+    // With max_steps the config check refuses this; train.epochs' step count is known only now.
+    FT_LOG_WARN(
+        "scheduler.warmup_steps={} is longer than the run's {} steps (train.epochs={}): the learning rate "
+        "never reaches optimizer.lr",
+        cfg.scheduler.warmup_steps, parts.total_steps, cfg.train.epochs);
+  }
   return parts;
 }
 

@@ -1,13 +1,5 @@
 #include "train/run_dir.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <fstream>
-#include <string>
-
 #include "ckpt/checkpoint_store.h"
 #include "config/derived_paths.h"
 #include "util/error.h"
@@ -120,23 +112,13 @@ std::vector<std::string> clear_earlier_run(const Config& cfg) {
 
 RunDirLock::RunDirLock(const fs::path& run_dir) {
   fs::create_directories(run_dir);
-  const fs::path file = run_dir / ".lock";
-  fd_.reset(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (fd_.get() < 0) throw_io_error("cannot open the run directory's lock", file, errno);
-  if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) throw_io_error("cannot lock", file, errno);
-    std::string holder;
-    std::getline(std::ifstream(file), holder);
-    throw ConfigError(fmt::format("run.output_dir {} is in use by another finetune process ({})", run_dir.string(),
-                                  holder.empty() ? "its pid is not known" : holder),
+  // Not <run_dir>/.lock: a sweep holds that one for the trial it runs there (sweep/state.h).
+  const fs::path file = run_dir / ".train.lock";
+  lock_ = FileLock::try_lock(file);
+  if (!lock_) {
+    throw ConfigError(fmt::format("run.output_dir {} is in use by another finetune train (it holds {})",
+                                  run_dir.string(), file.string()),
                       "wait for that run to end (or stop it), or choose another run.output_dir");
-  }
-  // Who holds it, for the message above: "pid N on HOST".
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const std::string holder = fmt::format("pid {} on {}\n", ::getpid(), host);
-  if (::ftruncate(fd_.get(), 0) != 0 || ::pwrite(fd_.get(), holder.data(), holder.size(), 0) < 0) {
-    throw_io_error("cannot write", file, errno);
   }
 }
 

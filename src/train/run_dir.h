@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,18 +28,18 @@ std::vector<std::string> earlier_run(const std::filesystem::path& run_dir);
 // Call before anything of this run is written, on one rank.
 std::vector<std::string> clear_earlier_run(const Config& cfg);
 
-// An exclusive lock (flock) on <run_dir>/.lock while the object lives, taken by the process that writes the run
-// directory (rank 0) before it reads or deletes anything there: a second `finetune train` into the same directory is
-// refused (ConfigError, naming the lock's holder) instead of deleting the first one's temporary checkpoints and
-// interleaving their metrics. The kernel drops the lock when the process dies, so a killed run leaves none behind.
-// Default-constructed: no lock (the other ranks).
+// An exclusive lock (flock) on <run_dir>/.train.lock while the object lives, taken by the process that writes the
+// run directory (rank 0) before it reads or deletes anything there: a second `finetune train` into the same directory
+// is refused (ConfigError) instead of deleting the first one's temporary checkpoints and interleaving their metrics.
+// The kernel drops the lock when the process dies, so a killed run leaves none behind. Default-constructed: no lock
+// (the other ranks).
 class RunDirLock {
  public:
   RunDirLock() = default;
   explicit RunDirLock(const std::filesystem::path& run_dir);
 
  private:
-  UniqueFd fd_;
+  std::optional<FileLock> lock_;
 };
 
 }  // namespace ft::train

@@ -94,6 +94,17 @@ TEST_F(ConfigLoad, YamlSyntaxErrorPointsAtTheLine) {
   EXPECT_THAT(msg, HasSubstr("YAML syntax error"));
 }
 
+// Most YAML readers keep the later of two equal keys, or the first of several documents, without a word; a config
+// that says a setting twice (a pasted section) or holds a second document is refused where it happens.
+TEST_F(ConfigLoad, DuplicateKeysAndSecondDocumentsAreRefusedWithTheirLine) {
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "run:\n  name: a\n  name: b\n"),
+              HasSubstr(at(9, 3) + "duplicate key 'name' (first at line 8)"));
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "run:\n  name: a\nrun:\n  name: b\n"),
+              HasSubstr(at(9, 1) + "duplicate key 'run' (first at line 7)"));
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "---\nrun:\n  name: b\n"),
+              HasSubstr("the file holds 2 YAML documents (separated by ---); a config is one"));
+}
+
 TEST_F(ConfigLoad, MissingConfigFileIsConfigError) {
   EXPECT_THROW(load_config(dir_ / "nope.yaml", {}), ConfigError);
 }

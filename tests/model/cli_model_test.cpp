@@ -173,9 +173,19 @@ TEST(CliModel, ExportWritesMergedModelThatTransformersLoads) {
   ASSERT_EQ(py.exit_code, 0) << py.output;
   const at::Tensor theirs = io::read_safetensors(tmp / "logits.safetensors").at("logits");
   EXPECT_LT((theirs - ours).abs().max().item<double>(), 1e-4);
-  // A second export into the now non-empty directory is refused.
+  // A second export into the now non-empty directory is refused, and so is one onto a file.
   EXPECT_EQ(run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
                          q(tmp / "merged")).exit_code, 2);
+  write_file(tmp / "a-file", "");
+  const auto onto_file =
+      run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " + q(tmp / "a-file"));
+  EXPECT_EQ(onto_file.exit_code, 2) << onto_file.output;
+  EXPECT_NE(onto_file.output.find("exists and is not a directory"), std::string::npos) << onto_file.output;
+  // "DIR/" names DIR.
+  const auto slash = run_finetune("export --model " + q(base) + " --adapter " + q(tmp / "adapter") + " --out " +
+                                  q((tmp / "slash").string() + "/"));
+  EXPECT_EQ(slash.exit_code, 0) << slash.output;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "slash" / "config.json")) << slash.output;
 }
 
 // An adapter of `model` with random LoRA matrices on q/v/gate, saved to `dir` naming `base` as its base model.

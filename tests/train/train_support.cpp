@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <yaml-cpp/yaml.h>
+
 #include "io/safetensors.h"
 
 namespace ft::test {
@@ -16,6 +18,27 @@ namespace {
 
 int exit_code_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// `extra`'s sections over `base`'s: a section both name is merged key by key, extra's values winning (a config
+// file may not say a key twice).
+std::string merged_yaml(const std::string& base, const std::string& extra) {
+  YAML::Node out = YAML::Load(base);
+  const YAML::Node add = YAML::Load(extra);
+  if (add.IsMap()) {
+    for (const auto& section : add) {
+      const std::string name = section.first.as<std::string>();
+      YAML::Node into = out[name];
+      if (into.IsDefined() && into.IsMap() && section.second.IsMap()) {
+        for (const auto& entry : section.second) into[entry.first.as<std::string>()] = entry.second;
+      } else {
+        out[name] = section.second;
+      }
+    }
+  }
+  YAML::Emitter emitted;
+  emitted << out;
+  return std::string(emitted.c_str()) + "\n";
 }
 
 }  // namespace
@@ -125,7 +148,7 @@ int run_and_signal(const std::string& command, const std::filesystem::path& run_
 
 std::filesystem::path TinyRunTest::write_config(const std::string& name, const std::string& extra) {
   const auto path = dir_ / (name + ".yaml");
-  write_file(path, tiny_config(dir_ / name) + extra);
+  write_file(path, merged_yaml(tiny_config(dir_ / name), extra));
   return path;
 }
 
