@@ -194,7 +194,12 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
 
 void CheckpointStore::prune(int64_t newest_step) {
   if (opts_.keep_last == 0) return;
-  const auto all = list(dir_.parent_path());  // sorted by step
+  // Steps past the one just saved belong to a run that was resumed from an earlier checkpoint (its newer ones
+  // failed verification, or checkpoint.resume named an older one): they neither count toward keep_last nor go.
+  std::vector<CheckpointInfo> all;  // sorted by step
+  for (auto& c : list(dir_.parent_path())) {
+    if (c.step <= newest_step) all.push_back(std::move(c));
+  }
   std::set<int64_t> keep{newest_step};
   for (size_t i = 0; i < all.size() && static_cast<int64_t>(i) < opts_.keep_last; ++i)
     keep.insert(all[all.size() - 1 - i].step);

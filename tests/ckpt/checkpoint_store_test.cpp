@@ -78,6 +78,19 @@ TEST(CheckpointStore, KeepLastDeletesOlderOnlyAfterCommit) {
   EXPECT_FALSE(has_hidden_leftovers(run.path()));
 }
 
+// A run resumed from an earlier checkpoint than the newest (the newest failed verification) keeps its own last
+// keep_last: the abandoned newer ones do not push the valid older ones out.
+TEST(CheckpointStore, KeepLastCountsNoStepPastTheOneSaved) {
+  ScratchDir run;
+  CheckpointStore store(run.path(), {2, false});
+  for (int64_t step : {10, 20, 30}) save(store, step);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{20, 30}));
+  save(store, 25);  // resumed from 20
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{20, 25, 30}));
+  save(store, 28);
+  EXPECT_EQ(steps(run.path()), (std::vector<int64_t>{25, 28, 30}));
+}
+
 TEST(CheckpointStore, KeepBestKeepsLowestMetric) {
   ScratchDir run;
   CheckpointStore store(run.path(), {1, true});
