@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "data/dataset_cache.h"
@@ -13,6 +16,7 @@
 #include "util/fmt.h"
 #include "util/hash.h"
 #include "util/json_int.h"
+#include "util/parallel.h"
 
 namespace ft::data {
 
@@ -21,7 +25,6 @@ struct TokenizedDataset::Part {
   CachedSource cached;                  // JSON Lines sources
   std::shared_ptr<io::MappedFile> raw;  // pretokenized: U16 or U32 tokens, mapped in place
   int64_t raw_width = 0;                // bytes per pretokenized token
-  int64_t vocab_size = 0;               // pretokenized ids are checked against it
   int64_t seq_len = 0;
   WeightedItems items;  // the source's samples and its samples per epoch
 
@@ -30,6 +33,36 @@ struct TokenizedDataset::Part {
 };
 
 namespace {
+
+// The first token of a pretokenized file (`width` bytes each) at or past `vocab_size`, as (index, id); every token is
+// read once, in chunks on every core, so a bad id stops the run at its start rather than when its row is drawn.
+std::optional<std::pair<int64_t, uint32_t>> first_out_of_vocabulary(const std::uint8_t* data, int64_t n_tokens,
+                                                                    int64_t width, int64_t vocab_size) {
+  constexpr int64_t kChunk = int64_t{1} << 24;
+  const int64_t chunks = (n_tokens + kChunk - 1) / kChunk;
+  std::vector<std::optional<std::pair<int64_t, uint32_t>>> found(static_cast<size_t>(chunks));
+  parallel_tasks(chunks, [&](int64_t c) {
+    const int64_t end = std::min(n_tokens, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; ++i) {
+      uint32_t v = 0;
+      if (width == 2) {
+        uint16_t x = 0;
+        std::memcpy(&x, data + i * 2, 2);
+        v = x;
+      } else {
+        std::memcpy(&v, data + i * 4, 4);
+      }
+      if (static_cast<int64_t>(v) >= vocab_size) {
+        found[static_cast<size_t>(c)] = std::make_pair(i, v);
+        return;
+      }
+    }
+  });
+  for (const auto& f : found) {
+    if (f) return f;
+  }
+  return std::nullopt;
+}
 
 std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
                                                           const DatasetOptions& o, const tok::Tokenizer& tok,
@@ -46,8 +79,12 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
         "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
   }
   const int64_t n_tokens = bytes / part->raw_width;
+  if (const auto bad = first_out_of_vocabulary(part->raw->data(), n_tokens, part->raw_width, tok.vocab_size())) {
+    throw Error(fmt::format("{}: token {} at index {} is outside the tokenizer's vocabulary ({})", path.string(),
+                            bad->second, bad->first, tok.vocab_size()),
+                "the file was written with another tokenizer, or data.pretokenized_dtype is wrong");
+  }
   part->seq_len = o.seq_len;
-  part->vocab_size = tok.vocab_size();
   part->items.n = n_tokens / o.seq_len;
   st.path = path.string();
   st.format = name_of(src.format);
@@ -230,12 +267,7 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
       } else {
         std::memcpy(&v, base + t * 4, 4);
       }
-      if (static_cast<int64_t>(v) >= part->vocab_size) {
-        throw Error(fmt::format("{}: token {} at index {} is outside the tokenizer's vocabulary ({})",
-                                part->raw->path().string(), v, s * part->seq_len + t, part->vocab_size),
-                    "the file was written with another tokenizer, or data.pretokenized_dtype is wrong");
-      }
-      tokens[static_cast<size_t>(t)] = static_cast<int32_t>(v);
+      tokens[static_cast<size_t>(t)] = static_cast<int32_t>(v);  // below the vocabulary size: checked at open
     }
     loss[0] = 0;
     return;

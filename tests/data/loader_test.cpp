@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "data/batch_source.h"
 #include "data/loader.h"
 #include "data_test_util.h"
 #include "support/test_support.h"
@@ -274,25 +275,43 @@ TEST(Loader, StateWithNonIntegerPositionsIsRefusedAsDamaged) {
   }
 }
 
+// A source whose batches cannot be made (a file that went away under a running job, say).
+class FailingSource : public data::BatchSource {
+ public:
+  int64_t size() const override { return 4; }
+  int64_t length(int64_t) const override { return 4; }
+  int64_t seq_len() const override { return 4; }
+  data::Batch collate(const data::RowPlan&, const data::CollateOptions&) const override {
+    throw Error("p.bin: cannot read row 0");
+  }
+};
+
 TEST(Loader, WorkerErrorsSurfaceInNext) {
-  TempDir dir("ft-ld-err");
-  const std::vector<uint16_t> tokens = {1, 2, 60000, 3};  // 60000 is outside the vocabulary
-  write_file(dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
-  const auto tok = load_test_tokenizer();
-  data::DatasetOptions o;
-  o.sources = {{(dir / "p.bin").string(), SourceFormat::kPretokenized, 1.0}};
-  o.seq_len = 4;
-  auto ds = TokenizedDataset::build(o, *tok);
   data::LoaderOptions lo;
   lo.micro_batch_size = 1;
   lo.seq_len = 4;
-  data::DataLoader loader(ds, lo);
+  data::DataLoader loader(std::make_shared<FailingSource>(), lo);
   try {
     loader.next();
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("p.bin"), std::string::npos) << e.what();
   }
+}
+
+// Pretokenized ids past the tokenizer's vocabulary are found when the file is opened, with the first one's index.
+TEST(Loader, PretokenizedIdsOutsideTheVocabularyAreRefusedAtOpen) {
+  TempDir dir("ft-ld-vocab");
+  std::vector<uint16_t> tokens(64, 1);
+  tokens[3] = 60000;
+  tokens[51] = 60001;
+  write_file(dir / "p.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
+  const auto tok = load_test_tokenizer();
+  data::DatasetOptions o;
+  o.sources = {{(dir / "p.bin").string(), SourceFormat::kPretokenized, 1.0}};
+  o.seq_len = 4;
+  expect_error_contains([&] { TokenizedDataset::build(o, *tok); },
+                        {"p.bin: token 60000 at index 3 is outside the tokenizer's vocabulary"});
 }
 
 }  // namespace
