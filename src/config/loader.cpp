@@ -318,8 +318,12 @@ class Interpolator {
         if (slot != std::string::npos && open != std::string::npos && close > open) {
           near.replace(slot, 2, ref.substr(open, close - open + 1));  // keep the user's list index
         }
-        errors_.add(origin, path,
-                    "unknown reference ${" + ref + "}" + (near.empty() ? "" : " (did you mean ${" + near + "}?)"));
+        // The key exists, but not at that list index: say how long the list is instead of suggesting the same text.
+        const std::string why =
+            near == ref && n->kind == Node::Kind::kSeq
+                ? fmt::format(" (the list has {} entr{})", n->seq.size(), n->seq.size() == 1 ? "y" : "ies")
+                : (near.empty() || near == ref ? "" : " (did you mean ${" + near + "}?)");
+        errors_.add(origin, path, "unknown reference ${" + ref + "}" + why);
         return std::nullopt;
       }
       n = next;

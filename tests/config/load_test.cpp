@@ -223,6 +223,9 @@ TEST_F(ConfigLoad, MissingReferenceIntoAListKeepsTheIndexInTheSuggestion) {
   const auto msg = error_of(std::string(kMinimalConfig) + "run:\n  name: ${data.train[0].fromat}\n");
   EXPECT_THAT(msg, HasSubstr(at(8, 9) + "run.name: unknown reference ${data.train[0].fromat} (did you mean "
                                         "${data.train[0].format}?)"));
+  // A right key at an index past the list's end: its length, not the same text as a suggestion.
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "run:\n  name: ${data.train[5].path}\n"),
+              HasSubstr("unknown reference ${data.train[5].path} (the list has 1 entry)"));
 }
 
 TEST_F(ConfigLoad, ReferenceCycleIsError) {
