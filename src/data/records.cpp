@@ -61,7 +61,7 @@ bool known_role(const std::string& role, bool model_template) {
 }
 
 // ShareGPT's {"conversations": [{"from": "human", "value": ...}]} as role/content messages.
-json from_sharegpt(const json& conversations, const RecordOptions& o) {
+json from_sharegpt(const json& conversations, const RecordOptions& o, bool model_template) {
   if (!conversations.is_array()) {
     throw RecordError("conversations", "field 'conversations' must be an array, got " + type_name(conversations));
   }
@@ -76,6 +76,11 @@ json from_sharegpt(const json& conversations, const RecordOptions& o) {
       throw RecordError(path + ".from", "unknown speaker '" + from + "' in '" + path +
                                             ".from' (expected human, gpt, system, tool, function_call or observation; "
                                             "map other names with data.roles, e.g. bot=assistant)");
+    }
+    if (!known_role(role, model_template)) {  // named here, as the record says it, not as the messages it becomes
+      throw RecordError(path + ".from", "speaker '" + from + "' in '" + path + ".from' is a " + role +
+                                            " turn, which only a model's own chat template can render (the "
+                                            "built-in templates know system, user and assistant)");
     }
     out.push_back({{"role", role}, {"content", get_string(turn, "value", path + ".value")}});
   }
@@ -102,7 +107,7 @@ jinja::Value parse_messages(const json& record, const RecordOptions& o, bool mod
   if (!j.contains(f.messages)) {
     json turns;
     if (j.contains("conversations")) {
-      turns = from_sharegpt(j["conversations"], o);
+      turns = from_sharegpt(j["conversations"], o, model_template);
     } else if (j.contains(alpaca_name(j, f.prompt, "prompt", "instruction"))) {
       turns = from_single_turn(j, o);
     } else {

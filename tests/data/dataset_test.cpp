@@ -292,6 +292,9 @@ TEST(Dataset, BadInputsNameFileLineAndField) {
       {"prompt_completion", R"({"prompt": 3, "completion": "c"})", "prompt"},
       {"chat", R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
       {"chat", R"({"messages": "nope"})", "messages"},
+      // a ShareGPT tool result under a built-in template: named as the record says it
+      {"chat", R"({"conversations": [{"from": "human", "value": "q"}, {"from": "observation", "value": "x"}]})",
+       "speaker 'observation' in 'conversations[1].from' is a tool turn"},
       {"text", "{\"text\": \"bad \xff\xfe utf8\"}", "invalid UTF-8"},
       // refused while parsing: copying or walking a deeper value could exhaust the stack
       {"chat",
