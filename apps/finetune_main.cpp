@@ -29,7 +29,7 @@ int report(const std::string& message, const std::string& hint, ft::ExitCode cod
 // What to do about a file-system error that no part turned into an ft::Error (creating a directory, a rename).
 std::string filesystem_hint(const std::filesystem::filesystem_error& e) {
   const int err = e.code().value();
-  if (err == ENOTDIR || err == EEXIST) {
+  if (err == ENOTDIR) {
     return "a path on the way is a file, not a directory: check run.output_dir, data.cache_dir, tokenizer.path "
            "and --out";
   }

@@ -175,7 +175,7 @@ fs::path CheckpointStore::commit(std::optional<double> metric, const nlohmann::j
     if (!extra.is_null()) manifest["extra"] = extra;
     ft::write_file(pending_ / kManifest, manifest.dump(2) + "\n", /*sync=*/true);
     for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fsync_path(*d, /*directory=*/true);
-    // A checkpoint of the same step (a resumed run saving again) is replaced: old aside, new in, old removed.
+    // A checkpoint of the same step (a resumed run saving again) is replaced in one swap (replace_dir).
     replace_dir(pending_, target, /*sync=*/true);
   } catch (const fs::filesystem_error& e) {
     abort();

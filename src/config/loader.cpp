@@ -81,16 +81,10 @@ std::string chain_text(const std::vector<Link>& chain, const fs::path& again) {
 Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::path>& sources, Errors& errors) {
   Node result;
   result.kind = Node::Kind::kMap;
-  YAML::Node doc;
+  const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
+  Node tree;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(file.string());
-    if (docs.size() > 1) {  // yaml-cpp's LoadFile would read the first and drop the rest without a word
-      const YAML::Mark at = docs[1].Mark();
-      errors.add(Origin{file.string(), at.is_null() ? 0 : at.line + 1, at.is_null() ? 0 : at.column + 1, {}}, "",
-                 fmt::format("the file holds {} YAML documents (separated by ---); a config is one", docs.size()));
-      return result;
-    }
-    if (!docs.empty()) doc = docs.front();
+    tree = load_yaml_file(file, base_dir);
   } catch (const YAML::ParserException& e) {
     Origin o{file.string(), e.mark.line + 1, e.mark.column + 1, {}};
     errors.add(o, "", "YAML syntax error: " + e.msg);
@@ -99,8 +93,6 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     errors.add(Origin{file.string(), 0, 0, {}}, "", "cannot read the file");
     return result;
   }
-  const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
-  Node tree = from_yaml(doc, file.string(), base_dir);
   if (tree.kind == Node::Kind::kNull) return result;  // an empty file
   if (tree.kind != Node::Kind::kMap) {
     errors.add(tree.origin, "", "the top level must be a map of sections (got " + tree.describe() + ")");

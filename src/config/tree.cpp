@@ -193,4 +193,15 @@ std::vector<std::string> split_path(const std::string& dotted) {
   return parts;
 }
 
+Node load_yaml_file(const std::filesystem::path& file, const std::filesystem::path& base_dir) {
+  const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(file.string());
+  if (docs.size() > 1) {
+    Origin at = origin_of(docs[1].Mark(), file.string(), base_dir);
+    throw ConfigError(
+        fmt::format("{}: the file holds {} YAML documents (separated by ---); it must be one", at.where(), docs.size()),
+        "keep one document (a config or sweep per file)");
+  }
+  return from_yaml(docs.empty() ? YAML::Node() : docs.front(), file.string(), base_dir);
+}
+
 }  // namespace ft::config

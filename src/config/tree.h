@@ -53,6 +53,10 @@ struct Entry {
 // Converts a parsed yaml-cpp document; every node gets `source`, its mark and `base_dir`.
 Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::filesystem::path& base_dir);
 
+// The tree of `file`'s one YAML document (kNull for an empty file). A second document (after ---), which yaml-cpp's
+// LoadFile would drop without a word, is a ConfigError at its line; YAML::ParserException and YAML::BadFile pass.
+Node load_yaml_file(const std::filesystem::path& file, const std::filesystem::path& base_dir);
+
 // Deep merge: maps merge key by key (recursively), anything else in `over` replaces what `into` holds.
 void merge(Node& into, const Node& over);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -64,6 +65,31 @@ std::optional<std::pair<int64_t, uint32_t>> first_out_of_vocabulary(const std::u
   return std::nullopt;
 }
 
+// Refuses a pretokenized file with an id past `vocab_size`. The verdict is kept in the data cache (a marker named by
+// the file's path, size and time, the width and the vocabulary size), so a file of billions of tokens is read once,
+// not at every start of every rank; without a cache directory it is read each time.
+void check_vocabulary_once(const io::MappedFile& file, int64_t width, int64_t vocab_size,
+                           const std::filesystem::path& cache_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto mtime = fs::last_write_time(file.path(), ec).time_since_epoch().count();
+  const fs::path marker = cache_dir.empty()
+                              ? fs::path()
+                              : cache_dir / "pretokenized-checked" /
+                                    hex64(hash_string(fmt::format("{}|{}|{}|{}|{}", fs::absolute(file.path()).string(),
+                                                                  file.size(), mtime, width, vocab_size)));
+  if (!marker.empty() && fs::exists(marker, ec)) return;
+  const int64_t n_tokens = static_cast<int64_t>(file.size()) / width;
+  if (const auto bad = first_out_of_vocabulary(file.data(), n_tokens, width, vocab_size)) {
+    throw Error(fmt::format("{}: token {} at index {} is outside the tokenizer's vocabulary ({})", file.path().string(),
+                            bad->second, bad->first, vocab_size),
+                "the file was written with another tokenizer, or data.pretokenized_dtype is wrong");
+  }
+  if (marker.empty()) return;
+  fs::create_directories(marker.parent_path(), ec);
+  std::ofstream(marker) << file.path().string() << "\n";  // best effort: without it the next start reads again
+}
+
 std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem::path& path, const DataSource& src,
                                                           const DatasetOptions& o, const tok::Tokenizer& tok,
                                                           SourceStats& st) {
@@ -79,11 +105,7 @@ std::unique_ptr<TokenizedDataset::Part> open_pretokenized(const std::filesystem:
         "check data.pretokenized_dtype (nanoGPT writes uint16, llm.c files have a header: strip it)");
   }
   const int64_t n_tokens = bytes / part->raw_width;
-  if (const auto bad = first_out_of_vocabulary(part->raw->data(), n_tokens, part->raw_width, tok.vocab_size())) {
-    throw Error(fmt::format("{}: token {} at index {} is outside the tokenizer's vocabulary ({})", path.string(),
-                            bad->second, bad->first, tok.vocab_size()),
-                "the file was written with another tokenizer, or data.pretokenized_dtype is wrong");
-  }
+  check_vocabulary_once(*part->raw, part->raw_width, tok.vocab_size(), o.cache_dir);
   part->seq_len = o.seq_len;
   part->items.n = n_tokens / o.seq_len;
   st.path = path.string();

@@ -20,7 +20,7 @@ WeightedItems WeightedItems::of(double weight, int64_t n, const std::string& sou
                     weight, n, per_epoch, kMaxPerEpoch),
         "a weight is relative to the other sources' (2 repeats each sample twice an epoch): lower it");
   }
-  return {n, std::max<int64_t>(1, std::llround(per_epoch))};
+  return {n, weight > 0 ? std::max<int64_t>(1, std::llround(per_epoch)) : 0};
 }
 
 int64_t WeightedItems::item(int64_t j) const {

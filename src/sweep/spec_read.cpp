@@ -344,17 +344,16 @@ SweepSpec read_sweep_file(const fs::path& file) {
   SweepSpec spec;
   spec.file = file;
   Problems problems;
-  YAML::Node doc;
+  const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
+  Node root;
   try {
-    doc = YAML::LoadFile(file.string());
+    root = config::load_yaml_file(file, base_dir);
   } catch (const YAML::ParserException& e) {
     problems.add(Origin{file.string(), e.mark.line + 1, e.mark.column + 1, {}}, "", "YAML syntax error: " + e.msg);
     problems.throw_if_any();
   } catch (const YAML::BadFile&) {
     throw ConfigError("cannot read the sweep file '" + file.string() + "'", "check its permissions");
   }
-  const fs::path base_dir = fs::absolute(file).parent_path().lexically_normal();
-  const Node root = config::from_yaml(doc, file.string(), base_dir);
   if (root.kind != Node::Kind::kMap) {
     problems.add(root.origin.line > 0 ? root.origin : Origin{file.string(), 0, 0, {}}, "",
                  "the sweep file must be a map with grid:, list: or random: (got " + root.describe() + ")");

@@ -4,6 +4,7 @@
 #include "config/derived_paths.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/log.h"
 
 namespace ft::train {
 namespace fs = std::filesystem;
@@ -114,7 +115,12 @@ RunDirLock::RunDirLock(const fs::path& run_dir) {
   fs::create_directories(run_dir);
   // Not <run_dir>/.lock: a sweep holds that one for the trial it runs there (sweep/state.h).
   const fs::path file = run_dir / ".train.lock";
-  lock_ = FileLock::try_lock(file);
+  try {
+    lock_ = FileLock::try_lock(file);
+  } catch (const Error& e) {  // a file system without flock (Lustre without -o flock, NFS without lockd)
+    FT_LOG_WARN("the run directory is not locked ({}): a second train into it would not be refused", e.what());
+    return;
+  }
   if (!lock_) {
     throw ConfigError(fmt::format("run.output_dir {} is in use by another finetune train (it holds {})",
                                   run_dir.string(), file.string()),

@@ -157,7 +157,9 @@ StepOutput Trainer::guarded_step(double& wait_s) {
 void Trainer::accept(const std::function<void()>& accepted) {
   const bool resumed = try_resume();
   // A finished run stays as it is: its config.yaml keeps the settings that trained it (run() changes nothing).
-  if (ctx_.rank == 0 && accepted && !complete()) accepted();
+  // Every rank asks (complete() may broadcast), once.
+  complete_ = complete();
+  if (ctx_.rank == 0 && accepted && !complete_) accepted();
   if (resumed) return;
   FT_LOG_INFO("starting a new run in {}", run_dir().string());
   if (const size_t n = optim_.optimizer->starting_compensations()) {
@@ -174,7 +176,7 @@ bool Trainer::complete() const {
 }
 
 bool Trainer::begin() {
-  if (complete()) {
+  if (complete_) {
     FT_LOG_INFO("the run is complete: step {} of {}; the final {} is in {} (raise train.max_steps to train further)",
                 progress_.step, data_.total_steps, cfg_.lora.enabled ? "adapter" : "model", final_model_dir().string());
     return false;

@@ -72,7 +72,7 @@ class Trainer {
   // The loop (trainer.cpp): the start (resumed or new), the steps, and the end or a stop by signal.
   void accept(const std::function<void()>& accepted);     // resumes or starts a new run, then calls `accepted`
   bool begin();                                           // false when the run in output_dir is already complete
-  bool complete() const;                                  // resumed past the last step, the final model written
+  bool complete() const;  // resumed past the last step, the final model written (every rank calls it: it broadcasts)
   std::vector<data::Batch> next_batches(double& wait_s);  // train.grad_accum_steps micro-batches, across epochs
   StepOutput guarded_step(double& wait_s);                // the step, with out-of-memory errors turned into advice
   void after_first_step(bool checkpoints_ahead, double setup_s, double step_s);
@@ -117,6 +117,7 @@ class Trainer {
   std::unique_ptr<Evaluator> evaluator_;                  // eval loss, exact match and samples; the latest eval
 
   TrainState progress_;  // step, epoch, tokens seen, skips, best eval loss
+  bool complete_ = false;  // accept() found the run complete: run() trains nothing
   DevicePeaks peaks_;    // the memory the setup and the steps took
 
   // Last, so destroyed first: a save still being written in the background reads the config and tokenizer.

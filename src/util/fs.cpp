@@ -13,6 +13,7 @@
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
+#include "util/log.h"
 
 namespace ft {
 namespace {
@@ -62,13 +63,15 @@ void replace_dir(const std::filesystem::path& staged, const std::filesystem::pat
   // which nothing reads.
   if (had_target && ::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
     if (sync) fsync_path(parent, /*directory=*/true);
-    remove_tree(staged);
+    try {
+      remove_tree(staged);
+    } catch (const Error& e) {  // the new one is in place; the old one only costs space
+      FT_LOG_WARN("could not remove the replaced directory {}: {}", staged.string(), e.what());
+    }
     return;
   }
-  if (had_target && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-    throw_io_error("cannot replace '" + target.string() + "' by", staged, errno);
-  }
-  // Elsewhere (NFS, FUSE): the old one is renamed aside first; a crash between the two renames leaves it under
+  // Elsewhere (NFS, FUSE, a sandbox that blocks renameat2; a real error shows in the renames below): the old one is
+  // renamed aside first; a crash between the two renames leaves it under
   // replaced_name(target), where CheckpointStore looks for it.
   const auto old = replaced_name(target);
   remove_tree(old);

@@ -102,7 +102,7 @@ TEST_F(ConfigLoad, DuplicateKeysAndSecondDocumentsAreRefusedWithTheirLine) {
   EXPECT_THAT(error_of(std::string(kMinimalConfig) + "run:\n  name: a\nrun:\n  name: b\n"),
               HasSubstr(at(9, 1) + "duplicate key 'run' (first at line 7)"));
   EXPECT_THAT(error_of(std::string(kMinimalConfig) + "---\nrun:\n  name: b\n"),
-              HasSubstr("the file holds 2 YAML documents (separated by ---); a config is one"));
+              HasSubstr("the file holds 2 YAML documents (separated by ---); it must be one"));
 }
 
 TEST_F(ConfigLoad, MissingConfigFileIsConfigError) {

@@ -177,8 +177,6 @@ TEST_F(TrainLoopFaults, KilledWorkerStopsTheRunAndResumeCompletes) {
   expect_same_losses(losses(dir_ / "reference"), losses(run_dir), 0.0);
 }
 
-// A micro-batch the memory limit cannot hold: the error names the batch settings and what to change (on a GPU the
-// same message says GPU; verified on the H200, see docs/benchmarks.md).
 // Evaluation's inputs are read and encoded before the first step: a bad eval line under data.on_error: skip is
 // passed over as the dataset passes it over (the run finishes and saves its model), and an eval prompt that encodes
 // to no token is a configuration error before any step, not an error at the final evaluation with nothing saved.
@@ -215,6 +213,8 @@ TEST_F(TrainLoopFaults, ACheckpointWithoutOptimizerStateIsNotResumed) {
   EXPECT_NE(resumed.output.find("step-000010 holds no optimizer state"), std::string::npos) << resumed.output;
 }
 
+// A micro-batch the memory limit cannot hold: the error names the batch settings and what to change (on a GPU the
+// same message says GPU; verified on the H200, see docs/benchmarks.md).
 TEST_F(TrainLoopFaults, OutOfMemoryNamesTheBatchSettingsAndWhatToChange) {
   const auto config = write_config("oom", "checkpoint: {every_steps: 0, keep_last: 1, resume: never}\n");
   // Each activation of 512 x 2048 tokens x 1024 channels is 4 GiB: the step needs several within a 6 GB address

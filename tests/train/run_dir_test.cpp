@@ -14,6 +14,7 @@
 
 #include "train/train_support.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 
 namespace ft::test {
 namespace {
@@ -68,6 +69,17 @@ TEST_F(TrainRunDir, FinishedRunRerunSaysItIsCompleteAndRewritesNothing) {
   EXPECT_NE(read_file(run_dir / "config.yaml").find("max_steps: 12"), std::string::npos);
 }
 
+// With two ranks too: whether the run is complete is asked on every rank (it is a collective), so the rerun ends
+// on both instead of leaving rank 0 waiting in a broadcast the others never join.
+TEST_F(TrainRunDir, FinishedTwoRankRunRerunSaysItIsComplete) {
+  const auto config = write_config("f2");
+  ASSERT_EQ(run(train_cmd(config, "--nproc-per-node 2 train.max_steps=10")).exit_code, 0);
+  const auto again = run(train_cmd(config, "--nproc-per-node 2 train.max_steps=10 optimizer.lr=0.5"));
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("the run is complete: step 10 of 10"), std::string::npos) << again.output;
+  EXPECT_FALSE(fs::exists(dir_ / "f2" / "config_history"));
+}
+
 // A run that would start at step 0 in a directory holding a finished run is refused (exit 2) and changes nothing
 // there; --overwrite deletes that run's files (not the user's own) and trains again, so metrics.jsonl and
 // checkpoints hold the new run only, and config.yaml does not carry the overwrite into a later rerun.
@@ -119,17 +131,17 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
 }
 
 // Two runs into one directory would delete each other's temporary checkpoints and interleave their metrics: while
-// one trains, a second is refused (exit 2), and the first finishes as if alone.
-TEST_F(TrainRunDir, ASecondRunIntoADirectoryInUseIsRefused) {
+// another process holds the run directory's lock, a train into it is refused (exit 2) and writes nothing there.
+TEST_F(TrainRunDir, ATrainIntoADirectoryInUseIsRefused) {
   const auto config = write_config("busy");
-  BackgroundProcess first(train_cmd(config, "train.max_steps=400 checkpoint.every_steps=50"), dir_ / "first.log");
-  ASSERT_TRUE(wait_until([&] { return !losses(dir_ / "busy").empty(); }, std::chrono::seconds(120)))
-      << read_file(dir_ / "first.log");
-  const auto second = run(train_cmd(config, "train.max_steps=400 checkpoint.every_steps=50"));
-  EXPECT_EQ(second.exit_code, static_cast<int>(ExitCode::kUsage)) << second.output;
-  EXPECT_NE(second.output.find("is in use by another finetune train"), std::string::npos) << second.output;
-  EXPECT_EQ(first.wait(std::chrono::seconds(300)), 0) << read_file(dir_ / "first.log");
-  EXPECT_EQ(losses(dir_ / "busy").size(), 400u);
+  fs::create_directories(dir_ / "busy");
+  const auto held = FileLock::try_lock(dir_ / "busy" / ".train.lock");  // as a running train holds it
+  ASSERT_TRUE(held.has_value());
+  const auto refused = run(train_cmd(config, "train.max_steps=10"));
+  EXPECT_EQ(refused.exit_code, static_cast<int>(ExitCode::kUsage)) << refused.output;
+  EXPECT_NE(refused.output.find("is in use by another finetune train"), std::string::npos) << refused.output;
+  EXPECT_TRUE(losses(dir_ / "busy").empty());
+  EXPECT_FALSE(fs::exists(dir_ / "busy" / "config.yaml"));
 }
 
 // checkpoint.resume: auto in a directory whose run left metrics but no checkpoint (killed before its first one) has
