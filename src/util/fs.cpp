@@ -71,8 +71,8 @@ void replace_dir(const std::filesystem::path& staged, const std::filesystem::pat
     return;
   }
   // Elsewhere (NFS, FUSE, a sandbox that blocks renameat2; a real error shows in the renames below): the old one is
-  // renamed aside first; a crash between the two renames leaves it under
-  // replaced_name(target), where CheckpointStore looks for it.
+  // renamed aside first; a crash between the two renames leaves it under replaced_name(target), where
+  // CheckpointStore looks for it.
   const auto old = replaced_name(target);
   remove_tree(old);
   if (had_target) std::filesystem::rename(target, old);
