@@ -95,7 +95,7 @@ void add_export(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--out", a->out, "Output directory (must not exist or be empty)")->required();
   sub->add_flag("--force", a->force,
                 "Merge even if adapter_config.json names a base model whose config.json differs from --model's");
-  sub->add_option("--dtype", a->dtype, "Saved dtype: fp32 | bf16 (default: the base model's)");
+  sub->add_option("--dtype", a->dtype, "Saved dtype: fp32 | bf16 | fp16 (default: the base model's)");
   sub->add_option("--shard-size-mb", a->shard_size_mb,
                   "Shard the weights above this size, in MB (10^6 bytes, as checkpoint.shard_size_mb)")
       ->default_val(5000);

@@ -193,7 +193,7 @@ void add_generate(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
   sub->add_option("--top-k", a->top_k, "Keep only the k most likely tokens; 0 = all")->default_val(0);
   sub->add_option("--seed", a->seed, "Sampling seed")->default_val(0);
   sub->add_option("--device", a->device, "auto | cpu | cuda | cuda:N")->default_val("auto");
-  sub->add_option("--dtype", a->dtype, "Parameter dtype: fp32 | bf16")->default_val("fp32");
+  sub->add_option("--dtype", a->dtype, "Parameter dtype: fp32 | bf16 | fp16")->default_val("fp32");
   sub->add_option(
          "--quantize", a->quantize,
          "The decoder layers' projections and MoE experts as a quantized base (model.quantize): none | nf4 | fp8")

@@ -10,7 +10,7 @@ at::ScalarType dtype_from_name(const std::string& name) {
   if (name == "float32" || name == "fp32") return at::kFloat;
   if (name == "bfloat16" || name == "bf16") return at::kBFloat16;
   if (name == "float16" || name == "fp16") return at::kHalf;
-  throw ConfigError("unsupported dtype '" + name + "'", "use float32 (fp32) or bfloat16 (bf16)");
+  throw ConfigError("unsupported dtype '" + name + "'", "use float32 (fp32), bfloat16 (bf16) or float16 (fp16)");
 }
 
 std::string dtype_name(at::ScalarType type) {
