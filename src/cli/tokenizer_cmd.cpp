@@ -104,7 +104,15 @@ void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     std::vector<std::filesystem::path> inputs(o->inputs.begin(), o->inputs.end());
     data::TokenizerTrainOptions options;
     options.user_defined_symbols = o->symbols;
-    data::train_tokenizer(inputs, o->vocab_size, o->model_type, o->out, options);
+    // A failed training leaves no directory behind that it made (an existing --out stays as it was).
+    std::error_code ec;
+    const bool out_existed = std::filesystem::exists(o->out, ec);
+    try {
+      data::train_tokenizer(inputs, o->vocab_size, o->model_type, o->out, options);
+    } catch (...) {
+      if (!out_existed) std::filesystem::remove_all(o->out, ec);
+      throw;
+    }
     const auto model = std::filesystem::path(o->out) / "tokenizer.model";
     const auto tokenizer = tok::Tokenizer::load(model);
     std::cout << "wrote " << model.string() << " (" << tokenizer->vocab_size() << " pieces)\n";

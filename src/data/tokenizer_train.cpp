@@ -55,7 +55,13 @@ void train_tokenizer(const std::vector<std::filesystem::path>& inputs, int64_t v
   if (!model) {
     throw ConfigError("unknown tokenizer model type '" + model_type + "'", "use " + setting_names<TokenizerModel>());
   }
-  if (vocab_size < 8) throw ConfigError(fmt::format("tokenizer vocab size {} is too small", vocab_size), "use >= 8");
+  // Byte fallback (always on, so no text is unknown) takes 256 pieces, and unk, bos, eos and pad 4 more.
+  if (vocab_size < 260) {
+    throw ConfigError(fmt::format("tokenizer vocab size {} is too small: the 256 byte pieces and the 4 special ids "
+                                  "take 260",
+                                  vocab_size),
+                      "use at least 260 plus one per distinct character of the text (300 suits plain ASCII)");
+  }
   if (inputs.empty()) throw ConfigError("no input files to train the tokenizer on", "pass --input FILE");
   std::vector<std::string> sentences;
   const auto& f = options.fields;

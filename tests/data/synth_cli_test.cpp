@@ -114,6 +114,11 @@ TEST(DataCli, TokenizerTrainAndInspectShowStatsAndLossMarks) {
                    " --ids " + shell_quote(ids));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(text), std::string::npos) << r.output;
+  // A training that fails leaves no --out directory it made.
+  r = run_finetune("tokenizer train --input " + shell_quote((dir / "tok" / "tokenizer.vocab").string()) +
+                   " --vocab-size 100 --out " + shell_quote((dir / "too-small").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "too-small")) << r.output;
   for (const char* bad : {"999", "-1"}) {  // outside the vocabulary: bad input, not an internal check
     r = run_finetune("tokenizer decode --tokenizer " + shell_quote((dir / "tok" / "tokenizer.model").string()) +
                      " --ids='1 " + bad + "'");

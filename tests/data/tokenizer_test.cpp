@@ -115,6 +115,8 @@ TEST(Tokenizer, TrainingOnPlainTextTakesCrlfAndRefusesInvalidUtf8) {
   data::train_tokenizer({dir / "lf.txt"}, 400, "bpe", dir / "lf");
   data::train_tokenizer({dir / "crlf.txt"}, 400, "bpe", dir / "crlf");
   EXPECT_EQ(read_file(dir / "crlf" / "tokenizer.vocab"), read_file(dir / "lf" / "tokenizer.vocab"));
+  // Byte fallback's 256 pieces and the 4 special ids need 260 before any text piece: smaller is a config error.
+  EXPECT_THROW(data::train_tokenizer({dir / "lf.txt"}, 100, "bpe", dir / "small"), ConfigError);
   write_file(dir / "bad.txt", "fine\nlatin1 caf\xe9\n");
   try {
     data::train_tokenizer({dir / "bad.txt"}, 400, "bpe", dir / "bad");
