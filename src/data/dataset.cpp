@@ -35,6 +35,18 @@ struct TokenizedDataset::Part {
 
 namespace {
 
+// Token i of a pretokenized file's bytes: U16 (width 2) or U32 (width 4), little-endian as written, unaligned.
+uint32_t raw_token(const std::uint8_t* data, int64_t i, int64_t width) {
+  if (width == 2) {
+    uint16_t x = 0;
+    std::memcpy(&x, data + i * 2, 2);
+    return x;
+  }
+  uint32_t v = 0;
+  std::memcpy(&v, data + i * 4, 4);
+  return v;
+}
+
 // The first token of a pretokenized file (`width` bytes each) at or past `vocab_size`, as (index, id); every token is
 // read once, in chunks on every core, so a bad id stops the run at its start rather than when its row is drawn.
 std::optional<std::pair<int64_t, uint32_t>> first_out_of_vocabulary(const std::uint8_t* data, int64_t n_tokens,
@@ -45,14 +57,7 @@ std::optional<std::pair<int64_t, uint32_t>> first_out_of_vocabulary(const std::u
   parallel_tasks(chunks, [&](int64_t c) {
     const int64_t end = std::min(n_tokens, (c + 1) * kChunk);
     for (int64_t i = c * kChunk; i < end; ++i) {
-      uint32_t v = 0;
-      if (width == 2) {
-        uint16_t x = 0;
-        std::memcpy(&x, data + i * 2, 2);
-        v = x;
-      } else {
-        std::memcpy(&v, data + i * 4, 4);
-      }
+      const uint32_t v = raw_token(data, i, width);
       if (static_cast<int64_t>(v) >= vocab_size) {
         found[static_cast<size_t>(c)] = std::make_pair(i, v);
         return;
@@ -281,15 +286,8 @@ void TokenizedDataset::get(int64_t i, std::vector<int32_t>& tokens, std::vector<
   if (part->raw) {
     const std::uint8_t* base = part->raw->data() + s * part->seq_len * part->raw_width;
     for (int64_t t = 0; t < len; ++t) {
-      uint32_t v = 0;
-      if (part->raw_width == 2) {
-        uint16_t x;
-        std::memcpy(&x, base + t * 2, 2);
-        v = x;
-      } else {
-        std::memcpy(&v, base + t * 4, 4);
-      }
-      tokens[static_cast<size_t>(t)] = static_cast<int32_t>(v);  // below the vocabulary size: checked at open
+      // below the vocabulary size: checked at open
+      tokens[static_cast<size_t>(t)] = static_cast<int32_t>(raw_token(base, t, part->raw_width));
     }
     loss[0] = 0;
     return;
