@@ -27,14 +27,40 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup: note: the CUDA toolkit is at /usr/local/cuda but not on PATH; CMake will still find it."
 fi
 
+# Measured on a fresh install (2026-12-07): .venv ends at 5.5 GB, and pip holds the 2.8 GB of downloaded wheels in
+# TMPDIR until it has installed them all. Refuses to start when the space is not there, rather than failing halfway.
+check_venv_space() {
+  local tmp=${TMPDIR:-/tmp} venv_mb=5600 wheels_mb=2900
+  local root_fs tmp_fs root_free tmp_free
+  root_fs=$(df -P "$root" | awk 'NR==2 {print $6}')
+  tmp_fs=$(df -P "$tmp" | awk 'NR==2 {print $6}')
+  root_free=$(df -Pm "$root" | awk 'NR==2 {print $4}')
+  tmp_free=$(df -Pm "$tmp" | awk 'NR==2 {print $4}')
+  local short=""
+  if [[ $root_fs == "$tmp_fs" ]]; then
+    ((root_free >= venv_mb + wheels_mb)) ||
+      short="$((venv_mb + wheels_mb)) MB on $root_fs ($root and TMPDIR=$tmp), $root_free MB free"
+  else
+    ((root_free >= venv_mb)) || short="$venv_mb MB on $root_fs (for $root/.venv), $root_free MB free"
+    ((tmp_free >= wheels_mb)) || short="${short:+$short; }$wheels_mb MB on $tmp_fs (TMPDIR=$tmp), $tmp_free MB free"
+  fi
+  if [[ -n $short ]]; then
+    echo "setup: error: not enough disk space for .venv: it needs $short." >&2
+    echo "setup: hint: free some space, or point TMPDIR at another filesystem for pip's downloads, and rerun." >&2
+    exit 1
+  fi
+}
+
 python=${FT_PYTHON_BOOTSTRAP:-python3}
 stamp=.venv/.requirements.sha256
 want_hash=$(sha256sum third_party/requirements.txt | cut -d' ' -f1)
 if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want_hash" ]]; then
-  echo "setup: creating .venv with third_party/requirements.txt (first time: a few GB, a few minutes)"
+  echo "setup: creating .venv with third_party/requirements.txt (first time: about 5.5 GB, a few minutes)"
+  check_venv_space
   [[ -x .venv/bin/python ]] || "$python" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r third_party/requirements.txt
+  # --no-cache-dir: pip's cache would keep a second copy of the 2.8 GB of wheels for good.
+  .venv/bin/python -m pip install -q --no-cache-dir --upgrade pip
+  .venv/bin/python -m pip install -q --no-cache-dir -r third_party/requirements.txt
   echo "$want_hash" >"$stamp"
 fi
 
