@@ -57,11 +57,13 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   // SIGINT/SIGTERM from here on stop the run gracefully: one seen during setup stops it after the first step.
   signals::install();
   // Generated data and a trained tokenizer get their paths in the config; from here on it is frozen.
-  const train::RunDirLock run_dir_lock = train::prepare_run(cfg, ctx);
-  // The earlier run is gone now; config.yaml must not delete this one when it is run again to resume.
+  train::PreparedRun prepared = train::prepare_run(cfg, ctx);
+  // The earlier run is set aside now; config.yaml must not delete this one when it is run again to resume.
   cfg.run.overwrite = false;
   // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
   train::Trainer trainer(cfg, ctx, [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
+  // Built and accepted: an earlier run set aside by run.overwrite goes for good (a failure before this put it back).
+  prepared.earlier_run.commit();
   return static_cast<int>(trainer.run());
 }
 

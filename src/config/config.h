@@ -25,7 +25,7 @@ struct RunConfig {
   int64_t seed = 1234;                           // seed for weight init, data order, dropout and sampling
   DeviceSetting device;                          // auto | cpu | cuda | cuda:N
   bool deterministic = false;                    // bit-reproducible runs (deterministic kernels, fixed threads)
-  bool overwrite = false;  // a run starting at step 0 first deletes an earlier run's files in output_dir
+  bool overwrite = false;  // a run starting at step 0 replaces an earlier run's files in output_dir
 
   template <class V> void visit(V& v) {
     v("name", name);

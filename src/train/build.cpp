@@ -123,12 +123,20 @@ void train_tokenizer_into(const Config& cfg, const std::filesystem::path& file) 
 
 namespace {
 
-// run.overwrite deletes an earlier run; without it a run that would start at step 0 refuses a directory holding one
-// (train/run_dir.h). Decided before anything is written. `auto` with checkpoints that all fail verification is
-// refused later, by the Trainer's resume (verifying reads every file). Returns what was deleted.
-std::vector<std::string> claim_run_dir(const Config& cfg, const RunContext& ctx) {
+// run.overwrite sets an earlier run aside (deleted once the new run is accepted); without it a run that would start
+// at step 0 refuses a directory holding one (train/run_dir.h). Decided before anything is written. `auto` with
+// checkpoints that all fail verification is refused later, by the Trainer's resume (verifying reads every file).
+EarlierRunSetAside claim_run_dir(const Config& cfg, const RunContext& ctx) {
   const std::filesystem::path run_dir = cfg.run.output_dir;
-  if (cfg.run.overwrite) return ctx.rank == 0 ? clear_earlier_run(cfg) : std::vector<std::string>{};
+  if (ctx.rank == 0) {
+    const auto restored = EarlierRunSetAside::restore_left_behind(run_dir);
+    if (!restored.empty()) {
+      FT_LOG_WARN("run.overwrite: a run killed before it started left the earlier run's {} set aside; put back",
+                  fmt::join(restored, ", "));
+    }
+  }
+  ctx.comm->barrier();  // the other ranks look at the run directory once it is whole again
+  if (cfg.run.overwrite) return ctx.rank == 0 ? EarlierRunSetAside::take(cfg) : EarlierRunSetAside();
   if (cfg.checkpoint.resume.mode == ResumeSetting::Mode::kPath) return {};
   const auto earlier = earlier_run(run_dir);
   if (!earlier.empty() && cfg.checkpoint.resume.mode == ResumeSetting::Mode::kNever) {
@@ -142,22 +150,26 @@ std::vector<std::string> claim_run_dir(const Config& cfg, const RunContext& ctx)
 
 }  // namespace
 
-RunDirLock prepare_run(Config& cfg, const RunContext& ctx) {
+PreparedRun prepare_run(Config& cfg, const RunContext& ctx) {
   const std::filesystem::path run_dir = cfg.run.output_dir;
-  RunDirLock lock = ctx.rank == 0 ? RunDirLock(run_dir) : RunDirLock();
-  const auto removed = claim_run_dir(cfg, ctx);
+  PreparedRun prepared;
+  if (ctx.rank == 0) prepared.lock = RunDirLock(run_dir);
+  prepared.earlier_run = claim_run_dir(cfg, ctx);
   if (ctx.rank == 0) {
     std::filesystem::create_directories(run_dir);
     log::add_file_sink((run_dir / "train.log").string());
   }
-  if (!removed.empty()) FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(removed, ", "));
+  if (const auto& moved = prepared.earlier_run.names(); !moved.empty()) {
+    FT_LOG_INFO("run.overwrite: set the earlier run's {} aside, to delete once this run has started",
+                fmt::join(moved, ", "));
+  }
   if (cfg.run.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
     at::globalContext().setBenchmarkCuDNN(false);
   }
   FT_LOG_INFO("run directory {} on {} (rank {}/{})", run_dir.string(), ctx.device.str(), ctx.rank, ctx.world_size);
   prepare_inputs(cfg, ctx);
-  return lock;
+  return prepared;
 }
 
 void prepare_inputs(Config& cfg, const RunContext& ctx) {

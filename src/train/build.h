@@ -63,8 +63,13 @@ struct RunContext {
 // tokenizer.path that does not exist yet, <path>/tokenizer.model for a directory; tokenizer.path then names the file).
 // So config.yaml names the files the run used, and a rerun from it finds them. Also applies run.deterministic and
 // the rule for a directory that holds an earlier run (train/run_dir.h). Rank 0 writes; every rank returns once the
-// files exist. Rank 0 locks the run directory first (RunDirLock, held until the returned lock is destroyed).
-RunDirLock prepare_run(Config& cfg, const RunContext& ctx);
+// files exist. Rank 0 locks the run directory first; the lock lives as long as the returned object, and with
+// run.overwrite the earlier run's files are set aside there until the command commits them (the Trainer is built).
+struct PreparedRun {
+  RunDirLock lock;
+  EarlierRunSetAside earlier_run;
+};
+PreparedRun prepare_run(Config& cfg, const RunContext& ctx);
 // prepare_run's inputs alone (derived paths, synthetic data, the trained tokenizer), e.g. for `finetune data
 // inspect`, which shows the data as the run will see it.
 void prepare_inputs(Config& cfg, const RunContext& ctx);

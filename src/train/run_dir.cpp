@@ -1,8 +1,12 @@
 #include "train/run_dir.h"
 
+#include <fstream>
+#include <utility>
+
 #include "ckpt/checkpoint_store.h"
 #include "config/derived_paths.h"
 #include "util/error.h"
+#include "util/file_writer.h"
 #include "util/fmt.h"
 #include "util/log.h"
 
@@ -77,8 +81,15 @@ void refuse_new_run(const fs::path& run_dir, const std::vector<std::string>& ear
                     "run.output_dir, or keep checkpoint.resume=auto to continue it from its newest checkpoint");
 }
 
-std::vector<std::string> clear_earlier_run(const Config& cfg) {
-  const fs::path run_dir = fs::absolute(cfg.run.output_dir);
+namespace {
+
+// Inside the run directory, so the moves are renames on one file system.
+constexpr const char* kAsideDir = ".overwritten";
+// The names set aside, one per line relative to the run directory, written before the first move.
+constexpr const char* kManifest = "MANIFEST";
+
+// The earlier run's files that run.overwrite replaces, present or not.
+std::vector<fs::path> earlier_run_files(const Config& cfg, const fs::path& run_dir) {
   std::vector<fs::path> targets;
   for (const char* name : {"config.yaml", "config_history", "train.log", "metrics.jsonl", "checkpoints", "model",
                            "adapter", "model.tmp", "adapter.tmp", "tb", "profile"}) {
@@ -95,20 +106,118 @@ std::vector<std::string> clear_earlier_run(const Config& cfg) {
     add_generated(cfg.data.train[i].path, derived.data.train[i].path);
   for (size_t i = 0; i < derived.data.eval.size(); ++i) add_generated(cfg.data.eval[i].path, derived.data.eval[i].path);
   if (cfg.tokenizer.train_vocab_size > 0) add_generated(cfg.tokenizer.path, derived.tokenizer.path);
+  return targets;
+}
 
+bool present(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec));
+}
+
+void move_to(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  fs::rename(from, to);
+}
+
+// Moves what <run_dir>/.overwritten/ holds back to its place (replacing what a later run wrote there), then deletes
+// the folder. A name of the manifest that is not in the folder was not moved yet.
+std::vector<std::string> put_back(const fs::path& run_dir) {
+  const fs::path aside = run_dir / kAsideDir;
+  std::vector<std::string> restored;
+  std::ifstream manifest(aside / kManifest);
+  for (std::string name; std::getline(manifest, name);) {
+    if (name.empty() || !present(aside / name)) continue;
+    fs::remove_all(run_dir / name);
+    move_to(aside / name, run_dir / name);
+    restored.push_back(name);
+  }
+  manifest.close();
+  fs::remove_all(aside);
+  return restored;
+}
+
+}  // namespace
+
+EarlierRunSetAside EarlierRunSetAside::take(const Config& cfg) {
+  const fs::path run_dir = fs::absolute(cfg.run.output_dir).lexically_normal();
+  const auto targets = earlier_run_files(cfg, run_dir);
   refuse_to_delete_inputs(cfg, run_dir, targets);
-  std::vector<std::string> removed;
+  std::vector<std::string> names;
   for (const auto& target : targets) {
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(target, ec))) continue;
-    fs::remove_all(target, ec);
-    if (ec) {
-      throw Error(fmt::format("run.overwrite: cannot delete {}: {}", target.string(), ec.message()),
+    if (present(target)) names.push_back(target.lexically_relative(run_dir).string());
+  }
+  EarlierRunSetAside aside;
+  if (names.empty()) return aside;
+  const fs::path dir = run_dir / kAsideDir;
+  fs::remove_all(dir);  // restore_left_behind emptied it; a folder left now holds nothing of a run
+  fs::create_directories(dir);
+  write_file(dir / kManifest, fmt::format("{}\n", fmt::join(names, "\n")), /*sync=*/true);
+  aside.run_dir_ = run_dir;  // from here on the destructor puts back whatever was moved
+  for (const auto& name : names) {
+    if (!present(run_dir / name)) continue;  // inside a folder moved before it
+    try {
+      move_to(run_dir / name, dir / name);
+    } catch (const fs::filesystem_error& e) {
+      throw Error(fmt::format("run.overwrite: cannot move {} aside: {}", (run_dir / name).string(), e.what()),
                   "check the run directory's permissions, or choose another run.output_dir");
     }
-    removed.push_back(target.lexically_relative(run_dir).string());
+    aside.names_.push_back(name);
   }
-  return removed;
+  return aside;
+}
+
+std::vector<std::string> EarlierRunSetAside::restore_left_behind(const fs::path& run_dir) {
+  if (!present(run_dir / kAsideDir)) return {};
+  try {
+    return put_back(run_dir);
+  } catch (const fs::filesystem_error& e) {
+    throw Error(fmt::format("cannot put back the earlier run's files that a killed run.overwrite left in {}: {}",
+                            (run_dir / kAsideDir).string(), e.what()),
+                "move them back into the run directory by hand (or delete the folder to drop that run)");
+  }
+}
+
+EarlierRunSetAside::EarlierRunSetAside(EarlierRunSetAside&& other) noexcept
+    : run_dir_(std::exchange(other.run_dir_, {})), names_(std::move(other.names_)) {}
+
+EarlierRunSetAside& EarlierRunSetAside::operator=(EarlierRunSetAside&& other) noexcept {
+  if (this != &other) {
+    restore();
+    run_dir_ = std::exchange(other.run_dir_, {});
+    names_ = std::move(other.names_);
+  }
+  return *this;
+}
+
+EarlierRunSetAside::~EarlierRunSetAside() {
+  restore();
+}
+
+void EarlierRunSetAside::commit() {
+  if (run_dir_.empty()) return;
+  const fs::path dir = run_dir_ / kAsideDir;
+  run_dir_.clear();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) {
+    FT_LOG_WARN("run.overwrite: cannot delete the earlier run's files in {}: {}; delete that folder by hand",
+                dir.string(), ec.message());
+    return;
+  }
+  FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(names_, ", "));
+}
+
+void EarlierRunSetAside::restore() noexcept {
+  if (run_dir_.empty()) return;
+  const fs::path run_dir = std::exchange(run_dir_, {});
+  try {
+    const auto restored = put_back(run_dir);
+    FT_LOG_WARN("run.overwrite: this run stopped before it started; the earlier run's {} are back in place",
+                fmt::join(restored, ", "));
+  } catch (const std::exception& e) {
+    FT_LOG_ERROR("run.overwrite: cannot put the earlier run's files back ({}); they are in {}", e.what(),
+                 (run_dir / kAsideDir).string());
+  }
 }
 
 RunDirLock::RunDirLock(const fs::path& run_dir) {

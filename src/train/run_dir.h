@@ -22,11 +22,36 @@ std::vector<std::string> earlier_run(const std::filesystem::path& run_dir);
 [[noreturn]] void refuse_new_run(const std::filesystem::path& run_dir, const std::vector<std::string>& earlier,
                                  const std::string& why);
 
-// run.overwrite: deletes what runs write into the run directory (config.yaml and its history, train.log,
-// metrics.jsonl, checkpoints, the final model or adapter, TensorBoard files, profiler traces, and the generated data
-// and trained tokenizer that `cfg`'s derived paths name inside it); other files stay. Returns the names deleted.
-// Call before anything of this run is written, on one rank.
-std::vector<std::string> clear_earlier_run(const Config& cfg);
+// run.overwrite: the earlier run's files (what runs write into the run directory: config.yaml and its history,
+// train.log, metrics.jsonl, checkpoints, the final model or adapter, TensorBoard files, profiler traces, and the
+// generated data and trained tokenizer that the config's derived paths name inside it; other files stay) are moved
+// into <run_dir>/.overwritten/ and deleted only once the new run is accepted (commit()). A run that fails before
+// that (unreadable data, a missing model file, out of memory while building) puts them back when this object is
+// destroyed, so a bad config never costs the earlier run; restore_left_behind() does the same for a process killed
+// in between. Rank 0 only, with the run directory locked (RunDirLock).
+class EarlierRunSetAside {
+ public:
+  EarlierRunSetAside() = default;
+  // Moves `cfg`'s earlier run aside. Refuses (ConfigError, nothing moved) when one of those files holds an input the
+  // config reads (a data file under checkpoints/, a base model in model/).
+  static EarlierRunSetAside take(const Config& cfg);
+  // Puts back what a killed process left in <run_dir>/.overwritten/. Returns what came back.
+  static std::vector<std::string> restore_left_behind(const std::filesystem::path& run_dir);
+
+  EarlierRunSetAside(EarlierRunSetAside&& other) noexcept;
+  EarlierRunSetAside& operator=(EarlierRunSetAside&& other) noexcept;
+  EarlierRunSetAside(const EarlierRunSetAside&) = delete;
+  EarlierRunSetAside& operator=(const EarlierRunSetAside&) = delete;
+  ~EarlierRunSetAside();  // not committed: the earlier run's files return, this run's at their paths are deleted
+
+  const std::vector<std::string>& names() const { return names_; }  // relative to the run directory
+  void commit();  // the new run is accepted: deletes the earlier run's files for good
+
+ private:
+  void restore() noexcept;
+  std::filesystem::path run_dir_;
+  std::vector<std::string> names_;
+};
 
 // An exclusive lock (flock) on <run_dir>/.train.lock while the object lives, taken by the process that writes the
 // run directory (rank 0) before it reads or deletes anything there: a second `finetune train` into the same directory

@@ -130,6 +130,60 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
   EXPECT_NE(rerun.output.find("the run is complete: step 6 of 6"), std::string::npos) << rerun.output;
 }
 
+// --overwrite whose inputs fail once read (a data file that is not JSON lines) ends with that error and puts the
+// earlier run back as it was: a bad config never costs the run it would have replaced.
+TEST_F(TrainRunDir, OverwriteThatFailsBeforeTrainingPutsTheEarlierRunBack) {
+  const auto config = write_config("ob");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
+  const auto run_dir = dir_ / "ob";
+  const std::string metrics = read_file(run_dir / "metrics.jsonl");
+  const std::string log = read_file(run_dir / "train.log");
+  const std::string config_yaml = read_file(run_dir / "config.yaml");
+  const auto model_time = fs::last_write_time(run_dir / "model" / "model.safetensors");
+  write_file(dir_ / "bad.jsonl", "not json\n");
+
+  const auto failed = run(train_cmd(
+      config, "--overwrite 'data.train=[{path: " + (dir_ / "bad.jsonl").string() + ", format: prompt_completion}]'"));
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  EXPECT_NE(failed.output.find("bad.jsonl:1"), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find("are back in place"), std::string::npos) << failed.output;
+  EXPECT_EQ(read_file(run_dir / "metrics.jsonl"), metrics);
+  EXPECT_EQ(read_file(run_dir / "train.log"), log);
+  EXPECT_EQ(read_file(run_dir / "config.yaml"), config_yaml);
+  EXPECT_EQ(fs::last_write_time(run_dir / "model" / "model.safetensors"), model_time);
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
+  EXPECT_FALSE(fs::exists(run_dir / ".overwritten"));
+
+  const auto rerun = run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3"));
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("the run is complete: step 6 of 6"), std::string::npos) << rerun.output;
+}
+
+// A process killed while the earlier run was set aside leaves it in .overwritten/ (the manifest lists what was to
+// move; what it names but does not hold had not moved yet): the next train into the directory puts it back first,
+// over what the killed run wrote at those paths, and then finds the earlier run complete.
+TEST_F(TrainRunDir, EarlierRunLeftAsideByAKilledOverwriteIsPutBack) {
+  const auto config = write_config("ok");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
+  const auto run_dir = dir_ / "ok";
+  const auto aside = run_dir / ".overwritten";
+  const std::string log = read_file(run_dir / "train.log");
+  fs::create_directories(aside);
+  write_file(aside / "MANIFEST", "config.yaml\ntrain.log\nmetrics.jsonl\ncheckpoints\nmodel\n");
+  for (const char* name : {"train.log", "metrics.jsonl", "checkpoints"}) fs::rename(run_dir / name, aside / name);
+  write_file(run_dir / "train.log", "the killed run's log\n");
+
+  const auto rerun = run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3"));
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("left the earlier run's train.log, metrics.jsonl, checkpoints set aside; put back"),
+            std::string::npos)
+      << rerun.output;
+  EXPECT_NE(rerun.output.find("the run is complete: step 6 of 6"), std::string::npos) << rerun.output;
+  EXPECT_EQ(read_file(run_dir / "train.log").rfind(log, 0), 0u) << "the earlier log, then the rerun's lines";
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
+  EXPECT_FALSE(fs::exists(aside));
+}
+
 // Two runs into one directory would delete each other's temporary checkpoints and interleave their metrics: while
 // another process holds the run directory's lock, a train into it is refused (exit 2) and writes nothing there.
 TEST_F(TrainRunDir, ATrainIntoADirectoryInUseIsRefused) {
