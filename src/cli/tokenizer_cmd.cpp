@@ -10,6 +10,8 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/fmt.h"
+#include "util/fs.h"
+#include "util/log.h"
 
 namespace ft::cli {
 namespace {
@@ -110,7 +112,13 @@ void add_tokenizer(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     try {
       data::train_tokenizer(inputs, o->vocab_size, o->model_type, o->out, options);
     } catch (...) {
-      if (!out_existed) std::filesystem::remove_all(o->out, ec);
+      if (!out_existed) {
+        try {
+          remove_tree(o->out);
+        } catch (const Error& e) {  // the training's own error is the one to report
+          FT_LOG_WARN("cannot remove {}, made for the tokenizer: {}", o->out, e.what());
+        }
+      }
       throw;
     }
     const auto model = std::filesystem::path(o->out) / "tokenizer.model";

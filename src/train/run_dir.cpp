@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "util/file_writer.h"
 #include "util/fmt.h"
+#include "util/fs.h"
 #include "util/log.h"
 
 namespace ft::train {
@@ -127,12 +128,12 @@ std::vector<std::string> put_back(const fs::path& run_dir) {
   std::ifstream manifest(aside / kManifest);
   for (std::string name; std::getline(manifest, name);) {
     if (name.empty() || !present(aside / name)) continue;
-    fs::remove_all(run_dir / name);
+    remove_tree(run_dir / name);
     move_to(aside / name, run_dir / name);
     restored.push_back(name);
   }
   manifest.close();
-  fs::remove_all(aside);
+  remove_tree(aside);
   return restored;
 }
 
@@ -149,7 +150,7 @@ EarlierRunSetAside EarlierRunSetAside::take(const Config& cfg) {
   EarlierRunSetAside aside;
   if (names.empty()) return aside;
   const fs::path dir = run_dir / kAsideDir;
-  fs::remove_all(dir);  // restore_left_behind emptied it; a folder left now holds nothing of a run
+  remove_tree(dir);  // restore_left_behind emptied it; a folder left now holds nothing of a run
   fs::create_directories(dir);
   write_file(dir / kManifest, fmt::format("{}\n", fmt::join(names, "\n")), /*sync=*/true);
   aside.run_dir_ = run_dir;  // from here on the destructor puts back whatever was moved
@@ -170,7 +171,7 @@ std::vector<std::string> EarlierRunSetAside::restore_left_behind(const fs::path&
   if (!present(run_dir / kAsideDir)) return {};
   try {
     return put_back(run_dir);
-  } catch (const fs::filesystem_error& e) {
+  } catch (const std::exception& e) {  // fs::filesystem_error from a rename, ft::Error from remove_tree
     throw Error(fmt::format("cannot put back the earlier run's files that a killed run.overwrite left in {}: {}",
                             (run_dir / kAsideDir).string(), e.what()),
                 "move them back into the run directory by hand (or delete the folder to drop that run)");
@@ -197,11 +198,11 @@ void EarlierRunSetAside::commit() {
   if (run_dir_.empty()) return;
   const fs::path dir = run_dir_ / kAsideDir;
   run_dir_.clear();
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (ec) {
+  try {
+    remove_tree(dir);
+  } catch (const Error& e) {
     FT_LOG_WARN("run.overwrite: cannot delete the earlier run's files in {}: {}; delete that folder by hand",
-                dir.string(), ec.message());
+                dir.string(), e.what());
     return;
   }
   FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(names_, ", "));
