@@ -70,12 +70,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) {  // not --help or --version
-      if (const auto better = ft::cli::explain_usage_error(app, globals.argv, e)) {
-        return report(better->what(), better->hint(), better->code());
-      }
+      const auto usage = ft::cli::explain_usage_error(app, globals.argv, e);
+      return report(usage.what(), usage.hint(), usage.code());
     }
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(ft::ExitCode::kUsage);
+    return app.exit(e);
   } catch (const ft::Error& e) {
     return report(e.what(), e.hint(), e.code());
   } catch (const c10::Error& e) {

@@ -35,11 +35,24 @@ void refuse_existing_output(const std::filesystem::path& path, bool overwrite, c
                     "add --overwrite to replace it, or choose another path");
 }
 
+namespace {
+
+// `finetune --help train` asks for train's help: CLI11 shows it after this command's parse_complete_callback.
+bool help_requested(const CLI::App& command) {
+  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent()) {
+    const CLI::Option* help = app->get_help_ptr();
+    if (help != nullptr && help->count() > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void add_config_arguments(CLI::App& command, std::string& config, std::vector<std::string>& overrides) {
   command.add_option("--config,-c", config, "YAML config file (or give it as the first argument)");
   command.add_option("overrides", overrides, "Config overrides key=value (value parsed as YAML)");
-  command.parse_complete_callback([&config, &overrides, usage = command_path(&command)] {
-    if (!config.empty()) return;
+  command.parse_complete_callback([&command, &config, &overrides, usage = command_path(&command)] {
+    if (!config.empty() || help_requested(command)) return;
     if (!overrides.empty() && overrides.front().find('=') == std::string::npos) {
       config = overrides.front();
       overrides.erase(overrides.begin());

@@ -29,9 +29,9 @@ std::string command_path(const CLI::App* cmd);
 // After CLI11 refused the command line (`app` as far as it parsed it): a clearer error for a misspelled or missing
 // command ("unknown command 'trian'; did you mean 'train'?", also for `config shwo`), an option that is a config key
 // in flag form ("--max-steps 5": the override train.max_steps=5, the key found among the config's keys) or a near
-// miss of the command's own options. nullopt when CLI11's own message says it best. usage.cpp.
-std::optional<ConfigError> explain_usage_error(CLI::App& app, const std::vector<std::string>& argv,
-                                               const CLI::ParseError& error);
+// miss of the command's own options. Otherwise CLI11's own message, named after the command, with the hint to its
+// --help. usage.cpp.
+ConfigError explain_usage_error(CLI::App& app, const std::vector<std::string>& argv, const CLI::ParseError& error);
 
 // The rule for a file a command would replace (as `train` refuses a directory that holds a run): refused with exit
 // code 2 when `path` exists, unless `overwrite` (the command's --overwrite), so nothing made earlier is lost by

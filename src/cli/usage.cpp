@@ -133,8 +133,7 @@ std::optional<ConfigError> unknown_option(CLI::App* cmd, const std::string& toke
 
 }  // namespace
 
-std::optional<ConfigError> explain_usage_error(CLI::App& app, const std::vector<std::string>& argv,
-                                               const CLI::ParseError& error) {
+ConfigError explain_usage_error(CLI::App& app, const std::vector<std::string>& argv, const CLI::ParseError& error) {
   CLI::App* cmd = &app;  // the last command parsed
   while (!cmd->get_subcommands().empty()) cmd = cmd->get_subcommands().front();
   const std::vector<std::string> unparsed = app.remaining(/*recurse=*/true);
@@ -144,9 +143,12 @@ std::optional<ConfigError> explain_usage_error(CLI::App& app, const std::vector<
     return unknown_command(cmd, unparsed);
   }
   for (const auto& word : unparsed) {
-    if (is_option(word)) return unknown_option(cmd, word, argv);
+    if (!is_option(word)) continue;
+    if (auto better = unknown_option(cmd, word, argv)) return std::move(*better);
+    break;
   }
-  return std::nullopt;
+  const std::string path = command_path(cmd);
+  return ConfigError(path + ": " + error.what(), "`" + path + " --help` lists its arguments");
 }
 
 }  // namespace ft::cli

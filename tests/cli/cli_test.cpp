@@ -68,6 +68,19 @@ TEST(Cli, AMisspelledCommandGetsTheNearestOneAtEveryLevel) {
   EXPECT_NE(run_finetune("trian").output.find("hint: `finetune --help` describes the commands"), std::string::npos);
 }
 
+// What CLI11 refuses without a better explanation still comes as the error line, named after the command, with the
+// hint to its --help; `finetune --help train` is train's help, not a missing config.
+TEST(Cli, OtherUsageErrorsNameTheCommandAndItsHelp) {
+  expect_usage_error("train --config", "finetune train: --config: 1 required TEXT missing");
+  expect_usage_error("generate", "finetune generate: --model is required");
+  expect_usage_error("info extra", "finetune info: The following argument was not expected: extra");
+  EXPECT_NE(run_finetune("generate").output.find("finetune: hint: `finetune generate --help` lists its arguments"),
+            std::string::npos);
+  const auto help = run_finetune("--help train");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("finetune train [OPTIONS]"), std::string::npos) << help.output;
+}
+
 TEST(Cli, AConfigKeyGivenAsAnOptionIsPointedToItsOverride) {
   TempDir dir("ft-cli-keys");
   const std::string config = shell_quote((source_dir() / "configs" / "demo.yaml").string());
