@@ -248,6 +248,7 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
   if (std::filesystem::exists(dir / "meta.json")) {
     auto c = open_entry(dir, tokenizer.vocab_size());
     c.stats.from_cache = true;
+    c.stats.content = key;
     FT_LOG_INFO("data cache hit for {} ({} samples)", path.string(), c.stats.samples);
     return c;
   }
@@ -258,7 +259,9 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
   FT_LOG_INFO("tokenizing {} into the data cache {}", path.string(), dir.string());
   tokenize_source(path, source, o, tokenizer, staged.path());
   staged.commit();
-  return open_entry(dir, tokenizer.vocab_size());
+  auto c = open_entry(dir, tokenizer.vocab_size());
+  c.stats.content = key;
+  return c;
 }
 
 }  // namespace ft::data

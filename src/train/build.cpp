@@ -461,6 +461,7 @@ DataParts build_data(const Config& cfg, const tok::Tokenizer& tokenizer, const R
   } else {
     auto train = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/false), tokenizer);
     log_dataset_stats("train", train->stats());
+    for (const auto& source : train->stats().sources) parts.train_content.push_back(source.content);
     parts.train_set = std::move(train);
     if (!cfg.data.eval.empty()) {
       auto eval = data::TokenizedDataset::build(data::DatasetOptions::from_config(cfg, /*eval=*/true), tokenizer);

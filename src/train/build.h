@@ -118,6 +118,7 @@ struct DataParts {
   std::shared_ptr<const data::BatchSource> eval_set;   // data.eval, or null
   std::unique_ptr<data::DataLoader> train_loader;      // this rank's shard of train_set
   int64_t total_steps = 0;                             // optimizer steps of the whole run
+  std::vector<std::string> train_content;  // per data.train source, what its samples came from (SourceStats::content)
   double build_s = 0;  // seconds the data took to build (the Trainer times it), for the first-step log line
 };
 // `prepare_pairs`, when set, sees every preference set (train, then eval) before a loader draws from it.

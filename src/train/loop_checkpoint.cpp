@@ -32,6 +32,7 @@
 #include "optim/optimizer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/fingerprint.h"
+#include "train/resume_inputs.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "util/build_info.h"
@@ -124,6 +125,7 @@ void Trainer::save_checkpoint() {
   // Every rank contributes its data position and RNG state; rank 0 writes them.
   ckpt::StateSnapshot snapshot =
       state_parts_->snapshot({{"fingerprint", fingerprint()},
+                              {"inputs", inputs_},
                               {"world_size", ctx_.world_size},
                               {"versions", {{"finetune", build::kGitDescribe}, {"libtorch", TORCH_VERSION}}}});
   const bool sharded = !optim_.zero_owners.empty();
@@ -211,6 +213,11 @@ bool Trainer::try_resume() {
     throw ConfigError(fmt::format("cannot resume from {}: it was written by {} processes, this run has {}",
                                   dir.string(), saved_world, ctx_.world_size),
                       "resume with the same number of processes (--nproc-per-node / torchrun), or start a new run");
+  }
+  if (ctx_.rank == 0) {
+    for (const auto& change : resume_input_changes(state.value("inputs", nlohmann::json()), inputs_, cfg_)) {
+      FT_LOG_WARN("resuming from {}: {}", dir.string(), change);
+    }
   }
   if (cfg_.lora.enabled) {
     model::load_adapter(*model_.model, dir / "adapter");

@@ -35,6 +35,7 @@
 #include "train/kernel_warm_up.h"
 #include "train/objective.h"
 #include "train/precision.h"
+#include "train/resume_inputs.h"
 #include "train/schedule.h"
 #include "util/fmt.h"
 #include "util/process.h"
@@ -100,6 +101,8 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
     objective->prepare_pairs(*model_.model, pairs, collate, cfg_.train.micro_batch_size, ctx_);
   });
   data_.build_s = seconds_since(data_start);
+  // The base's weights are sampled for LoRA only: a full fine-tune's checkpoint holds every weight it resumes.
+  inputs_ = resume_inputs(cfg_, data_.train_content, ctx_.rank == 0 && cfg_.lora.enabled && !cfg_.model.path.empty());
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_, kernels.kernels);
   optim_.optimizer->start_compensation_at(std::move(model_.rounding_residuals));
   if (warm_up) warm_up->finish();

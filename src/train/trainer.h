@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,7 @@ class Trainer {
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   ModelParts model_;                 // the model, its trainable parameters, FLOPs per token and peak TFLOP/s
   DataParts data_;                   // train and eval sets, this rank's train loader, the run's total steps
+  nlohmann::json inputs_;            // what the run reads whose content no setting pins (train/resume_inputs.h)
   OptimizerParts optim_;             // AdamW (with ZeRO-1: over this rank's own parameters), the LR schedule
   std::unique_ptr<TrainStep> step_;  // the objective, the loss scaler, DDP and the skipped updates: one step
   std::unique_ptr<metrics::MetricsLogger> metrics_;  // rank 0 only

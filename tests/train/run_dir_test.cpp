@@ -184,6 +184,61 @@ TEST_F(TrainRunDir, EarlierRunLeftAsideByAKilledOverwriteIsPutBack) {
   EXPECT_FALSE(fs::exists(aside));
 }
 
+// What no setting pins is warned about on resume, and the run goes on: the training data rewritten with as many
+// records (two lines swapped), and a LoRA base directory holding other weights of the same shape. Unchanged inputs
+// resume without a word.
+TEST_F(TrainRunDir, ResumeWarnsWhenTheDataOrTheLoraBaseChangedUnderIt) {
+  const std::string warning = "is not what the checkpoint's run read";
+  const auto config = write_config("rd");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
+  const auto same = run(train_cmd(config, "train.max_steps=9 checkpoint.every_steps=3"));
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(same.output.find(warning), std::string::npos) << same.output;
+  const auto data = dir_ / "rd" / "data" / "reverse-train.jsonl";
+  std::string text = read_file(data);
+  const size_t first_end = text.find('\n') + 1, second_end = text.find('\n', first_end) + 1;
+  write_file(data,
+             text.substr(first_end, second_end - first_end) + text.substr(0, first_end) + text.substr(second_end));
+  const auto changed = run(train_cmd(config, "train.max_steps=12 checkpoint.every_steps=3"));
+  ASSERT_EQ(changed.exit_code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("data.train[0] (" + data.string() + ") " + warning), std::string::npos)
+      << changed.output;
+  EXPECT_NE(changed.output.find("resumed from"), std::string::npos) << changed.output;
+
+  // Two bases of one shape: the same run drawn from two seeds.
+  ASSERT_EQ(run(train_cmd(write_config("base_a"), "train.max_steps=6")).exit_code, 0);
+  ASSERT_EQ(run(train_cmd(write_config("base_b"), "train.max_steps=6 run.seed=6")).exit_code, 0);
+  const auto base = dir_ / "base";
+  fs::copy(dir_ / "base_a" / "model", base, fs::copy_options::recursive);
+  const auto lora = dir_ / "lora.yaml";
+  write_file(lora, "run: {output_dir: " + (dir_ / "lora").string() +
+                       ", seed: 5, device: cpu, deterministic: true}\n"
+                       "data: {train: [{path: " +
+                       (dir_ / "base_a" / "data" / "reverse-train.jsonl").string() +
+                       ", format: prompt_completion}], seq_len: 32, cache_dir: " + (dir_ / "cache").string() +
+                       "}\n"
+                       "model: {path: " +
+                       base.string() +
+                       "}\n"
+                       "lora: {enabled: true, rank: 4, alpha: 8}\n"
+                       "train: {max_steps: 6, micro_batch_size: 8}\n"
+                       "checkpoint: {every_steps: 3}\n"
+                       "logging: {every_steps: 1, progress: off}\n");
+  ASSERT_EQ(run(train_cmd(lora)).exit_code, 0);
+  const auto same_base = run(train_cmd(lora, "train.max_steps=9"));
+  ASSERT_EQ(same_base.exit_code, 0) << same_base.output;
+  EXPECT_EQ(same_base.output.find("holds other weights"), std::string::npos) << same_base.output;
+  fs::copy_file(dir_ / "base_b" / "model" / "model.safetensors", base / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  const auto other_base = run(train_cmd(lora, "train.max_steps=12"));
+  ASSERT_EQ(other_base.exit_code, 0) << other_base.output;
+  EXPECT_NE(other_base.output.find("model.path (" + base.string() +
+                                   ") holds other weights than those the "
+                                   "checkpoint's adapters were trained on"),
+            std::string::npos)
+      << other_base.output;
+}
+
 // Two runs into one directory would delete each other's temporary checkpoints and interleave their metrics: while
 // another process holds the run directory's lock, a train into it is refused (exit 2) and writes nothing there.
 TEST_F(TrainRunDir, ATrainIntoADirectoryInUseIsRefused) {
