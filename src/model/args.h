@@ -14,15 +14,18 @@
 namespace ft::model {
 
 struct RopeScaling {
-  std::string type = "default";                     // default | linear | llama3 | longrope (others refused at load)
-  double factor = 1.0;                              // linear, llama3: context extension factor
+  std::string type = "default";                     // default | linear | llama3 | longrope | yarn (others refused)
+  double factor = 1.0;                              // linear, llama3, yarn: context extension factor
   double low_freq_factor = 1.0;                     // llama3
   double high_freq_factor = 4.0;                    // llama3
-  int64_t original_max_position_embeddings = 8192;  // llama3, longrope: the pre-extension context
+  int64_t original_max_position_embeddings = 8192;  // llama3, longrope, yarn: the pre-extension context
   std::vector<double> short_factor;                 // longrope: per rotated pair, positions < the original context
   std::vector<double> long_factor;                  // longrope: per rotated pair, sequences beyond it
   std::optional<double> longrope_factor;            // longrope: "factor" as config.json gave it (else max/original)
-  std::optional<double> attention_factor;           // longrope: cos/sin scale as config.json gave it (else derived)
+  std::optional<double> attention_factor;           // longrope, yarn: the cos/sin scale config.json gave (else derived)
+  double beta_fast = 32.0, beta_slow = 1.0;         // yarn: the rotation counts that bound the interpolation ramp
+  bool truncate = true;                             // yarn: the ramp's bounds rounded to whole pairs
+  std::optional<double> mscale, mscale_all_dim;     // yarn (DeepSeek): the derived attention factor's ratio
 };
 
 struct ModelArgs {

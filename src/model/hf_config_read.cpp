@@ -88,6 +88,44 @@ void parse_phi3(const Reader& r, ModelArgs& a) {
   }
 }
 
+// YaRN's fields as transformers' _compute_yarn_parameters reads them: the original context from the top level first
+// (standardize_rope_params), then the object, then max_position_embeddings; a null factor is max / original; a zero
+// (or absent) beta_fast or beta_slow is 32 or 1 (`or` in Python).
+void parse_yarn(const Reader& r, const json& rp, const std::string& prefix, ModelArgs& a) {
+  auto& s = a.rope_scaling;
+  std::optional<int64_t> original = r.opt_int("original_max_position_embeddings");
+  if (!original) original = Reader{rp, r.source}.opt_int("original_max_position_embeddings");
+  s.original_max_position_embeddings = original.value_or(a.max_position_embeddings);
+  if (s.original_max_position_embeddings <= 0) {
+    throw ConfigError(r.source + ": \"" + prefix + "original_max_position_embeddings\" must be positive");
+  }
+  if (!rp.contains("factor")) throw ConfigError(r.source + ": yarn rope scaling lacks \"" + prefix + "factor\"");
+  s.factor = r.num(
+      rp, "factor",
+      static_cast<double>(a.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings), prefix);
+  if (!(s.factor > 0.0 && std::isfinite(s.factor))) {
+    throw ConfigError(r.source + ": \"" + prefix + "factor\" must be a positive number");
+  }
+  auto optional_num = [&](const char* key) {
+    return rp.contains(key) && !rp[key].is_null() ? std::optional<double>(r.num(rp, key, 0.0, prefix)) : std::nullopt;
+  };
+  s.attention_factor = optional_num("attention_factor");
+  s.mscale = optional_num("mscale");
+  s.mscale_all_dim = optional_num("mscale_all_dim");
+  s.beta_fast = optional_num("beta_fast").value_or(0.0);
+  s.beta_slow = optional_num("beta_slow").value_or(0.0);
+  if (s.beta_fast == 0.0) s.beta_fast = 32.0;
+  if (s.beta_slow == 0.0) s.beta_slow = 1.0;
+  if (!(s.beta_fast > 0.0 && s.beta_slow > 0.0)) {
+    throw ConfigError(r.source + ": \"" + prefix + "beta_fast\" and \"" + prefix + "beta_slow\" must be positive");
+  }
+  if (rp.contains("truncate") && !rp["truncate"].is_null()) {
+    if (!rp["truncate"].is_boolean())
+      throw ConfigError(r.source + ": \"" + prefix + "truncate\" must be true or false");
+    s.truncate = rp["truncate"].get<bool>();
+  }
+}
+
 // One rope object (rope_parameters, rope_scaling, or one layer type's entry of gemma3's rope_parameters): its type
 // and that type's fields. `prefix` names the object in errors.
 void parse_rope_object(const Reader& r, const json& rp, const std::string& prefix, ModelArgs& a) {
@@ -101,11 +139,12 @@ void parse_rope_object(const Reader& r, const json& rp, const std::string& prefi
     type = rp["type"].get<std::string>();
   const bool phi3 = a.model_type == "phi3";
   if (phi3 && (type == "su" || type == "yarn")) type = "longrope";  // transformers' Phi3Config renames them
-  if (type != "default" && type != "llama3" && type != "linear" && !(phi3 && type == "longrope")) {
+  if (type != "default" && type != "llama3" && type != "linear" && type != "yarn" && !(phi3 && type == "longrope")) {
     throw ConfigError(r.source + ": unsupported " + prefix + "rope_type \"" + type + "\"",
-                      "supported rope types: default, linear, llama3, and longrope for phi3");
+                      "supported rope types: default, linear, llama3, yarn, and longrope for phi3");
   }
   a.rope_scaling.type = type;
+  if (type == "yarn") parse_yarn(r, rp, prefix, a);
   if (type == "linear") {
     if (!rp.contains("factor")) throw ConfigError(r.source + ": linear rope scaling lacks \"" + prefix + "factor\"");
     a.rope_scaling.factor = r.num(rp, "factor", 1.0, prefix);

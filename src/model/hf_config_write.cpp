@@ -95,6 +95,17 @@ json language_model_config(const ModelArgs& a, json j) {
     rope["high_freq_factor"] = a.rope_scaling.high_freq_factor;
     rope["original_max_position_embeddings"] = a.rope_scaling.original_max_position_embeddings;
   }
+  if (a.rope_scaling.type == "yarn") {
+    const auto& s = a.rope_scaling;
+    rope["factor"] = s.factor;
+    rope["original_max_position_embeddings"] = s.original_max_position_embeddings;
+    rope["beta_fast"] = s.beta_fast;
+    rope["beta_slow"] = s.beta_slow;
+    if (!s.truncate) rope["truncate"] = false;
+    if (s.attention_factor) rope["attention_factor"] = *s.attention_factor;
+    if (s.mscale) rope["mscale"] = *s.mscale;
+    if (s.mscale_all_dim) rope["mscale_all_dim"] = *s.mscale_all_dim;
+  }
   json rope_scaling = rope;
   if (a.rope_scaling.type == "longrope") {
     const auto& s = a.rope_scaling;

@@ -21,6 +21,46 @@ std::pair<at::Tensor, at::Tensor> RMSNormImpl::add_forward(const at::Tensor& res
   return ops::add_rms_norm(residual, delta, spec(), gemm_input, policy);
 }
 
+namespace {
+
+// transformers' _compute_yarn_parameters: pairs that turn fewer than beta_slow times over the original context are
+// interpolated (slowed down by the factor), those turning more than beta_fast times keep their frequency, and a
+// linear ramp blends the ones between. In F32 with transformers' order of operations. F32 [R/2].
+at::Tensor yarn_inv_freq(const ModelArgs& a, const at::Tensor& exponent) {
+  const auto& s = a.rope_scaling;
+  const double dim = static_cast<double>(a.rotary_dim());
+  const double context = static_cast<double>(s.original_max_position_embeddings);
+  // The pair index whose wavelength fits `rotations` times into the original context.
+  auto pair_of = [&](double rotations) {
+    return dim * std::log(context / (rotations * 2 * 3.141592653589793)) / (2 * std::log(a.rope_theta));
+  };
+  double low = pair_of(s.beta_fast), high = pair_of(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // as transformers: no zero-width ramp
+  const at::Tensor pos_freqs = at::pow(a.rope_theta, exponent);
+  const at::Tensor ramp = ((at::arange(a.rotary_dim() / 2, at::kFloat) - low) / (high - low)).clamp(0, 1);
+  const at::Tensor keep = 1 - ramp;  // 1: the pair keeps its frequency (extrapolation)
+  return (1.0 / (s.factor * pos_freqs)) * (1 - keep) + (1.0 / pos_freqs) * keep;
+}
+
+// YaRN's cos/sin scale: config.json's attention_factor, else 0.1 ln(factor) + 1 (DeepSeek's mscale ratio when both
+// mscale and mscale_all_dim are set and non-zero).
+double yarn_attention_factor(const RopeScaling& s) {
+  if (s.attention_factor) return *s.attention_factor;
+  auto mscale = [&](double m) { return s.factor <= 1.0 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+  if (s.mscale.value_or(0.0) != 0.0 && s.mscale_all_dim.value_or(0.0) != 0.0) {
+    return mscale(*s.mscale) / mscale(*s.mscale_all_dim);
+  }
+  return mscale(1.0);
+}
+
+}  // namespace
+
 Rotary::Rotary(const ModelArgs& a) {
   const int64_t dim = a.rotary_dim();
   at::Tensor exponent = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / static_cast<double>(dim);
@@ -36,6 +76,10 @@ Rotary::Rotary(const ModelArgs& a) {
     scale_ = s.attention_factor.value_or(factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(context)));
   }
   if (a.rope_scaling.type == "linear") inv = inv / a.rope_scaling.factor;  // positions slowed down by the factor
+  if (a.rope_scaling.type == "yarn") {
+    inv = yarn_inv_freq(a, exponent);
+    scale_ = yarn_attention_factor(a.rope_scaling);
+  }
   if (a.rope_scaling.type == "llama3") {
     const auto& s = a.rope_scaling;
     const double old_ctx = static_cast<double>(s.original_max_position_embeddings);

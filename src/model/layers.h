@@ -46,7 +46,7 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// Rotary tables: inv_freq (with llama3 scaling applied) and cos/sin for given positions.
+// Rotary tables: inv_freq (with the config's rope scaling applied) and cos/sin for given positions.
 class Rotary {
  public:
   explicit Rotary(const ModelArgs& args);
@@ -58,7 +58,7 @@ class Rotary {
   at::Tensor inv_freq_;       // F32 [R/2], CPU; moved to the positions' device on use
   at::Tensor long_inv_freq_;  // longrope: F32 [R/2] for calls whose positions reach original_context_; else undefined
   int64_t original_context_ = 0;  // longrope: original_max_position_embeddings
-  double scale_ = 1.0;            // longrope: cos and sin are multiplied by the attention factor
+  double scale_ = 1.0;            // longrope, yarn: cos and sin are multiplied by the attention factor
 };
 
 class AttentionImpl : public torch::nn::Module {

@@ -240,8 +240,8 @@ INSTANTIATE_TEST_SUITE_P(Families, MoeQloraFineTune, ::testing::Values("qwen3_mo
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyFineTune,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",
-                                           "gemma3", "gemma3_mm", "qwen3_moe", "mixtral"),
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3", "phi3_longrope",
+                                           "gemma2", "gemma3", "gemma3_mm", "qwen3_moe", "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

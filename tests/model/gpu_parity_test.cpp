@@ -107,9 +107,9 @@ TEST_P(GpuParity, F32GreedyGenerationWithFusedKernelsMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuParity,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "phi3_longrope", "gemma2",
-                                           "gemma2_plain", "gemma3", "gemma3_full", "gemma3_bias", "qwen3_moe",
-                                           "qwen3_moe_step", "mixtral"),
+                         ::testing::Values("llama", "llama_yarn", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3",
+                                           "phi3_longrope", "gemma2", "gemma2_plain", "gemma3", "gemma3_full",
+                                           "gemma3_bias", "qwen3_moe", "qwen3_moe_step", "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

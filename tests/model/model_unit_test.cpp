@@ -84,10 +84,10 @@ TEST(ModelConfig, UnsupportedTypeArchitectureAndRopeAreNamed) {
             }).find("LlamaForSequenceClassification"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              model::parse_hf_config(R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn", "factor": 2}, )" +
-                                         base + "}",
-                                     "c.json");
-            }).find("rope_scaling.rope_type \"yarn\""),
+              model::parse_hf_config(
+                  R"({"model_type": "llama", "rope_scaling": {"rope_type": "dynamic", "factor": 2}, )" + base + "}",
+                  "c.json");
+            }).find("rope_scaling.rope_type \"dynamic\""),
             std::string::npos);
 }
 
@@ -144,6 +144,51 @@ TEST(ModelConfig, SavedConfigParsesBackToTheSameArgs) {
   EXPECT_EQ(b.rope_scaling.type, "llama3");
   EXPECT_DOUBLE_EQ(b.rope_scaling.factor, 8.0);
   EXPECT_EQ(b.eos_token_id.value_or(-1), 2);
+}
+
+// YaRN's fields survive the saved config.json, and read as transformers reads them: the top-level original context
+// wins over the rope object's, a zero beta is the default, a null factor is max / original.
+TEST(ModelConfig, YarnFieldsSaveAndParseBack) {
+  TempDir dir;
+  auto a = tiny_args("qwen3");
+  auto& s = a.rope_scaling;
+  s.type = "yarn";
+  s.factor = 4.0;
+  s.original_max_position_embeddings = 32;
+  s.beta_fast = 16.0;
+  s.beta_slow = 2.0;
+  s.truncate = false;
+  s.mscale = 0.8;
+  s.mscale_all_dim = 0.5;
+  model::save_hf_config(a, dir / "config.json");
+  const auto b = model::load_hf_config(dir.path()).rope_scaling;
+  EXPECT_EQ(b.type, "yarn");
+  EXPECT_DOUBLE_EQ(b.factor, 4.0);
+  EXPECT_EQ(b.original_max_position_embeddings, 32);
+  EXPECT_DOUBLE_EQ(b.beta_fast, 16.0);
+  EXPECT_DOUBLE_EQ(b.beta_slow, 2.0);
+  EXPECT_FALSE(b.truncate);
+  EXPECT_DOUBLE_EQ(b.mscale.value_or(0), 0.8);
+  EXPECT_DOUBLE_EQ(b.mscale_all_dim.value_or(0), 0.5);
+  EXPECT_FALSE(b.attention_factor.has_value());
+
+  const std::string sizes = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "max_position_embeddings": 256, )";
+  const auto c = model::parse_hf_config(R"({"model_type": "llama", )" + sizes +
+                                            R"("original_max_position_embeddings": 64, "rope_scaling": {"rope_type":
+      "yarn", "factor": null, "original_max_position_embeddings": 16, "beta_fast": 0}})",
+                                        "c.json")
+                     .rope_scaling;
+  EXPECT_EQ(c.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(c.factor, 4.0);
+  EXPECT_DOUBLE_EQ(c.beta_fast, 32.0);
+  EXPECT_DOUBLE_EQ(c.beta_slow, 1.0);
+  EXPECT_NE(error_of([&] {
+              model::parse_hf_config(
+                  R"({"model_type": "llama", )" + sizes + R"("rope_scaling": {"rope_type": "yarn", "factor": -2}})",
+                  "c.json");
+            }).find("\"rope_scaling.factor\" must be a positive number"),
+            std::string::npos);
 }
 
 // Gemma 3 as transformers 4.x wrote it (rope_theta, rope_local_base_freq, rope_scaling, sliding_window_pattern) and

@@ -401,9 +401,10 @@ TEST(FromScratch, EveryArchitectureSavesWhatTransformersLoads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Parity,
-                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "qwen3_bias", "phi3", "phi3_longrope",
-                                           "gemma2", "gemma2_plain", "gemma3", "gemma3_full", "gemma3_bias",
-                                           "gemma3_mm", "qwen3_moe", "qwen3_moe_step", "mixtral"),
+                         ::testing::Values("llama", "llama_yarn", "mistral", "qwen2", "qwen3", "qwen3_yarn",
+                                           "qwen3_bias", "phi3", "phi3_longrope", "gemma2", "gemma2_plain", "gemma3",
+                                           "gemma3_full", "gemma3_bias", "gemma3_mm", "qwen3_moe", "qwen3_moe_step",
+                                           "mixtral"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

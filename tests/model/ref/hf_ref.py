@@ -34,6 +34,17 @@ FAMILIES = {
     "qwen3": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
         num_key_value_heads=2, head_dim=24, tie_word_embeddings=False, max_position_embeddings=256,
         use_sliding_window=False, attention_bias=False)),
+    # Qwen3 with YaRN as Qwen's model cards extend the context (factor 4 over the original context), read back from
+    # transformers 4's rope_scaling layout.
+    "qwen3_yarn": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
+        num_key_value_heads=2, tie_word_embeddings=False, max_position_embeddings=128, use_sliding_window=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})),
+    # Llama with every YaRN field set: other ramp bounds without rounding, and DeepSeek's mscale ratio for the
+    # attention factor.
+    "llama_yarn": dict(cls="LlamaForCausalLM", cfg="LlamaConfig", kw=dict(
+        num_key_value_heads=2, rope_theta=10000.0, max_position_embeddings=256,
+        rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16, "beta_fast": 16.0,
+                      "beta_slow": 2.0, "mscale": 0.8, "mscale_all_dim": 0.5, "truncate": False})),
     # Qwen3 with attention biases (q/k/v and o) and tied embeddings.
     "qwen3_bias": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
         num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=256, use_sliding_window=False,
