@@ -97,6 +97,11 @@ class Binder {
       if (!near.empty() && parent_leaf(near).first == parent_leaf(normal).first && !shown_.empty()) {
         near = shown_ + parent_leaf(near).second;
       }
+      if (e.key == "<<") {  // YAML 1.1's merge key, which yaml-cpp reads as a plain key
+        errors_.add(e.key_origin, shown_ + e.key,
+                    "YAML merge keys (<<: *anchor) are not supported; write the keys out");
+        continue;
+      }
       errors_.add(e.key_origin, shown_ + e.key,
                   "unknown key" + (near.empty() ? std::string() : "; did you mean " + near + "?"));
     }

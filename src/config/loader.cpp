@@ -87,7 +87,7 @@ Node compose(const fs::path& file, std::vector<Link>& chain, std::vector<fs::pat
     tree = load_yaml_file(file, base_dir);
   } catch (const YAML::ParserException& e) {
     Origin o{file.string(), e.mark.line + 1, e.mark.column + 1, {}};
-    errors.add(o, "", "YAML syntax error: " + e.msg);
+    errors.add(o, "", yaml_syntax_error(e, file));
     return result;
   } catch (const YAML::BadFile&) {
     errors.add(Origin{file.string(), 0, 0, {}}, "", "cannot read the file");

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
 #include <string>
 
 #include "util/error.h"
@@ -191,6 +192,20 @@ std::vector<std::string> split_path(const std::string& dotted) {
     start = dot + 1;
   }
   return parts;
+}
+
+std::string yaml_syntax_error(const YAML::ParserException& e, const std::filesystem::path& file) {
+  std::string message = "YAML syntax error: " + e.msg;
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 0; n <= e.mark.line && std::getline(in, line); ++n) {
+    if (n + 1 < e.mark.line) continue;
+    const std::string indent = line.substr(0, line.find_first_not_of(" \t"));
+    if (indent.find('\t') != std::string::npos) {
+      return message + fmt::format(" (line {} indents with a tab: YAML indents with spaces only)", n + 1);
+    }
+  }
+  return message;
 }
 
 Node load_yaml_file(const std::filesystem::path& file, const std::filesystem::path& base_dir) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace YAML {
+class ParserException;
 class Node;
 }
 
@@ -56,6 +57,10 @@ Node from_yaml(const YAML::Node& yaml, const std::string& source, const std::fil
 // The tree of `file`'s one YAML document (kNull for an empty file). A second document (after ---), which yaml-cpp's
 // LoadFile would drop without a word, is a ConfigError at its line; YAML::ParserException and YAML::BadFile pass.
 Node load_yaml_file(const std::filesystem::path& file, const std::filesystem::path& base_dir);
+
+// "YAML syntax error: " and yaml-cpp's message for a parse error in `file`, saying so when the line it points at (or
+// the one before) indents with a tab, which YAML forbids and yaml-cpp reports as something else.
+std::string yaml_syntax_error(const YAML::ParserException& e, const std::filesystem::path& file);
 
 // Deep merge: maps merge key by key (recursively), anything else in `over` replaces what `into` holds.
 void merge(Node& into, const Node& over);

@@ -349,7 +349,7 @@ SweepSpec read_sweep_file(const fs::path& file) {
   try {
     root = config::load_yaml_file(file, base_dir);
   } catch (const YAML::ParserException& e) {
-    problems.add(Origin{file.string(), e.mark.line + 1, e.mark.column + 1, {}}, "", "YAML syntax error: " + e.msg);
+    problems.add(Origin{file.string(), e.mark.line + 1, e.mark.column + 1, {}}, "", config::yaml_syntax_error(e, file));
     problems.throw_if_any();
   } catch (const YAML::BadFile&) {
     throw ConfigError("cannot read the sweep file '" + file.string() + "'", "check its permissions");

@@ -94,6 +94,14 @@ TEST_F(ConfigLoad, YamlSyntaxErrorPointsAtTheLine) {
   EXPECT_THAT(msg, HasSubstr("YAML syntax error"));
 }
 
+// Two YAML habits that yaml-cpp words obscurely: a tab in the indentation ("illegal map value"), and a merge key,
+// which it reads as a key named "<<".
+TEST_F(ConfigLoad, TabIndentationAndMergeKeysAreNamed) {
+  EXPECT_THAT(error_of("run:\n\tname: x\n"), HasSubstr("line 2 indents with a tab: YAML indents with spaces only"));
+  EXPECT_THAT(error_of(std::string(kMinimalConfig) + "run:\n  name: x\n  <<: {seed: 1}\n"),
+              HasSubstr("run.<<: YAML merge keys (<<: *anchor) are not supported; write the keys out"));
+}
+
 // Most YAML readers keep the later of two equal keys, or the first of several documents, without a word; a config
 // that says a setting twice (a pasted section) or holds a second document is refused where it happens.
 TEST_F(ConfigLoad, DuplicateKeysAndSecondDocumentsAreRefusedWithTheirLine) {
