@@ -465,37 +465,144 @@ int parse_int(const std::string& flag, const std::string& value, long low, long 
   return static_cast<int>(n);
 }
 
-}  // namespace
-
-int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOptions& options) {
-  if (nproc < 1) throw ConfigError(fmt::format("--nproc-per-node {} must be >= 1", nproc), "use a positive number or auto");
+// Where the workers find each other: a store hosted here for one node, or the group of nodes (`group`) for several.
+Placement place_workers(int nproc, const LaunchOptions& options, c10::intrusive_ptr<c10d::TCPStore>& store,
+                        std::unique_ptr<NodeGroup>& group) {
   Placement where;
   where.nproc = nproc;
   where.nnodes = options.nnodes;
   where.node = options.node_rank;
   where.addr = options.master_addr;
-  c10::intrusive_ptr<c10d::TCPStore> store;  // one node: hosted here
-  std::unique_ptr<NodeGroup> group;          // several nodes
   if (options.nnodes > 1) {
     group = std::make_unique<NodeGroup>(options, nproc);
     where.port = options.master_port;
     where.run_id = group->run_id();
-  } else {
-    c10d::TCPStoreOptions store_opts;
-    store_opts.port = static_cast<std::uint16_t>(options.master_port);  // 0: the OS picks a free port, no race
-    store_opts.isServer = true;
-    store_opts.waitWorkers = false;
-    store_opts.multiTenant = true;
-    try {
-      store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_opts);
-    } catch (const std::exception& e) {
-      throw Error(fmt::format("launcher: cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
-                              first_line(e)),
-                  "is --master-port in use? leave it out to use a free port");
-    }
-    where.port = store->getPort();
-    where.run_id = fmt::format("ft-{}-{}", ::getpid(), where.port);
+    return where;
   }
+  c10d::TCPStoreOptions store_opts;
+  store_opts.port = static_cast<std::uint16_t>(options.master_port);  // 0: the OS picks a free port, no race
+  store_opts.isServer = true;
+  store_opts.waitWorkers = false;
+  store_opts.multiTenant = true;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_opts);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("launcher: cannot host the store on {}:{}: {}", options.master_addr, options.master_port,
+                            first_line(e)),
+                "is --master-port in use? leave it out to use a free port");
+  }
+  where.port = store->getPort();
+  where.run_id = fmt::format("ft-{}-{}", ::getpid(), where.port);
+  return where;
+}
+
+// Relays what the workers' open output streams hold, waiting up to 100 ms for some. False, without waiting, when no
+// stream is open and no worker runs: nothing is left to watch.
+bool relay_output(std::vector<Worker>& workers) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Worker*, Stream*>> owners;
+  for (auto& w : workers) {
+    for (Stream* s : {&w.out, &w.err}) {
+      if (s->fd.get() < 0) continue;
+      fds.push_back({s->fd.get(), POLLIN, 0});
+      owners.emplace_back(&w, s);
+    }
+  }
+  const bool any_running = std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
+  if (!any_running && fds.empty()) return false;
+  ::poll(fds.data(), fds.size(), 100);
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) pump(*owners[i].first, *owners[i].second);
+  }
+  return true;
+}
+
+// What happened to this node's workers while the launcher watched them.
+struct Outcome {
+  int first_failed = -1;       // index of the first worker that failed on its own, or -1
+  int forwarded = 0;           // the last signal forwarded to the workers, or 0
+  bool stopped = false;        // a worker exited 130
+  std::string remote_problem;  // a lost or failed node that made this one stop its workers
+  std::optional<Clock::time_point> failed_at;
+};
+
+// Relays the workers' output and watches them until all have exited: a signal is forwarded to all, the first
+// failure (or another node's, from `group`) stops the others with SIGTERM, and SIGKILL follows after the grace time.
+Outcome supervise(std::vector<Worker>& workers, signals::Catcher& forwarding, NodeGroup* group,
+                  const LaunchOptions& options, int first_rank) {
+  Outcome out;
+  std::optional<Clock::time_point> kill_at;
+  auto stop_all = [&](int sig) {
+    for (auto& w : workers)
+      if (w.running) ::kill(w.pid, sig);
+    if (sig != SIGKILL && !kill_at) kill_at = Clock::now() + options.grace;
+  };
+  for (;;) {
+    const bool any_running = std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
+    if (!relay_output(workers)) break;
+    if (const int sig = forwarding.take(); sig != 0) {
+      out.forwarded = sig;
+      stop_all(sig);
+    }
+    for (auto& w : workers) {
+      if (!w.running || ::waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      // 130: the worker stopped at a signal after writing a checkpoint. The ranks agree on such a stop (a signal
+      // to any of them, on any node, stops all), so the others are stopping too: not a failure.
+      if (WIFEXITED(w.status) && WEXITSTATUS(w.status) == static_cast<int>(ExitCode::kInterrupted)) {
+        out.stopped = true;
+        continue;
+      }
+      if (process::failed(w.status) && out.first_failed < 0 && out.forwarded == 0 && !kill_at) {
+        out.first_failed = w.rank - first_rank;
+        out.failed_at = Clock::now();
+        stop_all(SIGTERM);
+      }
+    }
+    if (group != nullptr && out.remote_problem.empty() && any_running && !kill_at) {
+      out.remote_problem = group->problem();
+      if (!out.remote_problem.empty()) {
+        out.failed_at = Clock::now();
+        process::write_all(2, fmt::format("finetune launcher: {}; stopping the {} worker(s) of node {}.\n",
+                                          out.remote_problem, workers.size(), options.node_rank));
+        stop_all(SIGTERM);
+      }
+    }
+    if (kill_at && Clock::now() > *kill_at) {
+      stop_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    // Output of a grandchild that outlived its worker must not keep us here.
+    if (!any_running && kill_at == Clock::time_point::max()) break;
+  }
+  return out;
+}
+
+// The node's exit code: the first failed worker's (said on stderr with its last error), 1 for another node's
+// failure, 130 for a stop at a signal, else 0.
+int exit_code_of(const Outcome& out, const std::vector<Worker>& workers) {
+  if (out.first_failed >= 0) {
+    const Worker& w = workers[static_cast<size_t>(out.first_failed)];
+    const std::string& why = w.last_error.empty() ? w.last_line : w.last_error;
+    process::write_all(2, fmt::format("finetune launcher: rank {} (pid {}) {}; stopped the other {} worker(s).\n"
+                                      "finetune launcher: rank {}'s last error: {}\n",
+                                      w.rank, w.pid, process::describe_status(w.status), workers.size() - 1, w.rank,
+                                      why.empty() ? "(no output)" : why));
+    return WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 1;
+  }
+  if (!out.remote_problem.empty()) return 1;
+  if (out.forwarded != 0 || out.stopped) return 130;
+  return 0;
+}
+
+}  // namespace
+
+int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOptions& options) {
+  if (nproc < 1)
+    throw ConfigError(fmt::format("--nproc-per-node {} must be >= 1", nproc), "use a positive number or auto");
+  c10::intrusive_ptr<c10d::TCPStore> store;  // one node: hosted here
+  std::unique_ptr<NodeGroup> group;          // several nodes
+  const Placement where = place_workers(nproc, options, store, group);
   const int first_rank = options.node_rank * nproc;
 
   signals::Catcher forwarding;  // SIGINT/SIGTERM are forwarded to the workers below
@@ -515,89 +622,13 @@ int launch_local(int nproc, const std::vector<std::string>& args, const LaunchOp
     FT_LOG_INFO("launcher: {} workers, store {}:{}, run id {}", nproc, where.addr, where.port, where.run_id);
   }
 
-  int first_failed = -1;
-  int forwarded = 0;
-  bool stopped = false;        // a worker exited 130
-  std::string remote_problem;  // a lost or failed node that made this one stop its workers
-  std::optional<Clock::time_point> failed_at;
-  std::optional<Clock::time_point> kill_at;
-  auto stop_others = [&](int sig) {
-    for (auto& w : workers) if (w.running) ::kill(w.pid, sig);
-  };
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Worker*, Stream*>> owners;
-    for (auto& w : workers) {
-      for (Stream* s : {&w.out, &w.err}) {
-        if (s->fd.get() < 0) continue;
-        fds.push_back({s->fd.get(), POLLIN, 0});
-        owners.emplace_back(&w, s);
-      }
-    }
-    const bool any_running = std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
-    if (!any_running && fds.empty()) break;
-    ::poll(fds.data(), fds.size(), 100);
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) pump(*owners[i].first, *owners[i].second);
-    }
-    if (const int sig = forwarding.take(); sig != 0) {
-      forwarded = sig;
-      stop_others(sig);
-      if (!kill_at) kill_at = Clock::now() + options.grace;
-    }
-    for (auto& w : workers) {
-      if (!w.running || ::waitpid(w.pid, &w.status, WNOHANG) != w.pid) continue;
-      w.running = false;
-      // 130: the worker stopped at a signal after writing a checkpoint. The ranks agree on such a stop (a signal
-      // to any of them, on any node, stops all), so the others are stopping too: not a failure.
-      if (WIFEXITED(w.status) && WEXITSTATUS(w.status) == static_cast<int>(ExitCode::kInterrupted)) {
-        stopped = true;
-        continue;
-      }
-      if (process::failed(w.status) && first_failed < 0 && forwarded == 0 && !kill_at) {
-        first_failed = w.rank - first_rank;
-        failed_at = Clock::now();
-        stop_others(SIGTERM);
-        kill_at = Clock::now() + options.grace;
-      }
-    }
-    if (group && remote_problem.empty() && any_running && !kill_at) {
-      remote_problem = group->problem();
-      if (!remote_problem.empty()) {
-        failed_at = Clock::now();
-        process::write_all(2, fmt::format("finetune launcher: {}; stopping the {} worker(s) of node {}.\n",
-                                          remote_problem, nproc, options.node_rank));
-        stop_others(SIGTERM);
-        kill_at = Clock::now() + options.grace;
-      }
-    }
-    if (kill_at && Clock::now() > *kill_at) {
-      stop_others(SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-    // Output of a grandchild that outlived its worker must not keep us here.
-    if (!any_running && kill_at == Clock::time_point::max()) break;
-  }
-
-  int code = 0;
-  if (first_failed >= 0) {
-    const Worker& w = workers[static_cast<size_t>(first_failed)];
-    const std::string& why = w.last_error.empty() ? w.last_line : w.last_error;
-    process::write_all(2, fmt::format("finetune launcher: rank {} (pid {}) {}; stopped the other {} worker(s).\n"
-                                      "finetune launcher: rank {}'s last error: {}\n",
-                                      w.rank, w.pid, process::describe_status(w.status), nproc - 1, w.rank,
-                                      why.empty() ? "(no output)" : why));
-    code = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 1;
-  } else if (!remote_problem.empty()) {
-    code = 1;
-  } else if (forwarded != 0 || stopped) {
-    code = 130;
-  }
+  const Outcome out = supervise(workers, forwarding, group.get(), options, first_rank);
+  const int code = exit_code_of(out, workers);
   if (group) {
-    if (code != 0 && code != 130 && failed_at) {
+    if (code != 0 && code != 130 && out.failed_at) {
       // Which other nodes are gone: the failure here is often the first sign of their loss.
-      for (const std::string& line : group->lost_nodes(*failed_at)) {
-        if (line != remote_problem) process::write_all(2, "finetune launcher: " + line + "\n");
+      for (const std::string& line : group->lost_nodes(*out.failed_at)) {
+        if (line != out.remote_problem) process::write_all(2, "finetune launcher: " + line + "\n");
       }
     }
     group->finish(code);
