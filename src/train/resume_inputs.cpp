@@ -53,8 +53,9 @@ std::vector<std::string> resume_input_changes(const nlohmann::json& saved, const
         continue;
       if (saved_data[i] != data[i]) {
         changes.push_back(fmt::format(
-            "data.train[{}] ({}) is not what the checkpoint's run read: its content, or how it is tokenized, changed "
-            "since; the resumed run continues its position in the data over the new samples",
+            "data.train[{}] ({}) is not what the checkpoint's run read: its content (over 256 MB: its modification "
+            "time) or how it is tokenized changed since; the resumed run continues its position in the data over the "
+            "new samples",
             i, config.data.train[i].path));
       }
     }
