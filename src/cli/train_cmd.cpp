@@ -62,9 +62,9 @@ int run_train(const TrainOptions& options, const Globals& globals) {
   cfg.run.overwrite = false;
   // config.yaml is written once the run is accepted: a refused resume leaves the run directory as it was.
   train::Trainer trainer(cfg, ctx, [&] { config::write_resolved_config(loaded, cfg.run.output_dir); });
-  // Built and accepted: an earlier run set aside by run.overwrite goes for good (a failure before this put it back).
-  prepared.earlier_run.commit();
-  return static_cast<int>(trainer.run());
+  // An earlier run set aside by run.overwrite goes for good once this one has trained a step; a failure or a stop
+  // before that puts it back (PreparedRun's destructor).
+  return static_cast<int>(trainer.run([&] { prepared.earlier_run.commit(); }));
 }
 
 }  // namespace

@@ -123,20 +123,25 @@ void train_tokenizer_into(const Config& cfg, const std::filesystem::path& file) 
 
 namespace {
 
-// run.overwrite sets an earlier run aside (deleted once the new run is accepted); without it a run that would start
+// run.overwrite sets an earlier run aside (deleted once the new run has trained); without it a run that would start
 // at step 0 refuses a directory holding one (train/run_dir.h). Decided before anything is written. `auto` with
 // checkpoints that all fail verification is refused later, by the Trainer's resume (verifying reads every file).
 EarlierRunSetAside claim_run_dir(const Config& cfg, const RunContext& ctx) {
   const std::filesystem::path run_dir = cfg.run.output_dir;
+  EarlierRunSetAside earlier_set_aside;
   if (ctx.rank == 0) {
     const auto restored = EarlierRunSetAside::restore_left_behind(run_dir);
     if (!restored.empty()) {
-      FT_LOG_WARN("run.overwrite: a run killed before it started left the earlier run's {} set aside; put back",
-                  fmt::join(restored, ", "));
+      FT_LOG_WARN(
+          "run.overwrite: a run killed before it started training left the earlier run's {} set aside; "
+          "put back",
+          fmt::join(restored, ", "));
     }
+    if (cfg.run.overwrite) earlier_set_aside = EarlierRunSetAside::take(cfg);
   }
-  ctx.comm->barrier();  // the other ranks look at the run directory once it is whole again
-  if (cfg.run.overwrite) return ctx.rank == 0 ? EarlierRunSetAside::take(cfg) : EarlierRunSetAside();
+  // The other ranks look at the run directory (an earlier run, a trained tokenizer) once rank 0 has settled it.
+  ctx.comm->barrier();
+  if (cfg.run.overwrite) return earlier_set_aside;
   if (cfg.checkpoint.resume.mode == ResumeSetting::Mode::kPath) return {};
   const auto earlier = earlier_run(run_dir);
   if (!earlier.empty() && cfg.checkpoint.resume.mode == ResumeSetting::Mode::kNever) {

@@ -64,7 +64,7 @@ struct RunContext {
 // So config.yaml names the files the run used, and a rerun from it finds them. Also applies run.deterministic and
 // the rule for a directory that holds an earlier run (train/run_dir.h). Rank 0 writes; every rank returns once the
 // files exist. Rank 0 locks the run directory first; the lock lives as long as the returned object, and with
-// run.overwrite the earlier run's files are set aside there until the command commits them (the Trainer is built).
+// run.overwrite the earlier run's files are set aside there until the command commits them (after the first step).
 struct PreparedRun {
   RunDirLock lock;
   EarlierRunSetAside earlier_run;

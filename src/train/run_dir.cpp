@@ -86,6 +86,9 @@ namespace {
 
 // Inside the run directory, so the moves are renames on one file system.
 constexpr const char* kAsideDir = ".overwritten";
+// What commit() renames the folder to before deleting it: a deletion cut short leaves a folder nothing restores
+// (restoring from a half-deleted .overwritten/ would replace the live run's files with the remains).
+constexpr const char* kDeletingDir = ".overwritten.deleting";
 // The names set aside, one per line relative to the run directory, written before the first move.
 constexpr const char* kManifest = "MANIFEST";
 
@@ -168,6 +171,14 @@ EarlierRunSetAside EarlierRunSetAside::take(const Config& cfg) {
 }
 
 std::vector<std::string> EarlierRunSetAside::restore_left_behind(const fs::path& run_dir) {
+  if (present(run_dir / kDeletingDir)) {
+    try {
+      remove_tree(run_dir / kDeletingDir);
+    } catch (const Error& e) {
+      FT_LOG_WARN("cannot delete {}, left by an earlier run.overwrite: {}", (run_dir / kDeletingDir).string(),
+                  e.what());
+    }
+  }
   if (!present(run_dir / kAsideDir)) return {};
   try {
     return put_back(run_dir);
@@ -196,13 +207,12 @@ EarlierRunSetAside::~EarlierRunSetAside() {
 
 void EarlierRunSetAside::commit() {
   if (run_dir_.empty()) return;
-  const fs::path dir = run_dir_ / kAsideDir;
-  run_dir_.clear();
+  const fs::path run_dir = std::exchange(run_dir_, {});
   try {
-    remove_tree(dir);
-  } catch (const Error& e) {
-    FT_LOG_WARN("run.overwrite: cannot delete the earlier run's files in {}: {}; delete that folder by hand",
-                dir.string(), e.what());
+    remove_tree_via(run_dir / kAsideDir, run_dir / kDeletingDir);
+  } catch (const std::exception& e) {  // fs::filesystem_error from the rename, ft::Error from remove_tree
+    FT_LOG_WARN("run.overwrite: cannot delete the earlier run's files ({}); delete {} and {} by hand", e.what(),
+                (run_dir / kAsideDir).string(), (run_dir / kDeletingDir).string());
     return;
   }
   FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(names_, ", "));
@@ -212,9 +222,19 @@ void EarlierRunSetAside::restore() noexcept {
   if (run_dir_.empty()) return;
   const fs::path run_dir = std::exchange(run_dir_, {});
   try {
+    // This attempt's log goes on after the earlier run's, so what stopped it is still on disk.
+    const fs::path log_file = run_dir / "train.log";
+    std::string attempt;
+    if (present(log_file)) attempt = read_text_file(log_file);
     const auto restored = put_back(run_dir);
-    FT_LOG_WARN("run.overwrite: this run stopped before it started; the earlier run's {} are back in place",
-                fmt::join(restored, ", "));
+    if (restored.empty()) return;
+    const std::string line = fmt::format(
+        "run.overwrite: this run stopped before it started training; the earlier run's {} are back in place",
+        fmt::join(restored, ", "));
+    FT_LOG_WARN("{}", line);
+    if (!attempt.empty() && present(log_file)) {
+      std::ofstream(log_file, std::ios::app) << attempt << line << "\n";
+    }
   } catch (const std::exception& e) {
     FT_LOG_ERROR("run.overwrite: cannot put the earlier run's files back ({}); they are in {}", e.what(),
                  (run_dir / kAsideDir).string());

@@ -25,10 +25,10 @@ std::vector<std::string> earlier_run(const std::filesystem::path& run_dir);
 // run.overwrite: the earlier run's files (what runs write into the run directory: config.yaml and its history,
 // train.log, metrics.jsonl, checkpoints, the final model or adapter, TensorBoard files, profiler traces, and the
 // generated data and trained tokenizer that the config's derived paths name inside it; other files stay) are moved
-// into <run_dir>/.overwritten/ and deleted only once the new run is accepted (commit()). A run that fails before
-// that (unreadable data, a missing model file, out of memory while building) puts them back when this object is
-// destroyed, so a bad config never costs the earlier run; restore_left_behind() does the same for a process killed
-// in between. Rank 0 only, with the run directory locked (RunDirLock).
+// into <run_dir>/.overwritten/ and deleted only once the new run has trained its first step (commit()). A run that
+// fails or is stopped before that (unreadable data, a missing model file, out of memory, Ctrl-C while loading) puts
+// them back when this object is destroyed, so a bad config never costs the earlier run; restore_left_behind() does
+// the same for a process killed in between. Rank 0 only, with the run directory locked (RunDirLock).
 class EarlierRunSetAside {
  public:
   EarlierRunSetAside() = default;
@@ -45,7 +45,7 @@ class EarlierRunSetAside {
   ~EarlierRunSetAside();  // not committed: the earlier run's files return, this run's at their paths are deleted
 
   const std::vector<std::string>& names() const { return names_; }  // relative to the run directory
-  void commit();  // the new run is accepted: deletes the earlier run's files for good
+  void commit();  // the new run has started: deletes the earlier run's files for good
 
  private:
   void restore() noexcept;

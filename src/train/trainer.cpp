@@ -190,7 +190,7 @@ bool Trainer::begin() {
   return true;
 }
 
-ExitCode Trainer::run() {
+ExitCode Trainer::run(const std::function<void()>& started) {
   if (!begin()) return ExitCode::kOk;
   const auto schedule = LoopSchedule::from_config(cfg_, data_.total_steps);
   const auto run_start = Clock::now();
@@ -219,8 +219,11 @@ ExitCode Trainer::run() {
     if (schedule.eval_at(progress_.step)) evaluator_->run(progress_);
     if (schedule.checkpoint_at(progress_.step)) save_checkpoint();
     checkpoints_->rethrow_failure();  // a background save that failed stops the run as a synchronous one would
-    if (dist::any_rank(*ctx_.comm, signals::stop_requested())) return stop_on_signal();
+    const bool stop = dist::any_rank(*ctx_.comm, signals::stop_requested());
+    if (progress_.step == first_step && !stop && ctx_.rank == 0 && started) started();
+    if (stop) return stop_on_signal();
   }
+  if (progress_.step < first_step && ctx_.rank == 0 && started) started();  // no step was left to train
   return finish(seconds_since(run_start));
 }
 

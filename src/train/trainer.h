@@ -66,8 +66,11 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // Trains to the end (ExitCode::kOk) or until SIGINT/SIGTERM (as util/signals.h records them once the caller has
-  // called signals::install()), after which it saves a checkpoint and returns ExitCode::kInterrupted.
-  ExitCode run();
+  // called signals::install()), after which it saves a checkpoint and returns ExitCode::kInterrupted. `started` runs
+  // on rank 0 once the first step is done and no rank was asked to stop (at the end when no step was left): the
+  // command deletes an earlier run that run.overwrite set aside there, so a run that fails or is stopped before
+  // then gives it back.
+  ExitCode run(const std::function<void()>& started = {});
 
  private:
   // The loop (trainer.cpp): the start (resumed or new), the steps, and the end or a stop by signal.

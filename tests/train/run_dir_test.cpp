@@ -131,7 +131,8 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
 }
 
 // --overwrite whose inputs fail once read (a data file that is not JSON lines) ends with that error and puts the
-// earlier run back as it was: a bad config never costs the run it would have replaced.
+// earlier run back as it was (its train.log goes on with this attempt's lines): a bad config never costs the run
+// it would have replaced.
 TEST_F(TrainRunDir, OverwriteThatFailsBeforeTrainingPutsTheEarlierRunBack) {
   const auto config = write_config("ob");
   ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
@@ -148,7 +149,10 @@ TEST_F(TrainRunDir, OverwriteThatFailsBeforeTrainingPutsTheEarlierRunBack) {
   EXPECT_NE(failed.output.find("bad.jsonl:1"), std::string::npos) << failed.output;
   EXPECT_NE(failed.output.find("are back in place"), std::string::npos) << failed.output;
   EXPECT_EQ(read_file(run_dir / "metrics.jsonl"), metrics);
-  EXPECT_EQ(read_file(run_dir / "train.log"), log);
+  // The earlier run's log, then this attempt's up to the failure.
+  const std::string log_after = read_file(run_dir / "train.log");
+  EXPECT_EQ(log_after.rfind(log, 0), 0u);
+  EXPECT_NE(log_after.find("are back in place", log.size()), std::string::npos) << log_after;
   EXPECT_EQ(read_file(run_dir / "config.yaml"), config_yaml);
   EXPECT_EQ(fs::last_write_time(run_dir / "model" / "model.safetensors"), model_time);
   EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
@@ -237,6 +241,25 @@ TEST_F(TrainRunDir, ResumeWarnsWhenTheDataOrTheLoraBaseChangedUnderIt) {
                                    "checkpoint's adapters were trained on"),
             std::string::npos)
       << other_base.output;
+}
+
+// What a deletion after a committed --overwrite left (.overwritten.deleting/, even with its manifest) is never put
+// back over the run that followed: the next start deletes it and finds that run complete.
+TEST_F(TrainRunDir, ADeletionCutShortAfterOverwriteIsNotRestored) {
+  const auto config = write_config("od");
+  ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
+  const auto run_dir = dir_ / "od";
+  const auto left = run_dir / ".overwritten.deleting";
+  fs::create_directories(left / "checkpoints" / "step-000009");
+  write_file(left / "MANIFEST", "checkpoints\nmetrics.jsonl\n");
+  write_file(left / "metrics.jsonl", "{}\n");
+  const std::string metrics = read_file(run_dir / "metrics.jsonl");
+  const auto rerun = run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3"));
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("the run is complete: step 6 of 6"), std::string::npos) << rerun.output;
+  EXPECT_EQ(read_file(run_dir / "metrics.jsonl"), metrics);
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
+  EXPECT_FALSE(fs::exists(left));
 }
 
 // Two runs into one directory would delete each other's temporary checkpoints and interleave their metrics: while
