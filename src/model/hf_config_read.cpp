@@ -119,10 +119,11 @@ void parse_yarn(const Reader& r, const json& rp, const std::string& prefix, Mode
   if (!(s.beta_fast > 0.0 && s.beta_slow > 0.0)) {
     throw ConfigError(r.source + ": \"" + prefix + "beta_fast\" and \"" + prefix + "beta_slow\" must be positive");
   }
-  if (rp.contains("truncate") && !rp["truncate"].is_null()) {
-    if (!rp["truncate"].is_boolean())
+  if (rp.contains("truncate")) {  // null is falsy in transformers' check: no truncation
+    if (!rp["truncate"].is_boolean() && !rp["truncate"].is_null()) {
       throw ConfigError(r.source + ": \"" + prefix + "truncate\" must be true or false");
-    s.truncate = rp["truncate"].get<bool>();
+    }
+    s.truncate = rp["truncate"].is_boolean() && rp["truncate"].get<bool>();
   }
 }
 
@@ -224,9 +225,12 @@ void parse_gemma3_rope(const Reader& r, ModelArgs& a) {
 void parse_rope(const Reader& r, ModelArgs& a) {
   if (a.model_type == "gemma3_text") return parse_gemma3_rope(r, a);
   const json& j = r.j;
-  // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling.
-  const char* key =
-      j.contains("rope_parameters") && !j["rope_parameters"].is_null() ? "rope_parameters" : "rope_scaling";
+  // transformers 5 writes rope_parameters (with rope_theta inside); 4.x writes rope_theta + rope_scaling. With both,
+  // 5 reads rope_scaling unless it is null or {} (convert_rope_params_to_dict): a rope_scaling block added to a
+  // saved config, as the Qwen model cards enable YaRN, takes effect.
+  const bool scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null() &&
+                       !(j["rope_scaling"].is_object() && j["rope_scaling"].empty());
+  const char* key = scaling ? "rope_scaling" : "rope_parameters";
   a.rope_theta = r.num(j, "rope_theta", a.model_type == "mixtral" ? 1000000.0 : 10000.0);  // MixtralConfig's
   if (!j.contains(key) || j[key].is_null()) return;
   parse_rope_object(r, j[key], std::string(key) + ".", a);

@@ -98,7 +98,10 @@ json language_model_config(const ModelArgs& a, json j) {
   if (a.rope_scaling.type == "yarn") {
     const auto& s = a.rope_scaling;
     rope["factor"] = s.factor;
-    rope["original_max_position_embeddings"] = s.original_max_position_embeddings;
+    // Left out when it is max_position_embeddings, its default: transformers 4.x would then derive factor 1 from it.
+    if (s.original_max_position_embeddings != a.max_position_embeddings) {
+      rope["original_max_position_embeddings"] = s.original_max_position_embeddings;
+    }
     rope["beta_fast"] = s.beta_fast;
     rope["beta_slow"] = s.beta_slow;
     if (!s.truncate) rope["truncate"] = false;
@@ -115,11 +118,14 @@ json language_model_config(const ModelArgs& a, json j) {
     if (s.longrope_factor) rope["factor"] = *s.longrope_factor;
     if (s.attention_factor) rope["attention_factor"] = *s.attention_factor;
     rope["original_max_position_embeddings"] = s.original_max_position_embeddings;
-    // transformers 4.x's Phi3Config accepts exactly these three keys.
+    // transformers 4.x's Phi3Config accepts exactly these three keys; 5.x reads rope_scaling before
+    // rope_parameters, so a factor or attention factor of the config goes there too (4.x refuses those files).
     rope_scaling = {{"type", "longrope"}, {"short_factor", s.short_factor}, {"long_factor", s.long_factor}};
+    if (s.longrope_factor || s.attention_factor) rope_scaling = rope;
   }
   if (a.model_type == "phi3") rope["partial_rotary_factor"] = a.partial_rotary_factor;
-  // Both layouts, so transformers 4.x and 5.x read the same rope.
+  // Both layouts, so transformers 4.x and 5.x read the same rope (yarn aside: 4.x takes its factor from
+  // max_position_embeddings / original_max_position_embeddings where the latter is given; finetune follows 5.x).
   j["rope_parameters"] = rope;
   if (a.rope_scaling.type == "default") {
     j["rope_scaling"] = nullptr;

@@ -183,6 +183,22 @@ TEST(ModelConfig, YarnFieldsSaveAndParseBack) {
   EXPECT_DOUBLE_EQ(c.factor, 4.0);
   EXPECT_DOUBLE_EQ(c.beta_fast, 32.0);
   EXPECT_DOUBLE_EQ(c.beta_slow, 1.0);
+  // A rope_scaling block added to a config that transformers 5 saved (rope_parameters: default) is what
+  // transformers reads, in 4.x's spelling ("type") too; a null truncate means no truncation there.
+  const auto d = model::parse_hf_config(R"({"model_type": "qwen3", "rope_theta": 1000000.0, )" + sizes +
+                                            R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "truncate": null}})",
+                                        "c.json");
+  EXPECT_EQ(d.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(d.rope_theta, 1000000.0);
+  EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, 32);
+  EXPECT_FALSE(d.rope_scaling.truncate);
+  EXPECT_EQ(
+      model::parse_hf_config(R"({"model_type": "llama", )" + sizes +
+                                 R"("rope_parameters": {"rope_type": "linear", "factor": 2.0}, "rope_scaling": {}})",
+                             "c.json")
+          .rope_scaling.type,
+      "linear");
   EXPECT_NE(error_of([&] {
               model::parse_hf_config(
                   R"({"model_type": "llama", )" + sizes + R"("rope_scaling": {"rope_type": "yarn", "factor": -2}})",

@@ -34,8 +34,7 @@ FAMILIES = {
     "qwen3": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
         num_key_value_heads=2, head_dim=24, tie_word_embeddings=False, max_position_embeddings=256,
         use_sliding_window=False, attention_bias=False)),
-    # Qwen3 with YaRN as Qwen's model cards extend the context (factor 4 over the original context), read back from
-    # transformers 4's rope_scaling layout.
+    # Qwen3 with YaRN as Qwen's model cards extend the context (factor 4 over the original context).
     "qwen3_yarn": dict(cls="Qwen3ForCausalLM", cfg="Qwen3Config", kw=dict(
         num_key_value_heads=2, tie_word_embeddings=False, max_position_embeddings=128, use_sliding_window=False,
         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})),
