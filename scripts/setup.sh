@@ -29,8 +29,10 @@ fi
 
 # Measured on a fresh install (2026-12-07): .venv ends at 5.5 GB, and pip holds the 2.8 GB of downloaded wheels in
 # TMPDIR until it has installed them all. Refuses to start when the space is not there, rather than failing halfway.
+# An existing .venv (changed requirements) already holds its packages: only the downloads need room then.
 check_venv_space() {
   local tmp=${TMPDIR:-/tmp} venv_mb=5600 wheels_mb=2900
+  if [[ -x .venv/bin/python ]]; then venv_mb=0; fi
   local root_fs tmp_fs root_free tmp_free
   root_fs=$(df -P "$root" | awk 'NR==2 {print $6}')
   tmp_fs=$(df -P "$tmp" | awk 'NR==2 {print $6}')
@@ -72,7 +74,7 @@ bnb_hash=$(sha256sum third_party/requirements-bnb.txt | cut -d' ' -f1)
 if [[ ! -d .venv/bnb/bitsandbytes ]] || [[ ! -f $bnb_stamp ]] || [[ $(cat "$bnb_stamp") != "$bnb_hash" ]]; then
   echo "setup: installing third_party/requirements-bnb.txt into .venv/bnb"
   rm -rf .venv/bnb
-  .venv/bin/python -m pip install -q --no-deps --target .venv/bnb -r third_party/requirements-bnb.txt
+  .venv/bin/python -m pip install -q --no-cache-dir --no-deps --target .venv/bnb -r third_party/requirements-bnb.txt
   echo "$bnb_hash" >"$bnb_stamp"
 fi
 # A .venv made while requirements.txt still listed bitsandbytes has it in site-packages.

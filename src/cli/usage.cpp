@@ -148,7 +148,8 @@ ConfigError explain_usage_error(CLI::App& app, const std::vector<std::string>& a
     break;
   }
   const std::string path = command_path(cmd);
-  return ConfigError(path + ": " + error.what(), "`" + path + " --help` lists its arguments");
+  const std::string what = cmd->get_parent() == nullptr ? error.what() : path + ": " + error.what();
+  return ConfigError(what, "`" + path + " --help` lists its arguments");
 }
 
 }  // namespace ft::cli

@@ -78,7 +78,7 @@ struct SourceStats {
   int64_t skipped = 0;                 // bad lines skipped (on_error=skip)
   std::vector<int64_t> skipped_lines;  // the first few skipped line numbers
   bool from_cache = false;             // loaded from an existing cache entry (not tokenized in this call)
-  std::string content;  // what the samples were made from: the data cache key (not in meta.json); pretokenized: ""
+  std::string content;  // what the samples were made from: SourceKeys::content (not in meta.json); pretokenized: ""
 };
 // The cache entry's meta.json: every field but from_cache, all required when read (integers checked: a damaged
 // file must not convert out of range).

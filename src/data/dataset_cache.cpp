@@ -207,11 +207,10 @@ CachedSource open_entry(const std::filesystem::path& dir, int64_t vocab_size) {
 
 }  // namespace
 
-std::string source_cache_key(const std::filesystem::path& path, const std::string& format, const DatasetOptions& o,
-                             const tok::Tokenizer& tokenizer) {
+SourceKeys source_keys(const std::filesystem::path& path, const std::string& format, const DatasetOptions& o,
+                       const tok::Tokenizer& tokenizer) {
   nlohmann::json k;
   k["version"] = kCacheFormatVersion;
-  k["path"] = std::filesystem::absolute(path).lexically_normal().string();
   const auto size = std::filesystem::file_size(path);
   k["size"] = size;
   if (size <= kContentHashLimit) {
@@ -235,20 +234,25 @@ std::string source_cache_key(const std::filesystem::path& path, const std::strin
   k["fields"] = {f.text, f.prompt, f.input, f.completion, f.messages, f.role, f.content};
   if (!o.roles.empty()) k["roles"] = o.roles;
   if (!o.system_prompt.empty()) k["system_prompt"] = o.system_prompt;
-  return hex64(hash_string(k.dump()));
+  SourceKeys keys;
+  keys.content = hex64(hash_string(k.dump()));
+  k["path"] = std::filesystem::absolute(path).lexically_normal().string();  // JSON objects dump sorted: keys as before
+  keys.cache = hex64(hash_string(k.dump()));
+  return keys;
 }
 
 CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source, const DatasetOptions& o,
                                   const tok::Tokenizer& tokenizer) {
   if (o.cache_dir.empty()) throw ConfigError("no data cache directory", "set data.cache_dir");
   std::filesystem::create_directories(o.cache_dir);
-  const std::string key = source_cache_key(path, name_of(source.format), o, tokenizer);
+  const SourceKeys keys = source_keys(path, name_of(source.format), o, tokenizer);
+  const std::string& key = keys.cache;
   const auto dir = o.cache_dir / key;
   FileLock lock(o.cache_dir / (key + ".lock"));  // waits while another process or thread tokenizes this source
   if (std::filesystem::exists(dir / "meta.json")) {
     auto c = open_entry(dir, tokenizer.vocab_size());
     c.stats.from_cache = true;
-    c.stats.content = key;
+    c.stats.content = keys.content;
     FT_LOG_INFO("data cache hit for {} ({} samples)", path.string(), c.stats.samples);
     return c;
   }
@@ -260,7 +264,7 @@ CachedSource load_or_build_source(const std::filesystem::path& path, const DataS
   tokenize_source(path, source, o, tokenizer, staged.path());
   staged.commit();
   auto c = open_entry(dir, tokenizer.vocab_size());
-  c.stats.content = key;
+  c.stats.content = keys.content;
   return c;
 }
 

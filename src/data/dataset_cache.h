@@ -20,9 +20,14 @@ struct CachedSource {
   SourceStats stats;
 };
 
-// The cache key of a source (hex), from everything that changes its tokens.
-std::string source_cache_key(const std::filesystem::path& path, const std::string& format,
-                             const DatasetOptions& options, const tok::Tokenizer& tokenizer);
+// What names a source's tokens (hex): `content` from everything that changes them but the file's path (its bytes,
+// or size and mtime over 256 MB, the tokenizer and the settings), `cache` from that and the path (the entry's name).
+struct SourceKeys {
+  std::string cache;
+  std::string content;
+};
+SourceKeys source_keys(const std::filesystem::path& path, const std::string& format, const DatasetOptions& options,
+                       const tok::Tokenizer& tokenizer);
 
 // Loads the cache entry of `path`, tokenizing it first when absent (one process at a time, see dataset.h).
 CachedSource load_or_build_source(const std::filesystem::path& path, const DataSource& source,

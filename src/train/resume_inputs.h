@@ -1,6 +1,6 @@
-// What a resumed run reads whose content no setting pins: each data.train source (the data cache key: its bytes when
-// up to 256 MB, else its size and mtime, and how it is tokenized) and, with LoRA, the frozen base weights under
-// model.path (a sample of their files' bytes). trainer_state.json keeps them as JSON:
+// What a resumed run reads whose content no setting pins: each SFT data.train source (data::SourceKeys::content: its
+// bytes when up to 256 MB, else its size and mtime, and how it is tokenized, not its path) and, with LoRA, the frozen
+// base weights under model.path (a sample of their files' bytes). trainer_state.json keeps them as JSON:
 //   {"data.train": ["3f09...", ""], "model.path": "9a1c..."}
 // A difference on resume is a warning, not a refusal: the same records rewritten, or the same weights saved again in
 // another layout, differ too, and the fingerprint (train/fingerprint.h) already refuses what changes shapes.
