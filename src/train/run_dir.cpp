@@ -124,7 +124,8 @@ void move_to(const fs::path& from, const fs::path& to) {
 }
 
 // Moves what <run_dir>/.overwritten/ holds back to its place (replacing what a later run wrote there), then deletes
-// the folder. A name of the manifest that is not in the folder was not moved yet.
+// the folder. A name of the manifest that is not in the folder was not moved yet; without a manifest (a commit
+// that could not delete the folder removed it) nothing goes back.
 std::vector<std::string> put_back(const fs::path& run_dir) {
   const fs::path aside = run_dir / kAsideDir;
   std::vector<std::string> restored;
@@ -211,6 +212,9 @@ void EarlierRunSetAside::commit() {
   try {
     remove_tree_via(run_dir / kAsideDir, run_dir / kDeletingDir);
   } catch (const std::exception& e) {  // fs::filesystem_error from the rename, ft::Error from remove_tree
+    // Without its manifest a folder left behind is deleted at the next start, never put back over this run.
+    std::error_code ec;
+    fs::remove(run_dir / kAsideDir / kManifest, ec);
     FT_LOG_WARN("run.overwrite: cannot delete the earlier run's files ({}); delete {} and {} by hand", e.what(),
                 (run_dir / kAsideDir).string(), (run_dir / kDeletingDir).string());
     return;
