@@ -8,8 +8,26 @@
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/file_writer.h"
+#include "util/fmt.h"
 
 namespace ft::io {
+namespace {
+
+// What to do about a model directory without safetensors: one with PyTorch pickles gets the one-line conversion.
+std::string missing_safetensors_hint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json"}) {
+    if (!std::filesystem::exists(dir / pickle, ec)) continue;
+    return fmt::format(
+        "{0} holds PyTorch pickle weights ({1}), which finetune does not read (loading a pickle can run code); "
+        "convert the model and its tokenizer once: python -c \"from transformers import AutoModelForCausalLM as M, "
+        "AutoTokenizer as T; d = '{0}'; [c.from_pretrained(d).save_pretrained(d + '-safetensors') for c in (M, T)]\"",
+        dir.string(), pickle);
+  }
+  return "point at a Hugging Face model directory saved with safetensors";
+}
+
+}  // namespace
 
 CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::string& base_name) {
   const auto single = dir / (base_name + ".safetensors");
@@ -87,9 +105,8 @@ CheckpointReader::CheckpointReader(const std::filesystem::path& dir, const std::
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const auto& name : files_[0]->names()) where_[name] = {0, name};
   } else {
-    throw ConfigError(
-        "no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
-        "point at a Hugging Face model directory saved with safetensors (pickle .bin files are not read)");
+    throw ConfigError("no " + single.filename().string() + " or " + index.filename().string() + " in " + dir.string(),
+                      missing_safetensors_hint(dir));
   }
 }
 

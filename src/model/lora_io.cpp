@@ -484,6 +484,13 @@ ft::LoraConfig load_adapter(Transformer& model, const std::filesystem::path& dir
   add_adapters(model, cfg.targets, cfg, scaling_alpha(conf.json, cfg), 0);
 
   const auto file = dir / "adapter_model.safetensors";
+  if (std::error_code ec;
+      !std::filesystem::exists(file, ec) && std::filesystem::exists(dir / "adapter_model.bin", ec)) {
+    throw ConfigError(dir.string() + " holds adapter_model.bin, a PyTorch pickle, which finetune does not read",
+                      fmt::format("convert it once: python -c \"import torch; from safetensors.torch import save_file; "
+                                  "save_file(torch.load('{0}/adapter_model.bin'), '{0}/adapter_model.safetensors')\"",
+                                  dir.string()));
+  }
   io::SafetensorsFile st(file);
   st.rename([&](const std::string& name) { return adapter_key_from_transformers4(name, model.args()); });
   const TokenIds ids = token_ids(conf.json, model, conf.src);

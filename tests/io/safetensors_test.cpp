@@ -209,6 +209,7 @@ TEST(Checkpoint, IndexNamingAMissingTensorIsRejected) {
   }
 }
 
+// A directory without weights names the files it looked for; one with PyTorch pickles gets their conversion.
 TEST(Checkpoint, DirectoryWithoutWeightsSaysWhatIsMissing) {
   TempDir dir;
   try {
@@ -216,6 +217,15 @@ TEST(Checkpoint, DirectoryWithoutWeightsSaysWhatIsMissing) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+  // PyTorch pickles there: the hint is the one-line conversion through transformers (model and tokenizer).
+  write_file(dir / "pytorch_model.bin", "not read");
+  try {
+    io::CheckpointReader reader(dir.path());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.hint().find("holds PyTorch pickle weights (pytorch_model.bin)"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("AutoTokenizer as T; d = '" + dir.path().string() + "'"), std::string::npos) << e.hint();
   }
 }
 
