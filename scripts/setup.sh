@@ -29,7 +29,10 @@ fi
 
 # Measured on a fresh install (2026-12-07): .venv ends at 5.5 GB, and pip holds the 2.8 GB of downloaded wheels in
 # TMPDIR until it has installed them all. Refuses to start when the space is not there, rather than failing halfway.
-# An existing .venv (changed requirements) already holds its packages: only the downloads need room then.
+# An existing .venv (changed requirements) already holds its packages: only the downloads need room then. A TMPDIR
+# too small for the downloads (a RAM-backed /tmp) is swapped for .venv/.pip-tmp when the repository's file system
+# has room for both: sets pip_tmp.
+pip_tmp=""
 check_venv_space() {
   local tmp=${TMPDIR:-/tmp} venv_mb=5600 wheels_mb=2900
   if [[ -x .venv/bin/python ]]; then venv_mb=0; fi
@@ -39,7 +42,10 @@ check_venv_space() {
   root_free=$(df -Pm "$root" | awk 'NR==2 {print $4}')
   tmp_free=$(df -Pm "$tmp" | awk 'NR==2 {print $4}')
   local short=""
-  if [[ $root_fs == "$tmp_fs" ]]; then
+  if [[ $root_fs != "$tmp_fs" ]] && ((tmp_free < wheels_mb && root_free >= venv_mb + wheels_mb)); then
+    echo "setup: TMPDIR=$tmp has $tmp_free MB free, pip's downloads need $wheels_mb: they go to .venv/.pip-tmp"
+    pip_tmp="$root/.venv/.pip-tmp"
+  elif [[ $root_fs == "$tmp_fs" ]]; then
     ((root_free >= venv_mb + wheels_mb)) ||
       short="$((venv_mb + wheels_mb)) MB on $root_fs ($root and TMPDIR=$tmp), $root_free MB free"
   else
@@ -53,6 +59,16 @@ check_venv_space() {
   fi
 }
 
+# pip with TMPDIR set to pip_tmp when check_venv_space chose it.
+venv_pip() {
+  if [[ -n $pip_tmp ]]; then
+    mkdir -p "$pip_tmp"
+    TMPDIR=$pip_tmp .venv/bin/python -m pip "$@"
+  else
+    .venv/bin/python -m pip "$@"
+  fi
+}
+
 python=${FT_PYTHON_BOOTSTRAP:-python3}
 stamp=.venv/.requirements.sha256
 want_hash=$(sha256sum third_party/requirements.txt | cut -d' ' -f1)
@@ -61,8 +77,9 @@ if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
   check_venv_space
   [[ -x .venv/bin/python ]] || "$python" -m venv .venv
   # --no-cache-dir: pip's cache would keep a second copy of the 2.8 GB of wheels for good.
-  .venv/bin/python -m pip install -q --no-cache-dir --upgrade pip
-  .venv/bin/python -m pip install -q --no-cache-dir -r third_party/requirements.txt
+  venv_pip install -q --no-cache-dir --upgrade pip
+  venv_pip install -q --no-cache-dir -r third_party/requirements.txt
+  if [[ -n $pip_tmp ]]; then rm -rf "$pip_tmp"; fi
   echo "$want_hash" >"$stamp"
 fi
 
