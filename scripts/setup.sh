@@ -59,13 +59,13 @@ check_venv_space() {
   fi
 }
 
-# pip with TMPDIR set to pip_tmp when check_venv_space chose it.
-venv_pip() {
+# Runs a command with TMPDIR set to pip_tmp when check_venv_space chose it (venv's ensurepip unpacks there too).
+with_pip_tmp() {
   if [[ -n $pip_tmp ]]; then
     mkdir -p "$pip_tmp"
-    TMPDIR=$pip_tmp .venv/bin/python -m pip "$@"
+    TMPDIR=$pip_tmp "$@"
   else
-    .venv/bin/python -m pip "$@"
+    "$@"
   fi
 }
 
@@ -75,11 +75,10 @@ want_hash=$(sha256sum third_party/requirements.txt | cut -d' ' -f1)
 if [[ ! -x .venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want_hash" ]]; then
   echo "setup: creating .venv with third_party/requirements.txt (first time: about 5.5 GB, a few minutes)"
   check_venv_space
-  [[ -x .venv/bin/python ]] || "$python" -m venv .venv
+  [[ -x .venv/bin/python ]] || with_pip_tmp "$python" -m venv .venv
   # --no-cache-dir: pip's cache would keep a second copy of the 2.8 GB of wheels for good.
-  venv_pip install -q --no-cache-dir --upgrade pip
-  venv_pip install -q --no-cache-dir -r third_party/requirements.txt
-  if [[ -n $pip_tmp ]]; then rm -rf "$pip_tmp"; fi
+  with_pip_tmp .venv/bin/python -m pip install -q --no-cache-dir --upgrade pip
+  with_pip_tmp .venv/bin/python -m pip install -q --no-cache-dir -r third_party/requirements.txt
   echo "$want_hash" >"$stamp"
 fi
 
@@ -91,7 +90,8 @@ bnb_hash=$(sha256sum third_party/requirements-bnb.txt | cut -d' ' -f1)
 if [[ ! -d .venv/bnb/bitsandbytes ]] || [[ ! -f $bnb_stamp ]] || [[ $(cat "$bnb_stamp") != "$bnb_hash" ]]; then
   echo "setup: installing third_party/requirements-bnb.txt into .venv/bnb"
   rm -rf .venv/bnb
-  .venv/bin/python -m pip install -q --no-cache-dir --no-deps --target .venv/bnb -r third_party/requirements-bnb.txt
+  with_pip_tmp .venv/bin/python -m pip install -q --no-cache-dir --no-deps --target .venv/bnb \
+    -r third_party/requirements-bnb.txt
   echo "$bnb_hash" >"$bnb_stamp"
 fi
 # A .venv made while requirements.txt still listed bitsandbytes has it in site-packages.
@@ -99,4 +99,5 @@ if compgen -G ".venv/lib/python3*/site-packages/bitsandbytes-*.dist-info" >/dev/
   echo "setup: removing bitsandbytes from .venv's site-packages (it is in .venv/bnb)"
   .venv/bin/python -m pip uninstall -y -q bitsandbytes
 fi
+if [[ -n $pip_tmp ]]; then rm -rf "$pip_tmp"; fi
 echo "setup: ok"
