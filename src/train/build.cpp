@@ -165,7 +165,7 @@ PreparedRun prepare_run(Config& cfg, const RunContext& ctx) {
     log::add_file_sink((run_dir / "train.log").string());
   }
   if (const auto& moved = prepared.earlier_run.names(); !moved.empty()) {
-    FT_LOG_INFO("run.overwrite: set the earlier run's {} aside, to delete once this run has started",
+    FT_LOG_INFO("run.overwrite: set the earlier run's {} aside, to delete after this run's first step",
                 fmt::join(moved, ", "));
   }
   if (cfg.run.deterministic) {
