@@ -1,6 +1,5 @@
 #include "optim/clip.h"
 
-#include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <c10/core/GradMode.h>
 
@@ -34,22 +33,12 @@ at::Tensor norm_of(const Buckets& buckets) {
 
 }  // namespace
 
-at::Tensor total_grad_norm(const std::vector<at::Tensor>& grads) {
-  c10::NoGradGuard no_grad;
-  return norm_of(bucket(grads));
-}
-
-at::Tensor clip_grad_norm_(const std::vector<at::Tensor>& grads, double max_norm) {
+ClipDivisor clip_divisor(const std::vector<at::Tensor>& grads, double max_norm) {
   c10::NoGradGuard no_grad;
   const Buckets buckets = bucket(grads);
-  at::Tensor total = norm_of(buckets);
-  if (max_norm <= 0.0 || buckets.empty()) return total;
-  // reciprocal() * max_norm, as Python's `max_norm / tensor` evaluates it (bit-identical coefficients).
-  const at::Tensor coef = at::clamp_max((total + 1e-6).reciprocal() * max_norm, 1.0);  // F32 []
-  for (const auto& [key, list] : buckets) {
-    at::_foreach_mul_(list, coef.to(list.front().device(), /*non_blocking=*/true));
-  }
-  return total;
+  ClipDivisor out{norm_of(buckets), at::Tensor()};
+  if (max_norm > 0.0 && !buckets.empty()) out.divisor = at::clamp_min((out.norm + 1e-6) / max_norm, 1.0);  // F32 []
+  return out;
 }
 
 }  // namespace ft::optim

@@ -95,11 +95,13 @@ ClippedUpdate clip_and_step(const std::vector<at::Tensor>& grads, double grad_cl
   // without a host sync; fp16 adds the scaler's check of the unscaled gradients.
   at::Tensor found_inf;  // F32 [] 0 or 1
   if (auto scaler_inf = scaler.unscale_(grads)) found_inf = *scaler_inf;
+  // The optimizer applies the clipping as it reads each gradient (one pass over them fewer).
+  optim::ClipDivisor clip = optim::clip_divisor(grads, grad_clip);
   ClippedUpdate out;
-  out.grad_norm = optim::clip_grad_norm_(grads, grad_clip);
+  out.grad_norm = std::move(clip.norm);
   out.skipped = at::logical_not(at::isfinite(out.grad_norm)).to(at::kFloat);
   found_inf = found_inf.defined() ? at::maximum(found_inf, out.skipped) : out.skipped;
-  optimizer.step(std::nullopt, found_inf);
+  optimizer.step(clip.divisor.defined() ? std::optional<at::Tensor>(clip.divisor) : std::nullopt, found_inf);
   return out;
 }
 

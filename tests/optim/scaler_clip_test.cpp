@@ -51,8 +51,9 @@ TEST(GradScaler, InjectedInfsMatchTorchScaleAndSkipsStepByStep) {
     in["grads"].push_back(grads);
     auto found_inf = scaler.unscale_(gs);
     ASSERT_TRUE(found_inf.has_value());
-    norms.push_back(optim::clip_grad_norm_(gs, 1.0).item<double>());
-    opt.step(std::nullopt, found_inf);
+    const optim::ClipDivisor clip = optim::clip_divisor(gs, 1.0);  // torch clips the grads before its step
+    norms.push_back(clip.norm.item<double>());
+    opt.step(clip.divisor, found_inf);
     scaler.update();
     opt.zero_grad();
     std::vector<at::Tensor> snap;
@@ -102,7 +103,7 @@ TEST(GradScaler, DisabledIsIdentityAndStateRoundTrips) {
   EXPECT_THROW(restored.load_state_dict(nlohmann::json{{"scale", "x"}}), Error);
 }
 
-TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
+TEST(ClipDivisor, DividedGradsMatchTorchClippingIncludingNonFiniteNorms) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
   std::vector<at::Tensor> base = {at::randn({7, 3}, gen, at::kFloat) * 2.0, at::randn({11}, gen, at::kFloat),
                                   at::randn({2, 2, 2}, gen, at::kFloat) * 0.01};
@@ -125,8 +126,11 @@ TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
     for (const auto& g : base) grads.push_back(g.clone());
     for (const auto& nf : cases[k].nonfinite)
       grads[static_cast<size_t>(nf[0])].view(-1)[static_cast<int64_t>(nf[1])] = nf[2];
-    const at::Tensor norm = optim::clip_grad_norm_(grads, cases[k].max_norm);
+    const optim::ClipDivisor clip = optim::clip_divisor(grads, cases[k].max_norm);
+    const at::Tensor& norm = clip.norm;
     EXPECT_EQ(norm.scalar_type(), at::kFloat);
+    ASSERT_TRUE(clip.divisor.defined());
+    EXPECT_EQ(clip.divisor.dim(), 0);
     EXPECT_EQ(norm.dim(), 0);
     if (ref[k]["norm"].is_string()) {
       EXPECT_EQ(std::isnan(norm.item<double>()), ref[k]["norm"] == "nan") << "case " << k;
@@ -134,10 +138,17 @@ TEST(ClipGradNorm, MatchesTorchIncludingNonFiniteNorms) {
       continue;
     }
     EXPECT_NEAR(norm.item<double>(), ref[k]["norm"].get<double>(), 1e-6 * norm.item<double>()) << "case " << k;
-    for (size_t i = 0; i < grads.size(); ++i)
-      EXPECT_LT(max_rel_diff(grads[i], from_json(ref[k]["grads"][i])), 1e-6) << "case " << k << " grad " << i;
+    const bool under = cases[k].max_norm > norm.item<double>() + 1e-6;  // torch multiplies by exactly 1
+    EXPECT_EQ(clip.divisor.item<float>() == 1.0f, under) << "case " << k;
+    for (size_t i = 0; i < grads.size(); ++i) {  // what the optimizer reads
+      const double diff = max_rel_diff(grads[i] / clip.divisor, from_json(ref[k]["grads"][i]));
+      EXPECT_LE(diff, under ? 0.0 : 1e-6) << "case " << k << " grad " << i;
+    }
   }
-  EXPECT_EQ(optim::total_grad_norm({}).item<float>(), 0.0f);
+  const optim::ClipDivisor none = optim::clip_divisor({}, 1.0);
+  EXPECT_EQ(none.norm.item<float>(), 0.0f);
+  EXPECT_FALSE(none.divisor.defined());
+  EXPECT_FALSE(optim::clip_divisor({at::ones({3})}, 0.0).divisor.defined());  // measures only
 }
 
 }  // namespace
