@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/block.cuh"
+#include "kernels/convert.cuh"
 #include "kernels/fp8_cast.h"
 
 namespace ft::kernels {
@@ -26,25 +27,27 @@ __device__ __forceinline__ uint8_t code_of(float v, float scale, Fp8Code code) {
 
 constexpr int kV = 8;  // bf16 elements per 16-byte load
 
-// Grid-stride over groups of kV elements, whole groups as one 16-byte load (x 16-byte aligned), four of them per
-// thread in flight (the loads issue before the first max waits on one); the last partial group element by element.
-__global__ void tensor_amax_kernel(const bf16* x, int64_t n, float* amax) {
+// Grid-stride over groups of V elements (16 bytes of T), whole groups as one load (x 16-byte aligned), four of them
+// per thread in flight (the loads issue before the first max waits on one); the last partial group element by element.
+template <class T>
+__global__ void tensor_amax_kernel(const T* x, int64_t n, float* amax) {
+  constexpr int V = 16 / sizeof(T);
   float m = 0.0f;
-  const int64_t groups = (n + kV - 1) / kV, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t groups = (n + V - 1) / V, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (const int64_t whole = n / kV; g + 3 * stride < whole; g += 4 * stride) {
-    Pack<bf16, kV> p[4];
-    for (int u = 0; u < 4; ++u) p[u] = load<bf16, kV>(x, (g + u * stride) * kV);
+  for (const int64_t whole = n / V; g + 3 * stride < whole; g += 4 * stride) {
+    Pack<T, V> p[4];
+    for (int u = 0; u < 4; ++u) p[u] = load<T, V>(x, (g + u * stride) * V);
     for (int u = 0; u < 4; ++u) {
-      for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p[u].v[k])));
+      for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(to_f(p[u].v[k])));
     }
   }
   for (; g < groups; g += stride) {
-    if ((g + 1) * kV <= n) {
-      const auto p = load<bf16, kV>(x, g * kV);
-      for (int k = 0; k < kV; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
+    if ((g + 1) * V <= n) {
+      const auto p = load<T, V>(x, g * V);
+      for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(to_f(p.v[k])));
     } else {
-      for (int64_t i = g * kV; i < n; ++i) m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+      for (int64_t i = g * V; i < n; ++i) m = fmaxf(m, fabsf(to_f(x[i])));
     }
   }
   m = block_max(m);
@@ -118,10 +121,10 @@ __global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, F
 }
 
 // One tile of 64 rows x 16 V columns of x [rows, cols] (cols a multiple of V) per block of 256 threads, each
-// loading V bf16 at a time: its codes written in place and, through shared memory, transposed into codes_t
-// [cols, ld_t] as 16-byte pieces of rows; rows rows .. ld_t - 1 of the tile are zero codes.
-template <int V>
-__global__ void tensor_cast_both_kernel(const bf16* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
+// loading V elements (BF16 or F32) at a time: its codes written in place and, through shared memory, transposed into
+// codes_t [cols, ld_t] as 16-byte pieces of rows; rows rows .. ld_t - 1 of the tile are zero codes.
+template <class T, int V>
+__global__ void tensor_cast_both_kernel(const T* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
                                         uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse) {
   constexpr int kCols = 16 * V, kWords = V / 4;    // columns per tile; 4-code words per thread and row
   __shared__ uint32_t tile[kTile][kCols / 4 + 1];  // codes [row in tile][column in tile], four to a word
@@ -136,8 +139,8 @@ __global__ void tensor_cast_both_kernel(const bf16* x, int64_t rows, int64_t col
     const int64_t r = r0 + tr;
     Pack<uint8_t, V> q{};  // zero codes outside x
     if (r < rows && c < cols) {
-      const auto p = load<bf16, V>(x, r * cols + c);
-      for (int k = 0; k < V; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+      const auto p = load<T, V>(x, r * cols + c);
+      for (int k = 0; k < V; ++k) q.v[k] = code_of(to_f(p.v[k]), s, code);
       store<uint8_t, V>(codes, r * cols + c, q);
     }
     for (int w = 0; w < kWords; ++w) tile[tr][lane * kWords + w] = reinterpret_cast<const uint32_t*>(q.v)[w];
@@ -161,26 +164,42 @@ unsigned grid_for(int64_t groups, int threads) {
 
 }  // namespace
 
-void fp8_cast_tensorwise_both(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax, bool amax_known,
-                              uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, void* stream) {
-  const auto st = static_cast<cudaStream_t>(stream);
-  const auto* xb = static_cast<const bf16*>(x);
+namespace {
+
+template <class T>
+void cast_tensorwise_both(const T* x, int64_t rows, int64_t cols, Fp8Code code, float* amax, bool amax_known,
+                          uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, cudaStream_t st) {
   const int64_t n = rows * cols;
-  constexpr int kThreads = 256;
+  constexpr int kThreads = 256, kGroup = 16 / sizeof(T);
   if (!amax_known) {
     cudaMemsetAsync(amax, 0, sizeof(float), st);
-    tensor_amax_kernel<<<grid_for((n + kV - 1) / kV, kThreads), kThreads, 0, st>>>(xb, n, amax);
+    tensor_amax_kernel<T><<<grid_for((n + kGroup - 1) / kGroup, kThreads), kThreads, 0, st>>>(x, n, amax);
   }
   const auto grid = [&](int tile_cols) {
     return dim3(static_cast<unsigned>((cols + tile_cols - 1) / tile_cols),
                 static_cast<unsigned>((ld_t + kTile - 1) / kTile));
   };
-  if (cols % 8 == 0) {  // 16-byte loads
-    tensor_cast_both_kernel<8>
-        <<<grid(128), kThreads, 0, st>>>(xb, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
+  if (cols % 8 == 0) {  // 16-byte loads of BF16 (two of F32)
+    tensor_cast_both_kernel<T, 8>
+        <<<grid(128), kThreads, 0, st>>>(x, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
   } else {
-    tensor_cast_both_kernel<4>
-        <<<grid(64), kThreads, 0, st>>>(xb, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
+    tensor_cast_both_kernel<T, 4>
+        <<<grid(64), kThreads, 0, st>>>(x, rows, cols, code, amax, codes, codes_t, ld_t, inverse);
+  }
+}
+
+}  // namespace
+
+void fp8_cast_tensorwise_both(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, float* amax,
+                              bool amax_known, uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse,
+                              void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (f32) {
+    cast_tensorwise_both(static_cast<const float*>(x), rows, cols, code, amax, amax_known, codes, codes_t, ld_t,
+                         inverse, st);
+  } else {
+    cast_tensorwise_both(static_cast<const bf16*>(x), rows, cols, code, amax, amax_known, codes, codes_t, ld_t, inverse,
+                         st);
   }
   check_launch("fp8_cast_tensorwise_both");
 }

@@ -66,19 +66,22 @@ uint8_t* bytes_of(at::Tensor& codes) {
 
 Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x_in, quant::Fp8Format format,
                                             const at::Tensor& known_amax) {
-  check_cast_input(x_in, "fp8_cast_tensorwise_both_cuda");
+  FT_CHECK(x_in.is_cuda() && x_in.dim() == 2 && x_in.is_contiguous() &&
+               (x_in.scalar_type() == at::kBFloat16 || x_in.scalar_type() == at::kFloat) && x_in.numel() > 0,
+           "fp8_cast_tensorwise_both_cuda: x must be a contiguous 2-D BF16 or F32 CUDA tensor with elements");
   FT_CHECK(x_in.size(1) % 4 == 0, "fp8_cast_tensorwise_both_cuda: cols must be a multiple of 4");
   FT_CHECK(!known_amax.defined() || (known_amax.scalar_type() == at::kFloat && known_amax.numel() == 1 &&
                                      known_amax.device() == x_in.device()),
            "fp8_cast_tensorwise_both_cuda: the known amax must be one F32 on x's device");
-  // The kernels load 16 bytes at a time; a view into the middle of a storage may start off that grid.
-  const at::Tensor x = reinterpret_cast<uintptr_t>(x_in.const_data_ptr()) % 16 == 0 ? x_in : x_in.clone();
+  // The kernels load 16 bytes at a time (32 of F32); a view into the middle of a storage may start off that grid.
+  const bool f32 = x_in.scalar_type() == at::kFloat;
+  const at::Tensor x = reinterpret_cast<uintptr_t>(x_in.const_data_ptr()) % (f32 ? 32 : 16) == 0 ? x_in : x_in.clone();
   const int64_t rows = x.size(0), cols = x.size(1), ld_t = (rows + 15) / 16 * 16;
   const auto fp8 = x.options().dtype(quant::fp8_dtype(format));
   Fp8TwoLayouts q{{at::empty({rows, cols}, fp8), at::empty({}, x.options().dtype(at::kFloat))},
                   at::empty({cols, ld_t}, fp8)};
   at::Tensor amax = known_amax.defined() ? known_amax : at::empty({}, q.scaled.inverse.options());
-  kernels::fp8_cast_tensorwise_both(x.const_data_ptr(), rows, cols, code_of(format), amax.data_ptr<float>(),
+  kernels::fp8_cast_tensorwise_both(x.const_data_ptr(), f32, rows, cols, code_of(format), amax.data_ptr<float>(),
                                     known_amax.defined(), bytes_of(q.scaled.codes), bytes_of(q.codes_t), ld_t,
                                     q.scaled.inverse.data_ptr<float>(), stream_of(x));
   return q;

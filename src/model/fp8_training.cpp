@@ -51,6 +51,14 @@ Fp8Scaled cast_for_forward(const at::Tensor& x, const at::Tensor& amax, const Pl
   return q.scaled;
 }
 
+// The weight [out, in] as the forward casts it. Tensorwise casts F32 master weights as they are, as torchao casts the
+// parameter itself rather than an autocast copy (one rounding, and a pass fewer); rowwise's kernels read BF16, so it
+// and other dtypes cast the weight in the GEMM dtype.
+at::Tensor weight_for_cast(const at::Tensor& weight, at::ScalarType dtype, const Plan& plan) {
+  if (!plan.rowwise() && weight.scalar_type() == at::kFloat) return weight.contiguous();
+  return weight.to(dtype).contiguous();
+}
+
 // a [m, k] . b [n, k]^T with both operands' scales: [m, n] in `dtype`.
 at::Tensor scaled_gemm(const Fp8Scaled& a, const Fp8Scaled& b, at::ScalarType dtype, bool fast_accum,
                        const Plan& plan) {
@@ -102,8 +110,8 @@ std::vector<at::Tensor> group_forward(const at::Tensor& x, const at::Tensor& x_a
   if (plan.rowwise()) saved.push_back(x);
   const Fp8Scaled xq = cast_for_forward(x, x_amax, plan, saved);
   for (const at::Tensor& weight : weights) {
-    const Fp8Scaled wq = cast_for_forward(weight.to(dtype).contiguous(), {}, plan, saved);  // [out_i, in]
-    out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));                   // [N, out_i]
+    const Fp8Scaled wq = cast_for_forward(weight_for_cast(weight, dtype, plan), {}, plan, saved);  // [out_i, in]
+    out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));                          // [N, out_i]
   }
   saved.insert(saved.end(), weights.begin(), weights.end());
   return out;

@@ -1,7 +1,8 @@
 // Full fine-tuning with FP8 GEMMs (train.fp8), as torchao's float8 training recipes compute them (torchao 0.18,
 // float8_linear.py: matmul_with_hp_or_float8_args; config.py: Float8LinearRecipeName). A trainable projection keeps
-// its weight in its own dtype (bf16, or F32 master weights under autocast); each step its three GEMMs cast their
-// operands to FP8 with dynamic scales (quant/fp8_cast.h) and multiply them with a scaled FP8 GEMM:
+// its weight in its own dtype (bf16, or F32 master weights under autocast, which tensorwise casts as they are, as
+// torchao does); each step its three GEMMs cast their operands to FP8 with dynamic scales (quant/fp8_cast.h) and
+// multiply them with a scaled FP8 GEMM:
 //   y  = x W^T:   x scaled per row (token),  W per row (output feature)         [tensorwise: one scale each]
 //   dx = dy W:    dy per row (token),        W per column (input feature)
 //   dW = dy^T x:  dy per column (output),    x per column (input feature)
@@ -73,7 +74,7 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
 bool fp8_tensor_cores(at::Device device);
 // quant::cast_fp8_tensorwise(x, format) in both layouts, written in one pass after the amax: `codes_t` [cols, rows
 // rounded up to 16] holds x^T's codes, zero past rows (the GEMMs that reduce over rows need a multiple of 16); cols a
-// multiple of 4.
+// multiple of 4. x BF16, or F32 (master weights, cast as they are, as torchao casts them).
 struct Fp8TwoLayouts {
   quant::Fp8Scaled scaled;  // codes [rows, cols], inverse []
   at::Tensor codes_t;       // [cols, round_up(rows, 16)], the same scale

@@ -144,8 +144,11 @@ TEST(Fp8Training, CastInBothLayoutsIsTheAtenCastAndItsPaddedTranspose) {
   for (const auto& shape :
        std::vector<std::vector<int64_t>>{{256, 4096}, {37, 64}, {70, 300}, {16, 20}, {4096, 8200}}) {
     SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
-    const at::Tensor x = random_bf16(shape, 11 + shape[0], 0.3).cuda();
-    for (Fp8Format f : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
+    const at::Tensor x_bf16 = random_bf16(shape, 11 + shape[0], 0.3).cuda();
+    const at::Tensor x_f32 = x_bf16.to(at::kFloat) * (1.0 + 1e-3 * at::rand_like(x_bf16, at::kFloat));  // off bf16
+    for (const auto& [x, f] : {std::pair{x_bf16, Fp8Format::kE4m3}, std::pair{x_bf16, Fp8Format::kE5m2},
+                               std::pair{x_f32, Fp8Format::kE4m3}}) {
+      SCOPED_TRACE(c10::toString(x.scalar_type()));
       const auto both = model::fp8_cast_tensorwise_both_cuda(x, f);
       const auto aten = quant::cast_fp8_tensorwise(x, f);
       EXPECT_TRUE(bits_equal(both.scaled.inverse, aten.inverse));
@@ -161,6 +164,35 @@ TEST(Fp8Training, CastInBothLayoutsIsTheAtenCastAndItsPaddedTranspose) {
 
 double relative_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>() / b.to(at::kFloat).abs().max().item<double>();
+}
+
+// F32 master weights under bf16 autocast: tensorwise casts the F32 weight itself (torchao casts the parameter, not
+// an autocast copy), so its codes carry one rounding; the weight gradient comes back in F32. On the GPU's fast path
+// (skipped without one) the same casts feed _scaled_mm.
+TEST(Fp8Training, TensorwiseCastsF32MasterWeightsAsTheyAre) {
+  const at::Tensor x = random_bf16({32, 64}, 21, 1.0), dy = random_bf16({32, 48}, 22, 1e-3);
+  const at::Tensor w = random_bf16({48, 64}, 23, 0.05).to(at::kFloat) * (1.0 + 1e-3 * at::rand({48, 64}));
+  ASSERT_FALSE(at::equal(w.to(at::kBFloat16).to(at::kFloat), w));  // the bf16 copy would round it
+  const at::Tensor expected =
+      quant::fp8_scaled_gemm_reference(quant::cast_fp8_tensorwise(x, Fp8Format::kE4m3),
+                                       quant::cast_fp8_tensorwise(w, Fp8Format::kE4m3), at::kBFloat16);  // [32, 48]
+  at::Tensor y[2], dw[2];
+  for (int fast = 0; fast < (fp8_gpu() ? 2 : 1); ++fast) {
+    const at::Device device = fast ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+    model::KernelPolicy policy;
+    policy.kernels = fast == 1;
+    const model::AutocastGuard autocast(device.type(), at::kBFloat16, true);
+    const at::Tensor wi = w.to(device).requires_grad_(true);
+    y[fast] = model::fp8_training_linear(x.to(device), wi, Fp8Training::kTensorwise, policy);
+    y[fast].backward(dy.to(device));
+    dw[fast] = wi.grad();
+    EXPECT_EQ(y[fast].scalar_type(), at::kBFloat16);
+    EXPECT_EQ(dw[fast].scalar_type(), at::kFloat);
+  }
+  EXPECT_TRUE(bits_equal(y[0], expected));
+  if (!fp8_gpu()) return;
+  EXPECT_LT(relative_diff(y[1].cpu(), y[0]), 1e-2);  // the GEMMs' summation order and rounding differ
+  EXPECT_LT(relative_diff(dw[1].cpu(), dw[0]), 1e-2);
 }
 
 // 37 tokens: the weight gradient's GEMM reduces over a padded token dimension on the fast path.

@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "model/fp8_training.h"
+#include "model/mode_guards.h"
 #include "python_reference.h"
 #include "quant/fp8_cast.h"
 #include "support/tensor_bits.h"
@@ -31,11 +32,13 @@ at::Tensor heavy_tailed(std::vector<int64_t> shape, uint64_t seed, at::ScalarTyp
 struct LinearCase {
   std::string name;
   int64_t tokens, in, out;
+  at::ScalarType weight_dtype = at::kBFloat16;  // F32: master weights, run under bf16 autocast
 };
 
-// Sizes of real projections in miniature, and one whose token count is no multiple of 16.
+// Sizes of real projections in miniature, one whose token count is no multiple of 16, and F32 master weights.
 const std::vector<LinearCase>& linear_cases() {
-  static const std::vector<LinearCase> cases = {{"square", 64, 128, 128}, {"wide", 48, 64, 192}, {"odd", 37, 96, 32}};
+  static const std::vector<LinearCase> cases = {
+      {"square", 64, 128, 128}, {"wide", 48, 64, 192}, {"odd", 37, 96, 32}, {"master", 32, 64, 48, at::kFloat}};
   return cases;
 }
 
@@ -49,7 +52,7 @@ io::TensorMap inputs() {
   uint64_t seed = 10;
   for (const auto& c : linear_cases()) {
     in["linear." + c.name + ".x"] = heavy_tailed({c.tokens, c.in}, seed++, at::kBFloat16, 1.0);
-    in["linear." + c.name + ".w"] = heavy_tailed({c.out, c.in}, seed++, at::kBFloat16, 0.05);
+    in["linear." + c.name + ".w"] = heavy_tailed({c.out, c.in}, seed++, c.weight_dtype, 0.05);
     in["linear." + c.name + ".dy"] = heavy_tailed({c.tokens, c.out}, seed++, at::kBFloat16, 1e-4);
   }
   return in;
@@ -108,6 +111,7 @@ TEST(Fp8TrainingTorchao, LinearOutputAndGradientsEqualTorchaosFloat8Linear) {
       const std::string key = c.name + "." + tag;
       const at::Tensor x = in.at("linear." + c.name + ".x").clone().requires_grad_(true);
       const at::Tensor w = in.at("linear." + c.name + ".w").clone().requires_grad_(true);
+      const model::AutocastGuard autocast(at::kCPU, at::kBFloat16, c.weight_dtype == at::kFloat);
       const at::Tensor y = model::fp8_training_linear(x, w, recipe, model::KernelPolicy{});
       y.backward(in.at("linear." + c.name + ".dy"));
       expect_close(y.detach(), ref.tensors.at(key + ".y"), key + ".y");

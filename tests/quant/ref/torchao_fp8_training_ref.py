@@ -8,8 +8,9 @@ scale's reciprocal (what torchao's scaled GEMMs take):
   NAME.tensorwise_e4m3.{codes,inverse}  one scale, float8_e4m3fn
   NAME.tensorwise_e5m2.{codes,inverse}  one scale, float8_e5m2
   NAME.rowwise_e4m3.{codes,inverse}     one scale per row (axiswise dim -1), rounded down to a power of two
-For every case `linear.CASE.{x,w,dy}` (x [N, in], w [out, in], dy [N, out], bf16) and each recipe R of
-tensorwise and rowwise, torchao's Float8Linear (Float8LinearConfig.from_recipe_name(R)) gives
+For every case `linear.CASE.{x,w,dy}` (x [N, in], w [out, in], dy [N, out], bf16; w F32 for master weights, run
+under bf16 autocast) and each recipe R of tensorwise and rowwise, torchao's Float8Linear
+(Float8LinearConfig.from_recipe_name(R)) gives
   CASE.R.{y,dx,dw}: y = layer(x), and x.grad, w.grad after y.backward(dy).
 The CPU's torch._scaled_mm takes only one scale per operand, so under rowwise scaling it is replaced by the same
 product in F32 (codes as F32, times both scales, rounded once to the output dtype): torchao decides which operand is
@@ -59,7 +60,8 @@ def linear(x, w, dy, recipe):
         layer[0].weight.copy_(w)
     convert_to_float8_training(layer, config=Float8LinearConfig.from_recipe_name(recipe))
     x = x.clone().requires_grad_(True)
-    y = layer(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=w.dtype == torch.float32):
+        y = layer(x)
     y.backward(dy)
     return y.detach(), x.grad, layer[0].weight.grad
 
