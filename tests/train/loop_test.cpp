@@ -193,12 +193,14 @@ TEST_F(TrainLoop, SavedModelStopsInTransformersGenerateWhereOursStops) {
 }
 
 // checkpoint.keep_best with keep_last 1: the newest checkpoint and the one whose own step had the lowest eval loss
-// survive. The learning rate warms up to a value too high for this model, so the eval loss falls and then rises.
+// survive. The learning rate warms up to a value far too high for this model, so the eval loss falls and then rises
+// well above its low (2.0 at step 30, 3.9 at step 50 here): rounding-level changes to the updates move the low, not
+// the rise.
 TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
   const auto config = write_config("best");
   const auto result = run(train_cmd(
       config,
-      "train.max_steps=50 scheduler.type=linear scheduler.warmup_steps=50 optimizer.lr=0.5 data.synth.eval_samples=64 "
+      "train.max_steps=50 scheduler.type=linear scheduler.warmup_steps=50 optimizer.lr=1.0 data.synth.eval_samples=64 "
       "'data.eval=[{format: prompt_completion}]' eval.every_steps=10 eval.max_batches=2 "
       "checkpoint.every_steps=10 checkpoint.keep_last=1 checkpoint.keep_best=true"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -220,7 +222,9 @@ TEST_F(TrainLoop, KeepBestKeepsTheNewestAndTheLowestEvalLossCheckpoint) {
   ASSERT_EQ(eval_loss.size(), 5u);
   const auto best = std::min_element(eval_loss.begin(), eval_loss.end(),
                                      [](const auto& a, const auto& b) { return a.second < b.second; });
-  ASSERT_NE(best->first, 50) << "the last evaluation is the best: this run does not test keep_best";
+  std::string losses;
+  for (const auto& [step, loss] : eval_loss) losses += fmt::format(" {}: {:.4f}", step, loss);
+  ASSERT_NE(best->first, 50) << "the last evaluation is the best: this run does not test keep_best;" << losses;
   std::set<std::string> expected{"step-000050", fmt::format("step-{:06d}", best->first)};
   std::set<std::string> kept;
   for (const auto& entry : std::filesystem::directory_iterator(dir_ / "best" / "checkpoints")) {
