@@ -1,6 +1,7 @@
 // Gradient clipping by global L2 norm, as torch.nn.utils.clip_grad_norm_(foreach=True), with no host sync, left to
-// the optimizer: AdamW divides each gradient by the clipping divisor as it reads it (its grad_scale), which saves
-// clipping's own read and write of every gradient.
+// the optimizer: AdamW divides each gradient by the clipping divisor as it reads it (its grad_scale). That saves one
+// read of every gradient: clipping read and wrote each, and PyTorch's fused step, given a grad_scale, writes the
+// divided gradient back.
 #pragma once
 
 #include <ATen/ATen.h>
