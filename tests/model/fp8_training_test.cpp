@@ -182,7 +182,7 @@ TEST(Fp8Training, TensorwiseCastsF32MasterWeightsAsTheyAre) {
     model::KernelPolicy policy;
     policy.kernels = fast == 1;
     const model::AutocastGuard autocast(device.type(), at::kBFloat16, true);
-    const at::Tensor wi = w.to(device).requires_grad_(true);
+    const at::Tensor wi = w.to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);  // a leaf
     y[fast] = model::fp8_training_linear(x.to(device), wi, Fp8Training::kTensorwise, policy);
     y[fast].backward(dy.to(device));
     dw[fast] = wi.grad();
