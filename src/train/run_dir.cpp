@@ -226,19 +226,23 @@ void EarlierRunSetAside::restore() noexcept {
   if (run_dir_.empty()) return;
   const fs::path run_dir = std::exchange(run_dir_, {});
   try {
-    // This attempt's log goes on after the earlier run's, so what stopped it is still on disk.
-    const fs::path log_file = run_dir / "train.log";
-    std::string attempt;
-    if (present(log_file)) attempt = read_text_file(log_file);
-    const auto restored = put_back(run_dir);
-    if (restored.empty()) return;
-    const std::string line = fmt::format(
-        "run.overwrite: this run stopped before it started training; the earlier run's {} are back in place",
-        fmt::join(restored, ", "));
-    FT_LOG_WARN("{}", line);
-    if (!attempt.empty() && present(log_file)) {
-      std::ofstream(log_file, std::ios::app) << attempt << line << "\n";
+    // The earlier run's log goes back into this attempt's file, ahead of its lines, rather than over it: the log's
+    // file sink keeps appending there, so what stopped this attempt (main's final error too) is on disk after them.
+    const fs::path log_file = run_dir / "train.log", earlier_log = run_dir / kAsideDir / "train.log";
+    const bool merge_logs = present(log_file) && present(earlier_log);
+    if (merge_logs) {
+      const std::string attempt = read_text_file(log_file);
+      std::ofstream out(log_file, std::ios::trunc);  // not write_file: it would put a new file in place
+      out << read_text_file(earlier_log) << attempt;
+      out.close();
+      if (!out) throw Error("cannot write " + log_file.string());  // the earlier log stays aside
+      fs::remove(earlier_log);
     }
+    std::vector<std::string> restored = put_back(run_dir);
+    if (merge_logs) restored.push_back("train.log");
+    if (restored.empty()) return;
+    FT_LOG_WARN("run.overwrite: this run stopped before it started training; the earlier run's {} are back in place",
+                fmt::join(restored, ", "));
   } catch (const std::exception& e) {
     FT_LOG_ERROR("run.overwrite: cannot put the earlier run's files back ({}); they are in {}", e.what(),
                  (run_dir / kAsideDir).string());

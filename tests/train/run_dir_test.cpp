@@ -131,8 +131,8 @@ TEST_F(TrainRunDir, NewRunOverAnEarlierRunIsRefusedUntilOverwriteDeletesIt) {
 }
 
 // --overwrite whose inputs fail once read (a data file that is not JSON lines) ends with that error and puts the
-// earlier run back as it was (its train.log goes on with this attempt's lines): a bad config never costs the run
-// it would have replaced.
+// earlier run back as it was (its train.log goes on with this attempt's lines and its final error): a bad config
+// never costs the run it would have replaced.
 TEST_F(TrainRunDir, OverwriteThatFailsBeforeTrainingPutsTheEarlierRunBack) {
   const auto config = write_config("ob");
   ASSERT_EQ(run(train_cmd(config, "train.max_steps=6 checkpoint.every_steps=3")).exit_code, 0);
@@ -153,6 +153,7 @@ TEST_F(TrainRunDir, OverwriteThatFailsBeforeTrainingPutsTheEarlierRunBack) {
   const std::string log_after = read_file(run_dir / "train.log");
   EXPECT_EQ(log_after.rfind(log, 0), 0u);
   EXPECT_NE(log_after.find("are back in place", log.size()), std::string::npos) << log_after;
+  EXPECT_NE(log_after.find("bad.jsonl:1", log.size()), std::string::npos) << log_after;  // the final error too
   EXPECT_EQ(read_file(run_dir / "config.yaml"), config_yaml);
   EXPECT_EQ(fs::last_write_time(run_dir / "model" / "model.safetensors"), model_time);
   EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "step-000006"));
