@@ -15,6 +15,8 @@
 #include "cli/device.h"
 #include "config/loader.h"
 #include "dist/env.h"
+#include "model/lora.h"
+#include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/build.h"
 #include "util/fmt.h"
@@ -159,6 +161,22 @@ std::string problems_header(const std::vector<config::Problem>& problems) {
   return text;
 }
 
+// LoRA's settings against the model's projections, as training checks them once the model is loaded, on the model
+// built without weights: its parameters are address space reserved and never touched (a 70B model's takes no
+// memory). MoE experts are built zeroed (model/moe.cpp), so those models are left to training.
+void check_lora(const Config& cfg) {
+  if (!cfg.lora.enabled) return;
+  const model::ModelArgs args = train::model_shape(cfg, /*vocab_size=*/0);  // LoRA has a model.path: its vocabulary
+  if (args.num_experts > 0) {
+    std::cout << "lora: the targets are checked when train loads the model (" << args.model_type << " has experts)\n";
+    return;
+  }
+  const model::Transformer unloaded(args);
+  model::check_lora_settings(unloaded, cfg.lora);
+  std::cout << fmt::format("lora: rank {} on {}\n", cfg.lora.rank,
+                           fmt::join(model::resolve_lora_targets(cfg.lora.targets, args), ", "));
+}
+
 }  // namespace
 
 void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
@@ -200,7 +218,7 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
     // Throws ft::ConfigError listing every problem; main prints it and exits with code 2.
     const auto loaded = config::load_config(validate_options->config, validate_options->overrides);
     const auto& cfg = loaded.config;
-    // Pre-flight without loading weights: the tokenizer, the chat template and the model's context length, so a
+    // Pre-flight without loading weights: the tokenizer, the chat template, the context length and LoRA targets, so a
     // problem fails here with exit code 2 rather than after the model has loaded.
     if (cfg.tokenizer.train_vocab_size == 0) {
       const auto tokenizer = train::build_tokenizer(cfg);  // as training loads it, with tokenizer.add_tokens
@@ -209,6 +227,7 @@ void add_config(CLI::App& app, const Globals& /*globals*/, int& exit_code) {
       check_chat_template(cfg, *tokenizer);
     }
     check_context_length(cfg);
+    check_lora(cfg);
     check_data_files(cfg);
     const auto env = dist::read_env();
     const auto device = resolve_device(cfg.run.device, env.local_rank);  // a GPU that is not visible: exit 2

@@ -121,11 +121,15 @@ std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& ta
   return lora_target_names(args);
 }
 
-void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
-  const auto targets = resolve_lora_targets(cfg.targets, model.args());
-  check_targets(targets, model, "lora.targets");
+void check_lora_settings(const Transformer& model, const ft::LoraConfig& cfg) {
+  check_targets(resolve_lora_targets(cfg.targets, model.args()), model, "lora.targets");
   if (cfg.rank < 1) throw ConfigError("lora.rank must be >= 1 (got " + std::to_string(cfg.rank) + ")");
   if (cfg.dropout < 0.0 || cfg.dropout >= 1.0) throw ConfigError("lora.dropout must be in [0, 1)");
+}
+
+void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed) {
+  check_lora_settings(model, cfg);
+  const auto targets = resolve_lora_targets(cfg.targets, model.args());
   for (auto& p : model.parameters()) p.set_requires_grad(false);
   add_adapters(model, targets, cfg, cfg.alpha, seed);
   join_frozen_groups(model);

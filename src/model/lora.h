@@ -23,10 +23,14 @@ std::vector<std::string> lora_target_names(const ModelArgs& args);
 // PEFT does, by suffix (model.layers.3.self_attn.q_proj: one layer's; mlp.down_proj).
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& targets, const ModelArgs& args);
 
+// What apply_lora refuses, without changing `model` (config validate runs it on a model built without weights):
+// ft::ConfigError for a target that matches no projection of this model, rank < 1 or dropout outside [0, 1).
+void check_lora_settings(const Transformer& model, const ft::LoraConfig& cfg);
+
 // Freezes every base parameter and adds lora_A (F32 [r, in], kaiming-uniform from `seed`) and lora_B (F32 [out, r],
 // zeros) to each targeted projection (resolve_lora_targets); each layer's q/k/v and gate/up weights then share one
-// buffer (join_frozen_weights), so call it once the base is on its device and in its dtype. Throws ft::ConfigError for a target that matches no
-// projection of this model, or rank < 1.
+// buffer (join_frozen_weights), so call it once the base is on its device and in its dtype. Throws what
+// check_lora_settings does.
 void apply_lora(Transformer& model, const ft::LoraConfig& cfg, uint64_t seed);
 
 // The parameters with requires_grad (every parameter without LoRA; only the adapters with it).

@@ -260,16 +260,19 @@ void check_fp8_gemms(const Config& cfg, const PrecisionPolicy& precision, c10::D
 
 }  // namespace
 
+model::ModelArgs model_shape(const Config& cfg, int64_t vocab_size) {
+  if (cfg.model.path.empty()) return model::args_from_config(cfg.model, vocab_size);
+  // Drawn weights have no vision tower to keep: a multimodal checkpoint's language model trains and saves alone.
+  return model::language_model_only(model::load_hf_config(cfg.model.path));
+}
+
 model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& tokenizer,
                                   const PrecisionPolicy& precision) {
-  model::ModelArgs args;
+  model::ModelArgs args = model_shape(cfg, tokenizer.vocab_size());
   if (cfg.model.path.empty()) {
-    args = model::args_from_config(cfg.model, tokenizer.vocab_size());
     // The saved config.json and generation_config.json name them, so transformers' generate stops at EOS too.
     model::fill_special_token_ids(args, tokenizer.bos_id(), tokenizer.eos_id(), tokenizer.pad_id());
   } else {
-    // Drawn weights have no vision tower to keep: a multimodal checkpoint's language model trains and saves alone.
-    args = model::language_model_only(model::load_hf_config(cfg.model.path));
     args.torch_dtype = model::dtype_name(precision.param);
   }
   return args;

@@ -77,8 +77,12 @@ void prepare_inputs(Config& cfg, const RunContext& ctx);
 // The tokenizer of the run (tokenizer.path, else model.path's), with tokenizer.add_tokens added.
 std::unique_ptr<tok::Tokenizer> build_tokenizer(const Config& cfg);
 
-// The shape of the run's model: model.path's config.json (its torch_dtype set to precision.param), or the model.*
-// dimensions with the tokenizer's vocabulary and special token ids.
+// The shape of the run's model: model.path's config.json (the language model only), or the model.* dimensions with
+// `vocab_size` rows.
+model::ModelArgs model_shape(const Config& cfg, int64_t vocab_size);
+
+// model_shape with the tokenizer's vocabulary and, for model.*, its special token ids; model.path's torch_dtype set
+// to precision.param.
 model::ModelArgs build_model_args(const Config& cfg, const tok::Tokenizer& tokenizer, const PrecisionPolicy& precision);
 
 // The model as the run starts from, before adapters: model.path's weights (in precision.param, NF4 projections with

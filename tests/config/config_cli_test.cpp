@@ -97,6 +97,29 @@ TEST_F(ConfigCli, ValidateWarnsWhenSeqLenExceedsTheModelsContext) {
   EXPECT_THAT(nested.output, HasSubstr("exceeds the model's max_position_embeddings 32"));
 }
 
+// lora.targets are checked against the model's own projections (model.path's config.json) before any weight loads,
+// as training checks them after: a name of another family, or a layer past the model's, fails with exit code 2.
+TEST_F(ConfigCli, ValidateChecksLoraTargetsAgainstTheModelsProjections) {
+  std::filesystem::create_directories(dir_ / "llm");
+  write_file(dir_ / "llm" / "config.json",
+             R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, )"
+             R"("num_hidden_layers": 2, "num_attention_heads": 2})");
+  const std::string lora = cfg("lora.yaml", "defaults: [base.yaml]\nlora: {enabled: true, rank: 4}\n");
+  const std::string model = " model.path=" + shell_quote((dir_ / "llm").string());
+  const auto fused = run_finetune("config validate --config " + lora + model + " 'lora.targets=[qkv_proj]'");
+  EXPECT_EQ(fused.exit_code, 2) << fused.output;
+  EXPECT_THAT(fused.output, HasSubstr("lora.targets: llama has no projection 'qkv_proj' to adapt"));
+  EXPECT_THAT(fused.output, Not(HasSubstr("config OK")));
+  const auto past = run_finetune("config validate --config " + lora + model +
+                                 " 'lora.targets=[model.layers.2.mlp.down_proj]'");  // layers 0 and 1
+  EXPECT_EQ(past.exit_code, 2) << past.output;
+  EXPECT_THAT(past.output, HasSubstr("no projection 'model.layers.2.mlp.down_proj'"));
+  const auto ok = run_finetune("config validate --config " + lora + model + " 'lora.targets=[q_proj, v_proj]'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("lora: rank 4 on q_proj, v_proj\n"));
+  EXPECT_THAT(ok.output, HasSubstr("config OK"));
+}
+
 TEST_F(ConfigCli, ShowMarksFromScratchModelKeysUnusedWhenModelPathIsSet) {
   std::filesystem::create_directories(dir_ / "hf");
   write_file(dir_ / "hf" / "config.json", "{\"model_type\": \"llama\", \"hidden_size\": 64}");
