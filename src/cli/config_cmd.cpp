@@ -163,7 +163,8 @@ std::string problems_header(const std::vector<config::Problem>& problems) {
 
 // LoRA's settings against the model's projections, as training checks them once the model is loaded, on the model
 // built without weights: its parameters are address space reserved and never touched (a 70B model's takes no
-// memory). MoE experts are built zeroed (model/moe.cpp), so those models are left to training.
+// memory, only 280 GB of addresses). MoE experts are built zeroed (model/moe.cpp), so those models are left to
+// training.
 void check_lora(const Config& cfg) {
   if (!cfg.lora.enabled) return;
   const model::ModelArgs args = train::model_shape(cfg, /*vocab_size=*/0);  // LoRA has a model.path: its vocabulary
@@ -171,8 +172,21 @@ void check_lora(const Config& cfg) {
     std::cout << "lora: the targets are checked when train loads the model (" << args.model_type << " has experts)\n";
     return;
   }
-  const model::Transformer unloaded(args);
-  model::check_lora_settings(unloaded, cfg.lora);
+  std::unique_ptr<model::Transformer> unloaded;
+  std::string unbuilt;  // why not: no room to reserve (vm.overcommit_memory=2, ulimit -v), which is no config error
+  try {
+    unloaded = std::make_unique<model::Transformer>(args);
+  } catch (const c10::Error& e) {  // the CPU allocator's refusal
+    unbuilt = e.what_without_backtrace();
+  } catch (const std::bad_alloc&) {
+    unbuilt = "out of host memory";
+  }
+  if (!unloaded) {
+    std::cout << "lora: the targets are checked when train loads the model (building it here failed: "
+              << unbuilt.substr(0, unbuilt.find('\n')) << ")\n";
+    return;
+  }
+  model::check_lora_settings(*unloaded, cfg.lora);
   std::cout << fmt::format("lora: rank {} on {}\n", cfg.lora.rank,
                            fmt::join(model::resolve_lora_targets(cfg.lora.targets, args), ", "));
 }

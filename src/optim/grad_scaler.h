@@ -1,8 +1,9 @@
 // Dynamic loss scaling for fp16 with torch.amp.GradScaler's semantics, on the ATen AMP ops and without host
 // synchronisation in the step: found_inf and the skipped-step count stay device tensors until someone logs them.
 //
-// Per optimizer step:  scaler.scale(loss).backward();  auto inf = scaler.unscale_(grads);  clip ...;
-//                      adamw.step(std::nullopt, inf);   scaler.update();
+// Per optimizer step:  scaler.scale(loss).backward();  auto inf = scaler.unscale_(grads);
+//                      auto clip = optim::clip_divisor(grads, max_norm);  adamw.step(clip.divisor, inf |
+//                      !finite(norm)); scaler.update();   (train::clip_and_step does the middle line)
 #pragma once
 
 #include <ATen/ATen.h>

@@ -222,24 +222,37 @@ void EarlierRunSetAside::commit() {
   FT_LOG_INFO("run.overwrite: deleted the earlier run's {}", fmt::join(names_, ", "));
 }
 
+namespace {
+
+// The earlier run's train.log written into this attempt's, ahead of its lines, rather than renamed over it: the log's
+// file sink keeps appending there, so what stopped this attempt (main's final error too) is on disk after them.
+// Whether it did; on a failure put_back renames the earlier log back over this attempt's as it is.
+bool merge_earlier_log(const fs::path& run_dir) {
+  const fs::path log_file = run_dir / "train.log", earlier_log = run_dir / kAsideDir / "train.log";
+  if (!present(log_file) || !present(earlier_log)) return false;
+  try {
+    const std::string earlier = read_text_file(earlier_log), attempt = read_text_file(log_file);
+    std::ofstream out(log_file, std::ios::trunc);  // not write_file: it would put a new file in place
+    out << earlier << attempt;
+    out.close();
+    if (!out) throw Error("cannot write " + log_file.string());
+    fs::remove(earlier_log);
+    return true;
+  } catch (const std::exception& e) {
+    FT_LOG_WARN("run.overwrite: the earlier run's train.log goes back in place of this run's ({})", e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
 void EarlierRunSetAside::restore() noexcept {
   if (run_dir_.empty()) return;
   const fs::path run_dir = std::exchange(run_dir_, {});
   try {
-    // The earlier run's log goes back into this attempt's file, ahead of its lines, rather than over it: the log's
-    // file sink keeps appending there, so what stopped this attempt (main's final error too) is on disk after them.
-    const fs::path log_file = run_dir / "train.log", earlier_log = run_dir / kAsideDir / "train.log";
-    const bool merge_logs = present(log_file) && present(earlier_log);
-    if (merge_logs) {
-      const std::string attempt = read_text_file(log_file);
-      std::ofstream out(log_file, std::ios::trunc);  // not write_file: it would put a new file in place
-      out << read_text_file(earlier_log) << attempt;
-      out.close();
-      if (!out) throw Error("cannot write " + log_file.string());  // the earlier log stays aside
-      fs::remove(earlier_log);
-    }
+    const bool merged_log = merge_earlier_log(run_dir);
     std::vector<std::string> restored = put_back(run_dir);
-    if (merge_logs) restored.push_back("train.log");
+    if (merged_log) restored.push_back("train.log");
     if (restored.empty()) return;
     FT_LOG_WARN("run.overwrite: this run stopped before it started training; the earlier run's {} are back in place",
                 fmt::join(restored, ", "));

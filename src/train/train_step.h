@@ -52,8 +52,8 @@ class NonFiniteSteps {
 
 // The update after a step's gradients: `scaler` unscales them (fp16; a disabled scaler does nothing), their global
 // norm (the norm before clipping) clips them to `grad_clip` (0: off) inside `optimizer`'s step (its grad_scale; the
-// gradients themselves stay unclipped), skipping the update on the device when the norm is not finite or the scaler
-// found an inf. `skipped` is F32 [] 1 when the norm was not
+// gradients are left divided or not, as each step path leaves them: nothing reads them after), skipping the update
+// on the device when the norm is not finite or the scaler found an inf. `skipped` is F32 [] 1 when the norm was not
 // finite. The caller updates the scaler.
 struct ClippedUpdate {
   at::Tensor grad_norm;  // F32 []
