@@ -2,8 +2,8 @@
 // synchronisation in the step: found_inf and the skipped-step count stay device tensors until someone logs them.
 //
 // Per optimizer step:  scaler.scale(loss).backward();  auto inf = scaler.unscale_(grads);
-//                      auto clip = optim::clip_divisor(grads, max_norm);  adamw.step(clip.divisor, inf |
-//                      !finite(norm)); scaler.update();   (train::clip_and_step does the middle line)
+//                      auto clip = optim::clip_divisor(grads, max_norm);  adamw.step(clip.divisor, inf);
+//                      scaler.update();   (train::clip_and_step: the middle line, skipping non-finite norms too)
 #pragma once
 
 #include <ATen/ATen.h>
