@@ -162,10 +162,6 @@ unsigned grid_for(int64_t groups, int threads) {
   return static_cast<unsigned>(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
 }
 
-}  // namespace
-
-namespace {
-
 template <class T>
 void cast_tensorwise_both(const T* x, int64_t rows, int64_t cols, Fp8Code code, float* amax, bool amax_known,
                           uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse, cudaStream_t st) {
