@@ -776,6 +776,28 @@ TEST(ModelUnit, AdapterWeightsThatLinkOutOfTheAdapterDirectoryAreRefused) {
   EXPECT_NO_THROW(model::load_adapter(*tiny_model(), dir / "real"));
 }
 
+// An adapter saved as a PyTorch pickle (adapter_model.bin) is not read: the error names it, the hint is the one-line
+// conversion to safetensors.
+TEST(ModelUnit, PickleAdapterIsRefusedWithItsConversion) {
+  TempDir dir("ft-adapterpickle");
+  auto m = tiny_model();
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj"};
+  model::apply_lora(*m, lora, 1);
+  model::save_adapter(*m, lora, dir / "adapter", "");
+  std::filesystem::rename(dir / "adapter" / "adapter_model.safetensors", dir / "adapter" / "adapter_model.bin");
+  try {
+    model::load_adapter(*tiny_model(), dir / "adapter");
+    ADD_FAILURE() << "a pickle adapter was loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds adapter_model.bin, a PyTorch pickle"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("save_file(torch.load('" + (dir / "adapter").string() + "/adapter_model.bin')"),
+              std::string::npos)
+        << e.hint();
+  }
+}
+
 // Found by tests/fuzz/fuzz_model_config: a field of adapter_config.json of the wrong JSON type escaped as
 // nlohmann::type_error; a huge rank or added-token id would have sized huge matrices.
 TEST(ModelUnit, AdapterConfigOfTheWrongTypesOrHugeSizesIsRefused) {
