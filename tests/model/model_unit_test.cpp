@@ -750,18 +750,23 @@ TEST(ModelGenerate, TopKOneIsGreedy) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(model::sample_next(logits, o, gen), 1);
 }
 
+// A rank-2 adapter on `targets` of tiny_model(), saved into `out` as save_adapter writes it.
+void save_tiny_adapter(const std::filesystem::path& out, const std::vector<std::string>& targets) {
+  auto m = tiny_model();
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = targets;
+  model::apply_lora(*m, lora, 1);
+  model::save_adapter(*m, lora, out, "");
+}
+
 // A downloaded model directory whose tokenizer file is a symlink out of it (tokenizer.json -> ~/.ssh/id_rsa) must not
 // get that file copied into an export or a run's model directory.
 // An adapter directory whose weights are a symlink out of it (adapter_model.safetensors -> elsewhere) is refused
 // before anything is read, as bad input naming the file.
 TEST(ModelUnit, AdapterWeightsThatLinkOutOfTheAdapterDirectoryAreRefused) {
   TempDir dir("ft-adapterlink");
-  auto m = tiny_model();
-  LoraConfig lora;
-  lora.rank = 2;
-  lora.targets = {"q_proj", "v_proj"};
-  model::apply_lora(*m, lora, 1);
-  model::save_adapter(*m, lora, dir / "real", "");
+  save_tiny_adapter(dir / "real", {"q_proj", "v_proj"});
   std::filesystem::create_directories(dir / "adapter");
   std::filesystem::copy_file(dir / "real" / "adapter_config.json", dir / "adapter" / "adapter_config.json");
   std::filesystem::create_symlink(dir / "real" / "adapter_model.safetensors",
@@ -780,12 +785,7 @@ TEST(ModelUnit, AdapterWeightsThatLinkOutOfTheAdapterDirectoryAreRefused) {
 // conversion to safetensors.
 TEST(ModelUnit, PickleAdapterIsRefusedWithItsConversion) {
   TempDir dir("ft-adapterpickle");
-  auto m = tiny_model();
-  LoraConfig lora;
-  lora.rank = 2;
-  lora.targets = {"q_proj"};
-  model::apply_lora(*m, lora, 1);
-  model::save_adapter(*m, lora, dir / "adapter", "");
+  save_tiny_adapter(dir / "adapter", {"q_proj"});
   std::filesystem::rename(dir / "adapter" / "adapter_model.safetensors", dir / "adapter" / "adapter_model.bin");
   try {
     model::load_adapter(*tiny_model(), dir / "adapter");
@@ -802,12 +802,7 @@ TEST(ModelUnit, PickleAdapterIsRefusedWithItsConversion) {
 // nlohmann::type_error; a huge rank or added-token id would have sized huge matrices.
 TEST(ModelUnit, AdapterConfigOfTheWrongTypesOrHugeSizesIsRefused) {
   TempDir dir("ft-adaptercfg");
-  auto m = tiny_model();
-  LoraConfig lora;
-  lora.rank = 2;
-  lora.targets = {"q_proj"};
-  model::apply_lora(*m, lora, 1);
-  model::save_adapter(*m, lora, dir / "a", "");
+  save_tiny_adapter(dir / "a", {"q_proj"});
   const auto good = nlohmann::json::parse(read_file(dir / "a" / "adapter_config.json"));
   auto expect_refused = [&](const char* key, const nlohmann::json& value, const std::string& part) {
     auto j = good;
