@@ -13,6 +13,15 @@ namespace {
 
 }  // namespace
 
+bool f32_kernel_takes(const at::Tensor&, const AdamWState&) {
+  return false;
+}
+
+void f32_kernel_step(const at::Tensor&, AdamWState&, const StepHyper&, const std::optional<at::Tensor>&,
+                     const std::optional<at::Tensor>&, const at::Tensor&) {
+  no_kernels("AdamW F32 kernel");
+}
+
 bool kahan_kernel_takes(const at::Tensor&, const AdamWState&) {
   return false;
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_sub.h>
+#include <ATen/ops/_foreach_zero.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <c10/core/GradMode.h>
 
@@ -161,6 +162,28 @@ void AdamW::compensated_step(const at::Tensor& param, State& s, double lr, doubl
   s.compensation.copy_(y.sub_(param.to(at::kFloat).sub_(p)).add_(c * (1.0 - keep)));
 }
 
+void AdamW::f32_kernel_steps(const ParamGroup& g, const std::vector<std::pair<size_t, State*>>& stepped,
+                             const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  std::vector<quant::KnownAmax*> sinks(stepped.size(), nullptr);
+  std::vector<at::Tensor> amaxes;  // F32 [] each, zeroed together: the kernels raise them
+  for (size_t j = 0; j < stepped.size(); ++j) {
+    const auto it = amax_sinks_.find(g.names[stepped[j].first]);
+    if (it == amax_sinks_.end() || !it->second) continue;
+    const at::Tensor& p = g.params[stepped[j].first];
+    quant::KnownAmax& sink = *it->second;
+    if (!sink.amax.defined() || sink.amax.device() != p.device()) sink.amax = at::empty({}, p.options());
+    sinks[j] = &sink;
+    amaxes.push_back(sink.amax);
+  }
+  if (!amaxes.empty()) at::_foreach_zero_(amaxes);
+  const StepHyper hyper{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay};
+  for (size_t j = 0; j < stepped.size(); ++j) {
+    const at::Tensor& p = g.params[stepped[j].first];
+    f32_kernel_step(p, *stepped[j].second, hyper, grad_scale, found_inf, sinks[j] ? sinks[j]->amax : at::Tensor());
+    if (sinks[j]) sinks[j]->version = p._version();
+  }
+}
+
 void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   c10::NoGradGuard no_grad;
   for (const auto& g : groups_) {
@@ -171,15 +194,20 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
       if (grad.is_sparse()) throw Error("AdamW: parameter '" + g.names[i] + "' has a sparse gradient (unsupported)");
       with_grad[i] = g.params[i];
     }
-    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists. Compensated and 8-bit parameters
-    // step one by one after it, their counters advanced together first.
+    // One fused call per (device, dtype) bucket: the kernel needs homogeneous lists. Parameters of our own kernels
+    // (large F32 ones, compensated and 8-bit ones) step one by one after it, their counters advanced together first.
     for (const auto& [key, indices] : group_by_device(with_grad, /*by_dtype=*/true)) {
       std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps, own_steps;
       std::vector<std::pair<at::Tensor, State*>> kahan;
-      std::vector<std::pair<size_t, State*>> eight_bits;  // (index in the group, state)
+      std::vector<std::pair<size_t, State*>> eight_bits, f32_kernel;  // (index in the group, state)
       for (size_t i : indices) {
         const at::Tensor& p = g.params[i];
         State& s = state_for(g.names[i], p);
+        if (opts_.cuda_kernels && f32_kernel_takes(p, s)) {
+          f32_kernel.emplace_back(i, &s);
+          own_steps.push_back(s.step);
+          continue;
+        }
         if (s.eight_bit()) {
           eight_bits.emplace_back(i, &s);
           own_steps.push_back(s.step);
@@ -212,6 +240,7 @@ void AdamW::step(const std::optional<at::Tensor>& grad_scale, const std::optiona
         steps.insert(steps.end(), own_steps.begin(), own_steps.end());
         at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), *inf_here));
       }
+      if (!f32_kernel.empty()) f32_kernel_steps(g, f32_kernel, scale_here, inf_here);
       for (auto& [p, s] : kahan) compensated_step(p, *s, g.lr, g.weight_decay, scale_here, inf_here);
       if (eight_bits.empty()) continue;
       const StepHyper hyper{g.lr, opts_.beta1, opts_.beta2, opts_.eps, g.weight_decay};

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "config/config.h"
 #include "optim/step_kernels.h"
+#include "quant/fp8_cast.h"
 
 namespace ft::optim {
 
@@ -31,7 +33,8 @@ struct AdamWOptions {
   // 8-bit moments (optim/adamw_8bit.h) for the parameters takes_8bit_moments picks: optimizer.name adamw_8bit.
   bool eight_bit_moments = false;
   // Kahan and 8-bit steps of CUDA parameters run in one kernel each (kernels/adamw_kahan.h, kernels/adamw_8bit.h)
-  // instead of the ATen composites:
+  // instead of the ATen composites, and large F32 ones in one kernel each (kernels/adamw_f32.h: PyTorch's fused step
+  // without its write of the gradient):
   // the run's KernelPolicy::kernels (train.fused_kernels in a build with our kernels).
   bool cuda_kernels = false;
 
@@ -90,6 +93,13 @@ class AdamW {
   // shape mismatch; values are copied to each parameter's device and dtype.
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
 
+  // Where the steps of the parameters named write each new weight's amax, by parameter name: FP8 training's
+  // tensorwise casts take it instead of computing it (quant::KnownAmax). Only the F32 kernel writes it; a parameter
+  // stepped otherwise leaves its entry as it was, which then describes no weight, and the cast computes the amax.
+  void write_amax_into(std::map<std::string, std::shared_ptr<quant::KnownAmax>> sinks) {
+    amax_sinks_ = std::move(sinks);
+  }
+
   // Kahan summation's starting compensation by parameter name (what casting wider values to the parameter's dtype
   // dropped: model::RoundingResiduals), taken by each parameter's first step instead of zeros, so that parameter plus
   // compensation starts at the wider values. Entries for parameters this optimizer does not step with Kahan summation,
@@ -111,6 +121,10 @@ class AdamW {
   // where opts_.cuda_kernels and it takes the parameter, else ATen ops.
   void compensated_step(const at::Tensor& param, State& s, double lr, double weight_decay,
                         const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) const;
+  // The F32 kernel's steps of group g's parameters `stepped` (index in g, state; counters advanced), each writing
+  // its amax sink where it has one.
+  void f32_kernel_steps(const ParamGroup& g, const std::vector<std::pair<size_t, State*>>& stepped,
+                        const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf);
   void validate();
   // Parameter `name`'s entries of a state_dict(), checked against `p` and this optimizer's settings.
   State loaded_state(const std::string& name, const at::Tensor& p,
@@ -121,6 +135,7 @@ class AdamW {
   std::map<std::string, State> state_;
   std::map<std::string, at::Tensor> maps_;                  // by device (its str())
   std::map<std::string, at::Tensor> initial_compensation_;  // by parameter name, until its first step
+  std::map<std::string, std::shared_ptr<quant::KnownAmax>> amax_sinks_;  // by parameter name (write_amax_into)
 };
 
 }  // namespace ft::optim

@@ -3,8 +3,10 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/adamw_8bit.h"
+#include "kernels/adamw_f32.h"
 #include "kernels/adamw_kahan.h"
 #include "optim/adamw_8bit.h"
+#include "util/error.h"
 
 namespace ft::optim {
 namespace {
@@ -30,7 +32,44 @@ void* stream_of(const at::Tensor& param) {
   return c10::cuda::getCurrentCUDAStream(param.device().index()).stream();
 }
 
+// The kernels write the parameter through its pointer: its version counter moves as an in-place op's would, so that
+// whatever saved the old values (autograd, quant::KnownAmax) sees the change.
+void written(const at::Tensor& param) {
+  param.unsafeGetTensorImpl()->bump_version();
+}
+
 }  // namespace
+
+bool f32_kernel_takes(const at::Tensor& param, const AdamWState& s) {
+  if (!param.is_cuda() || param.scalar_type() != at::kFloat || !param.is_contiguous()) return false;
+  if (param.numel() < kF32KernelMinNumel || s.compensation.defined() || s.eight_bit()) return false;
+  const at::Tensor& grad = param.grad();
+  return grad.defined() && !grad.is_sparse() && same_layout(grad, param, at::kFloat) &&
+         same_layout(s.exp_avg, param, at::kFloat) && same_layout(s.exp_avg_sq, param, at::kFloat) &&
+         on_device_f32(s.step, param, 1);
+}
+
+void f32_kernel_step(const at::Tensor& param, AdamWState& s, const StepHyper& h,
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                     const at::Tensor& amax) {
+  FT_CHECK(!amax.defined() || on_device_f32(amax, param, 1), "f32_kernel_step: amax must be one F32 on the device");
+  const kernels::AdamWF32Tensors t{param.data_ptr<float>(),
+                                   param.grad().const_data_ptr<float>(),
+                                   s.exp_avg.data_ptr<float>(),
+                                   s.exp_avg_sq.data_ptr<float>(),
+                                   amax.defined() ? amax.data_ptr<float>() : nullptr,
+                                   param.numel()};
+  const kernels::AdamWF32Scalars k{s.step.const_data_ptr<float>(),
+                                   grad_scale ? grad_scale->const_data_ptr<float>() : nullptr,
+                                   found_inf ? found_inf->const_data_ptr<float>() : nullptr,
+                                   h.lr,
+                                   h.beta1,
+                                   h.beta2,
+                                   h.eps,
+                                   h.weight_decay};
+  kernels::adamw_f32_step(t, k, stream_of(param));
+  written(param);
+}
 
 bool kahan_kernel_takes(const at::Tensor& param, const AdamWState& s) {
   const auto dtype = param.scalar_type();
@@ -56,6 +95,7 @@ void kahan_kernel_step(const at::Tensor& param, AdamWState& s, const StepHyper& 
                                      static_cast<float>(h.eps),
                                      static_cast<float>(h.weight_decay)};
   kernels::adamw_kahan_step(t, k, kernel_dtype(param.scalar_type()), stream_of(param));
+  written(param);
 }
 
 bool eight_bit_kernel_takes(const at::Tensor& param, const AdamWState& s, const at::Tensor& maps) {
@@ -93,6 +133,7 @@ void eight_bit_kernel_step(const at::Tensor& param, AdamWState& s, const at::Ten
                                     static_cast<float>(h.eps),
                                     static_cast<float>(h.weight_decay)};
   kernels::adamw_8bit_step(t, k, kernel_dtype(param.scalar_type()), stream_of(param));
+  written(param);
 }
 
 }  // namespace ft::optim

@@ -1,6 +1,7 @@
-// The optimizer's side of the CUDA step kernels: one parameter's Kahan-compensated AdamW step
-// (kernels/adamw_kahan.h) or 8-bit-moment AdamW step (kernels/adamw_8bit.h) in one kernel each.
-// Built with the kernels (step_kernels.cpp); no_kernels.cpp stands in elsewhere and takes nothing.
+// The optimizer's side of the CUDA step kernels: one parameter's F32 AdamW step (kernels/adamw_f32.h),
+// Kahan-compensated AdamW step (kernels/adamw_kahan.h) or 8-bit-moment AdamW step (kernels/adamw_8bit.h) in one kernel
+// each. Each advances the parameter's version counter, as an in-place ATen op does. Built with the kernels
+// (step_kernels.cpp); no_kernels.cpp stands in elsewhere and takes nothing.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,6 +26,18 @@ struct AdamWState {
 struct StepHyper {
   double lr, beta1, beta2, eps, weight_decay;
 };
+
+// Whether the F32 kernel takes `param`: on CUDA, F32, contiguous, with a dense F32 gradient and F32 moments of its
+// layout, and at least kF32KernelMinNumel elements (smaller ones step together in PyTorch's multi-tensor kernel,
+// one launch for all of them, where this kernel launches once per parameter).
+constexpr int64_t kF32KernelMinNumel = int64_t{1} << 20;
+bool f32_kernel_takes(const at::Tensor& param, const AdamWState& s);
+
+// The step (s.step already counts it); grad_scale and found_inf are F32 [] on param's device. `amax` (F32 [] on
+// param's device, zeroed by the caller, or undefined) is raised to the new parameter's max |p|.
+void f32_kernel_step(const at::Tensor& param, AdamWState& s, const StepHyper& h,
+                     const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf,
+                     const at::Tensor& amax);
 
 // Whether the Kahan kernel takes `param`: on CUDA, bf16 or fp16, contiguous, with a dense gradient and state of the
 // same device, dtypes and layout.

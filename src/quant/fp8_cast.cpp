@@ -36,6 +36,10 @@ float fp8_max(Fp8Format f) {
   return f == Fp8Format::kE4m3 ? 448.0f : 57344.0f;
 }
 
+at::Tensor KnownAmax::of(const at::Tensor& weight) const {
+  return amax.defined() && weight._version() == version ? amax : at::Tensor();
+}
+
 Fp8Scaled cast_fp8_tensorwise(const at::Tensor& x, Fp8Format format) {
   check_input(x, "cast_fp8_tensorwise");
   const at::Tensor scale = scale_of(x.abs().max(), format);  // F32 []

@@ -26,6 +26,18 @@ struct Fp8Scaled {
   at::Tensor inverse;  // F32: [] (tensorwise) or [rows] (rowwise)
 };
 
+// A trainable weight's amax (max |w|) as the optimizer step that last wrote the weight computed it beside the new
+// values (optim::AdamW::write_amax_into), so that the weight's tensorwise cast skips its amax pass. It describes the
+// weight while the weight's version counter still reads `version`: any other write (a checkpoint's weights copied
+// in, an in-place op) advances the counter.
+struct KnownAmax {
+  at::Tensor amax;       // F32 [] on the weight's device; undefined before the first step that wrote it
+  int64_t version = -1;  // the weight's _version() right after that step
+
+  // amax when it still describes `weight`, else undefined.
+  at::Tensor of(const at::Tensor& weight) const;
+};
+
 // x [rows, cols] (F32/BF16/F16, any device), one scale for the whole tensor.
 Fp8Scaled cast_fp8_tensorwise(const at::Tensor& x, Fp8Format format);
 // x [rows, cols], one scale per row; `pow2`: rounded down to a power of two.
