@@ -28,20 +28,23 @@ std::pair<at::Tensor, at::Tensor> gate_and_up(const variable_list& gu) {
 // up gradients (the gate/up GEMMs' output gradients) beside them. Inputs: x, then {Wg, Wu, Wd} or {Wgu, Wd}.
 class Fp8GatedMlp : public torch::autograd::Function<Fp8GatedMlp> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights, bool gelu,
-                            at::ScalarType dtype) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
+                            const std::vector<at::Tensor>& weight_amax, bool gelu, at::ScalarType dtype) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // it casts for itself
     const Plan plan{Fp8Training::kTensorwise, /*fast=*/true};
     const size_t k = weights.size() - 1;  // the gate/up weights
     variable_list saved;
-    const variable_list gu = fp8_detail::group_forward(x.to(dtype).contiguous(), {}, weights.slice(0, k), plan, dtype,
+    const at::ArrayRef<at::Tensor> amax(weight_amax);  // none, or one per weight
+    const variable_list gu = fp8_detail::group_forward(x.to(dtype).contiguous(), {}, weights.slice(0, k),
+                                                       amax.empty() ? amax : amax.slice(0, k), plan, dtype,
                                                        saved);  // [N, I] x 2, or [N, 2 I]
     const int64_t gate_up_entries = static_cast<int64_t>(saved.size());
     const auto [gate, up] = gate_and_up(gu);
     at::Tensor h = at::empty(gate.sizes(), gate.options());                     // [N, I]
     const at::Tensor h_amax = at::zeros({}, gate.options().dtype(at::kFloat));  // the kernel's atomic max
     swiglu_rows_forward(gate, up, h, gelu, h_amax.data_ptr<float>());
-    const at::Tensor y = fp8_detail::group_forward(h, h_amax, weights.slice(k), plan, dtype, saved)[0];
+    const at::Tensor y = fp8_detail::group_forward(h, h_amax, weights.slice(k), amax.empty() ? amax : amax.slice(k),
+                                                   plan, dtype, saved)[0];
     saved.insert(saved.end(), gu.begin(), gu.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["gate_up_entries"] = gate_up_entries;
@@ -55,7 +58,7 @@ class Fp8GatedMlp : public torch::autograd::Function<Fp8GatedMlp> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const auto k = static_cast<size_t>(ctx->saved_data["k"].toInt());
-    if (!grads[0].defined()) return variable_list(k + 4);  // x, the weights, gelu, dtype
+    if (!grads[0].defined()) return variable_list(k + 5);  // x, the weights, weight_amax, gelu, dtype
     const Plan plan{Fp8Training::kTensorwise, /*fast=*/true};
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
@@ -76,7 +79,7 @@ class Fp8GatedMlp : public torch::autograd::Function<Fp8GatedMlp> {
                          {a, k == 2 ? a + 1 : a});  // one amax for the halves of one gradient
     variable_list result = fp8_detail::group_backward(dgu, amax, all.slice(0, first), plan, dtype, x_dtype);
     result.push_back(down[1]);                                  // dWd
-    result.insert(result.end(), {at::Tensor(), at::Tensor()});  // gelu, dtype
+    result.insert(result.end(), 3, at::Tensor());               // weight_amax, gelu, dtype
     return result;
   }
 };
@@ -95,12 +98,15 @@ bool fp8_mlp_available(const at::Tensor& x, const std::vector<at::Tensor>& gate_
 }
 
 at::Tensor fp8_training_mlp(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
-                            bool gelu_tanh, const KernelPolicy& policy) {
+                            bool gelu_tanh, const KernelPolicy& policy, const std::vector<at::Tensor>& weight_amax) {
   FT_CHECK(fp8_mlp_available(x, gate_up, down, policy), "fp8_training_mlp: the FP8 fast path cannot take this MLP");
   std::vector<at::Tensor> weights = gate_up;
   weights.push_back(down);
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
-  const at::Tensor y = Fp8GatedMlp::apply(x2d, at::TensorList(weights), gelu_tanh, fp8_detail::gemm_dtype(x, down));
+  FT_CHECK(weight_amax.empty() || weight_amax.size() == weights.size(),
+           "fp8_training_mlp: one known amax per weight, or none");
+  const at::Tensor y =
+      Fp8GatedMlp::apply(x2d, at::TensorList(weights), weight_amax, gelu_tanh, fp8_detail::gemm_dtype(x, down));
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = y.size(1);
   return y.view(shape);  // [..., hidden]

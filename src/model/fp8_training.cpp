@@ -54,9 +54,16 @@ Fp8Scaled cast_for_forward(const at::Tensor& x, const at::Tensor& amax, const Pl
 // The weight [out, in] as the forward casts it. Tensorwise casts F32 master weights as they are, as torchao casts the
 // parameter itself rather than an autocast copy (one rounding, and a pass fewer); rowwise's kernels read BF16, so it
 // and other dtypes cast the weight in the GEMM dtype.
+bool casts_as_it_is(const at::Tensor& weight, const Plan& plan) {
+  return !plan.rowwise() && weight.scalar_type() == at::kFloat;
+}
 at::Tensor weight_for_cast(const at::Tensor& weight, at::ScalarType dtype, const Plan& plan) {
-  if (!plan.rowwise() && weight.scalar_type() == at::kFloat) return weight.contiguous();
-  return weight.to(dtype).contiguous();
+  return casts_as_it_is(weight, plan) ? weight.contiguous() : weight.to(dtype).contiguous();
+}
+
+// Weight i's known amax where its cast reads the weight as it is (the amax of a bf16 copy may differ), else undefined.
+at::Tensor weight_amax_at(at::ArrayRef<at::Tensor> weight_amax, size_t i, const at::Tensor& weight, const Plan& plan) {
+  return i < weight_amax.size() && casts_as_it_is(weight, plan) ? weight_amax[i] : at::Tensor();
 }
 
 // a [m, k] . b [n, k]^T with both operands' scales: [m, n] in `dtype`.
@@ -105,13 +112,16 @@ bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dty
 }
 
 std::vector<at::Tensor> group_forward(const at::Tensor& x, const at::Tensor& x_amax, at::TensorList weights,
-                                      const Plan& plan, at::ScalarType dtype, std::vector<at::Tensor>& saved) {
+                                      at::ArrayRef<at::Tensor> weight_amax, const Plan& plan, at::ScalarType dtype,
+                                      std::vector<at::Tensor>& saved) {
   std::vector<at::Tensor> out;
   if (plan.rowwise()) saved.push_back(x);
   const Fp8Scaled xq = cast_for_forward(x, x_amax, plan, saved);
-  for (const at::Tensor& weight : weights) {
-    const Fp8Scaled wq = cast_for_forward(weight_for_cast(weight, dtype, plan), {}, plan, saved);  // [out_i, in]
-    out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));                          // [N, out_i]
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const at::Tensor& weight = weights[i];
+    const Fp8Scaled wq = cast_for_forward(weight_for_cast(weight, dtype, plan),
+                                          weight_amax_at(weight_amax, i, weight, plan), plan, saved);  // [out_i, in]
+    out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));                              // [N, out_i]
   }
   saved.insert(saved.end(), weights.begin(), weights.end());
   return out;
@@ -165,8 +175,9 @@ using torch::autograd::variable_list;
 // the forward and again (along tokens) for the weight gradients, where a Function per weight would cast it per weight.
 class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
  public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights, int64_t recipe,
-                               bool fast, at::ScalarType dtype) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
+                               const std::vector<at::Tensor>& weight_amax, int64_t recipe, bool fast,
+                               at::ScalarType dtype) {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);  // it casts for itself
     ctx->saved_data["recipe"] = recipe;
     ctx->saved_data["fast"] = fast;
@@ -174,7 +185,8 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     variable_list saved;
     const Plan plan{static_cast<Fp8Training>(recipe), fast};
-    variable_list out = fp8_detail::group_forward(x.to(dtype).contiguous(), {}, weights, plan, dtype, saved);
+    variable_list out =
+        fp8_detail::group_forward(x.to(dtype).contiguous(), {}, weights, weight_amax, plan, dtype, saved);
     ctx->save_for_backward(saved);
     return out;
   }
@@ -186,7 +198,7 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     variable_list result =
         fp8_detail::group_backward(grads, {}, ctx->get_saved_variables(), plan, dtype, x_dtype);  // dx, dW_i
-    result.insert(result.end(), {at::Tensor(), at::Tensor(), at::Tensor()});                      // recipe, fast, dtype
+    result.insert(result.end(), 4, at::Tensor());  // weight_amax, recipe, fast, dtype
     return result;
   }
 };
@@ -194,15 +206,18 @@ class Fp8TrainedGemms : public torch::autograd::Function<Fp8TrainedGemms> {
 }  // namespace
 
 std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
-                                             Fp8Training recipe, const KernelPolicy& policy) {
+                                             Fp8Training recipe, const KernelPolicy& policy,
+                                             const std::vector<at::Tensor>& weight_amax) {
   FT_CHECK(recipe != Fp8Training::kOff, "fp8_training_linears: the recipe is off");
   FT_CHECK(!weights.empty(), "fp8_training_linears: no weight");
   const at::ScalarType dtype = fp8_detail::gemm_dtype(x, weights[0]);
   const at::Tensor x2d = x.reshape({-1, x.size(-1)});  // [N, in]
   const bool fast = std::all_of(weights.begin(), weights.end(),
                                 [&](const at::Tensor& w) { return fp8_detail::fast_path(x2d, w, dtype, policy); });
+  FT_CHECK(weight_amax.empty() || weight_amax.size() == weights.size(),
+           "fp8_training_linears: one known amax per weight, or none");
   std::vector<at::Tensor> out =
-      Fp8TrainedGemms::apply(x2d, at::TensorList(weights), static_cast<int64_t>(recipe), fast, dtype);
+      Fp8TrainedGemms::apply(x2d, at::TensorList(weights), weight_amax, static_cast<int64_t>(recipe), fast, dtype);
   if (x.dim() == 2) return out;
   std::vector<int64_t> shape = x.sizes().vec();
   for (at::Tensor& y : out) {  // [N, out_i] -> [..., out_i]
@@ -213,8 +228,8 @@ std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vec
 }
 
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
-                               const KernelPolicy& policy) {
-  return fp8_training_linears(x, {weight}, recipe, policy)[0];
+                               const KernelPolicy& policy, const at::Tensor& weight_amax) {
+  return fp8_training_linears(x, {weight}, recipe, policy, {weight_amax})[0];
 }
 
 std::vector<int64_t> fp8_edge_layers(int64_t num_layers, int64_t edge) {
@@ -245,8 +260,17 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
       continue;
     }
     lin->fp8_training = recipe;
+    if (recipe == Fp8Training::kTensorwise) lin->fp8_weight_amax = std::make_shared<quant::KnownAmax>();
   }
   return left;
+}
+
+std::map<std::string, std::shared_ptr<quant::KnownAmax>> fp8_weight_amax_sinks(const Transformer& model) {
+  std::map<std::string, std::shared_ptr<quant::KnownAmax>> sinks;
+  for (const auto& [path, lin] : model.projections()) {
+    if (lin->fp8_weight_amax) sinks.emplace(path + ".weight", lin->fp8_weight_amax);
+  }
+  return sinks;
 }
 
 }  // namespace ft::model

@@ -17,6 +17,8 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,24 +31,28 @@ namespace ft::model {
 class Transformer;
 
 // x [..., in] times weight^T ([out, in], trainable): [..., out] in the compute dtype (autocast's, else the weight's).
+// `weight_amax` (F32 [] on the weight's device, or undefined): the weight's amax as the optimizer step that wrote it
+// computed it (quant::KnownAmax); tensorwise casts of F32 weights on the fast path then skip their amax pass.
 at::Tensor fp8_training_linear(const at::Tensor& x, const at::Tensor& weight, Fp8Training recipe,
-                               const KernelPolicy& policy);
+                               const KernelPolicy& policy, const at::Tensor& weight_amax = {});
 // The same for projections that read one x (q/k/v, gate/up): [..., out_i] per weight, each equal to its own
 // fp8_training_linear (every weight keeps its own scales), with x cast to FP8 once for all of them, forward and
-// backward, instead of once per weight.
+// backward, instead of once per weight. `weight_amax`: one per weight (or none), as fp8_training_linear's.
 std::vector<at::Tensor> fp8_training_linears(const at::Tensor& x, const std::vector<at::Tensor>& weights,
-                                             Fp8Training recipe, const KernelPolicy& policy);
+                                             Fp8Training recipe, const KernelPolicy& policy,
+                                             const std::vector<at::Tensor>& weight_amax = {});
 
 // The gated MLP down(act(x Wg^T) * (x Wu^T)) as one op, for MLPs whose projections all train with tensorwise FP8
 // and no bias: the SwiGLU kernels write the amax of h = act(gate) * up and of the gate and up gradients beside those
 // tensors, so their casts skip the amax pass (a second read of the layer's largest activations). The same bits as
 // the separate ops. `gate_up`: {Wg, Wu}, or {Wgu} (one joint weight, gate rows first); x [..., in]; returns
 // [..., hidden]. Available with our kernels on the fast path of every weight (FP8 GPU, BF16 GEMMs, sizes multiples of
-// 16).
+// 16). `weight_amax`: one per weight of gate_up, then down's (or none), as fp8_training_linear's.
 bool fp8_mlp_available(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
                        const KernelPolicy& policy);
 at::Tensor fp8_training_mlp(const at::Tensor& x, const std::vector<at::Tensor>& gate_up, const at::Tensor& down,
-                            bool gelu_tanh, const KernelPolicy& policy);
+                            bool gelu_tanh, const KernelPolicy& policy,
+                            const std::vector<at::Tensor>& weight_amax = {});
 
 // The decoder layers that train.fp8_edge_layers keeps in bf16: `edge` at each end of `num_layers`, ascending (all of
 // them when 2 * edge >= num_layers). The first and last layers are where FP8's rounding moved (b)'s loss most: with
@@ -67,6 +73,10 @@ struct Fp8Selection {
 // with a size that is no multiple of 16 (the FP8 GEMMs need it). Returns the paths left in bf16 outside the edge
 // layers.
 std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training recipe, const Fp8Selection& selection);
+
+// Where the optimizer is to write each tensorwise FP8-trained weight's amax beside its step (made by
+// enable_fp8_training; optim::AdamW::write_amax_into), by parameter name: the projection's path + ".weight".
+std::map<std::string, std::shared_ptr<quant::KnownAmax>> fp8_weight_amax_sinks(const Transformer& model);
 
 // The casts' CUDA glue (kernels/fp8_cast.h, in fp8_kernels.cpp; no_kernels.cpp stands in), on contiguous 2-D BF16
 // CUDA tensors, bit for bit quant/fp8_cast.h's (see the kernels' header for the one power-of-two edge).

@@ -30,10 +30,12 @@ bool fast_path(const at::Tensor& x, const at::Tensor& weight, at::ScalarType dty
 
 // The forward GEMMs of weights W_i [out_i, in] that read one x [N, in] (contiguous, in the GEMM dtype `dtype`):
 // [N, out_i] each. `x_amax` (F32 [], tensorwise fast path only, else undefined) is x's amax as the kernel that
-// wrote x computed it, so the cast skips its amax pass. Appends to `saved` what group_backward reads: rowwise {x},
+// wrote x computed it, so the cast skips its amax pass; `weight_amax` (one per weight, or none) the same for F32
+// weights (fp8_training_linear's). Appends to `saved` what group_backward reads: rowwise {x},
 // tensorwise {x^T codes, x's scale, then per weight W_i^T codes and scale} (1 byte per element), then W_1 .. W_k.
 std::vector<at::Tensor> group_forward(const at::Tensor& x, const at::Tensor& x_amax, at::TensorList weights,
-                                      const Plan& plan, at::ScalarType dtype, std::vector<at::Tensor>& saved);
+                                      at::ArrayRef<at::Tensor> weight_amax, const Plan& plan, at::ScalarType dtype,
+                                      std::vector<at::Tensor>& saved);
 
 // The backward of group_forward from the gradients of its outputs, grads [N, out_i] (undefined: none), with
 // `grad_amax` F32 [k] (their amaxes as the kernel that wrote them computed them; tensorwise fast path only, else

@@ -176,10 +176,14 @@ at::Tensor MLPImpl::fp8_forward(const at::Tensor& x, const KernelPolicy& policy)
     return l->fp8_training == Fp8Training::kTensorwise && !l->has_lora() && !l->quantized() && !l->bias.defined();
   };
   if (!plain_tensorwise(down_proj.get()) || !std::all_of(in.begin(), in.end(), plain_tensorwise)) return {};
-  std::vector<at::Tensor> gate_up;
-  for (const LinearImpl* l : in) gate_up.push_back(l->weight);
+  std::vector<at::Tensor> gate_up, amax;  // amax: F32 [] each, or undefined; gate/up's, then down's
+  for (const LinearImpl* l : in) {
+    gate_up.push_back(l->weight);
+    amax.push_back(l->known_weight_amax());
+  }
+  amax.push_back(down_proj->known_weight_amax());
   if (!fp8_mlp_available(x, gate_up, down_proj->weight, policy)) return {};
-  return fp8_training_mlp(x, gate_up, down_proj->weight, gelu_tanh, policy);
+  return fp8_training_mlp(x, gate_up, down_proj->weight, gelu_tanh, policy, amax);
 }
 
 at::Tensor MLPImpl::forward(const at::Tensor& x, const KernelPolicy& policy) {

@@ -82,12 +82,17 @@ at::Tensor adapter_down(const at::Tensor& h, const LinearImpl& layer, const Kern
 
 }  // namespace
 
+at::Tensor LinearImpl::known_weight_amax() const {
+  return fp8_weight_amax ? fp8_weight_amax->of(weight) : at::Tensor();
+}
+
 LinearWeight LinearImpl::gemm_weight() const {
   if (!quantized()) {
     LinearWeight w = LinearWeight::dense(weight, bias);
     if (fp8_training != Fp8Training::kOff) {
       w.format = LinearWeight::Format::kFp8Training;
       w.recipe = fp8_training;
+      w.known_amax = known_weight_amax();
     }
     return w;
   }
@@ -478,7 +483,9 @@ LinearGroupOutput linear_group(const at::Tensor& x, const std::vector<LinearImpl
   }
   if (plan.regime == GroupRegime::kFp8Training) {  // x as each layer would get it: its gradient sums as theirs would
     LinearGroupOutput out;
-    out.outputs = fp8_training_linears(x, weights_of(layers, false), layers[0]->fp8_training, policy);
+    std::vector<at::Tensor> amax;  // F32 [] each, or undefined
+    for (const LinearImpl* layer : layers) amax.push_back(layer->known_weight_amax());
+    out.outputs = fp8_training_linears(x, weights_of(layers, false), layers[0]->fp8_training, policy, amax);
     for (size_t i = 0; i < layers.size(); ++i) {  // the bias as ops::linear adds it
       if (layers[i]->bias.defined()) out.outputs[i].add_(layers[i]->bias.to(out.outputs[i].scalar_type()));
     }

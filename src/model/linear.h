@@ -11,6 +11,7 @@
 
 #include "model/ops.h"
 #include "quant/fp8.h"
+#include "quant/fp8_cast.h"
 #include "quant/nf4.h"
 
 namespace ft::model {
@@ -56,6 +57,10 @@ class LinearImpl : public torch::nn::Module {
   std::shared_ptr<const quant::Fp8Tensor> fp8;  // the frozen weight's FP8 codes [out, in], or null
   at::ScalarType quantized_dtype = at::kFloat;  // the dtype the quantized weight had
   Fp8Training fp8_training = Fp8Training::kOff;  // a dense weight's GEMMs in FP8 (train.fp8, enable_fp8_training)
+  // Where the optimizer writes the weight's amax beside each step (tensorwise FP8 training), or null.
+  std::shared_ptr<quant::KnownAmax> fp8_weight_amax;
+  // F32 []: the weight's amax while fp8_weight_amax still describes the weight, else undefined.
+  at::Tensor known_weight_amax() const;
   Nf4Compute nf4_compute = Nf4Compute::kDtype;   // the NF4 weight's GEMMs (model.nf4_compute, set_nf4_compute)
   at::Tensor lora_a;  // F32 [r, in] or undefined (registered as "lora_A")
   at::Tensor lora_b;  // F32 [out, r] or undefined (registered as "lora_B")

@@ -73,7 +73,7 @@ bool fp8_mlp_available(const at::Tensor&, const std::vector<at::Tensor>&, const 
   return false;
 }
 at::Tensor fp8_training_mlp(const at::Tensor&, const std::vector<at::Tensor>&, const at::Tensor&, bool,
-                            const KernelPolicy&) {
+                            const KernelPolicy&, const std::vector<at::Tensor>&) {
   no_kernels("fp8_training_mlp");
 }
 Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor&, quant::Fp8Format, const at::Tensor&) {

@@ -112,7 +112,7 @@ at::Tensor linear(const at::Tensor& x, const LinearWeight& weight, const KernelP
       y = fp8_linear(x, weight.fp8, weight.dtype, policy);
       break;
     case LinearWeight::Format::kFp8Training:
-      y = fp8_training_linear(x, weight.values, weight.recipe, policy);
+      y = fp8_training_linear(x, weight.values, weight.recipe, policy, weight.known_amax);
       break;
   }
   // In place: the GEMM's output is not saved for its backward. The bias in the GEMM's dtype, as at::linear under

@@ -37,6 +37,7 @@ struct LinearWeight {
   quant::Fp8Tensor fp8;               // kFp8: codes [out, in], scales [out]
   at::ScalarType dtype = at::kFloat;  // kNf4, kFp8: the dtype of the model's parameters
   Fp8Training recipe = Fp8Training::kOff;  // kFp8Training
+  at::Tensor known_amax;  // kFp8Training: F32 [], the weight's amax from the step that wrote it, or undefined
   Nf4Compute nf4_compute = Nf4Compute::kDtype;  // kNf4: the GEMMs' precision (model/nf4_linear.h)
 
   static LinearWeight dense(at::Tensor values, at::Tensor bias) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -43,21 +44,22 @@ DeviceBatch warm_up_inputs(const WarmUpBatch& shape, int64_t vocab_size, c10::De
 
 // Unscaling (fp16), clipping, the non-finite check and the optimizer's step load kernels of their own (on an H100 they
 // were about 0.2 s of the 8B LoRA run's first step: docs/benchmarks.md). Clipping takes every gradient; the optimizer
-// steps one tensor of each kind it treats apart (dtype; 8-bit or full-size moments), the smallest: that loads the same
-// kernels, and its state stays small beside the load (a full fine-tune's layer holds hundreds of millions of
-// parameters, an MoE layer's experts billions).
+// steps one tensor of each kind it treats apart (dtype; 8-bit or full-size moments; F32 ones below or above the size
+// of its own F32 kernel), the smallest: that loads the same kernels, and its state stays small beside the load (a full
+// fine-tune's layer holds hundreds of millions of parameters, an MoE layer's experts billions).
 void step_like_the_run(const Config& cfg, model::Transformer& m, optim::GradScaler& scaler,
                        const model::KernelPolicy& kernels) {
   auto opts = optim::AdamWOptions::from_config(cfg.optimizer);
   opts.cuda_kernels = kernels.kernels;
   std::vector<at::Tensor> grads;
-  std::map<std::pair<at::ScalarType, bool>, optim::NamedParam> smallest;  // by (dtype, 8-bit moments)
+  std::map<std::tuple<at::ScalarType, bool, bool>, optim::NamedParam> smallest;  // by (dtype, 8-bit, large)
   for (const auto& item : m.named_parameters()) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad() || !p.grad().defined()) continue;
     grads.push_back(p.grad());
     const bool eight_bit = opts.eight_bit_moments && optim::takes_8bit_moments(item.key(), p);
-    auto [it, added] = smallest.try_emplace({p.scalar_type(), eight_bit}, item.key(), p);
+    const bool large = p.scalar_type() == at::kFloat && p.numel() >= optim::kF32KernelMinNumel;
+    auto [it, added] = smallest.try_emplace({p.scalar_type(), eight_bit, large}, item.key(), p);
     if (!added && p.numel() < it->second.second.numel()) it->second = {item.key(), p};
   }
   if (smallest.empty()) return;

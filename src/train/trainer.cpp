@@ -25,6 +25,7 @@
 #include "metrics/mfu.h"
 #include "metrics/profiler.h"
 #include "metrics/record.h"
+#include "model/fp8_training.h"
 #include "model/mode_guards.h"
 #include "model/pretrained.h"
 #include "model/transformer.h"
@@ -105,6 +106,7 @@ Trainer::Trainer(Config config, RunContext ctx, std::function<void()> accepted)
   inputs_ = resume_inputs(cfg_, data_.train_content, ctx_.rank == 0 && cfg_.lora.enabled && !cfg_.model.path.empty());
   optim_ = build_optimizer(cfg_, model_.trainable, data_.total_steps, ctx_, kernels.kernels);
   optim_.optimizer->start_compensation_at(std::move(model_.rounding_residuals));
+  optim_.optimizer->write_amax_into(model::fp8_weight_amax_sinks(*model_.model));
   if (warm_up) warm_up->finish();
   checkpoints_ = build_checkpoints(cfg_, ctx_, !optim_.zero_owners.empty());
   step_ = std::make_unique<TrainStep>(cfg_, ctx_, model_, optim_, std::move(objective),

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "model/mode_guards.h"
 #include "model/swiglu.h"
 #include "model/transformer.h"
+#include "optim/optimizer.h"
 #include "quant/fp8_cast.h"
 #include "support/tensor_bits.h"
 #include "support/test_support.h"
@@ -394,6 +396,66 @@ TEST(Fp8Training, MlpModuleRunsAsOneOpOnlyWhenEveryProjectionQualifies) {
     mlp->up_proj->fp8_training = Fp8Training::kRowwise;
     EXPECT_FALSE(mlp->fp8_forward(x, kernels).defined());
   }
+}
+
+// A full fine-tuning step of a decoder with tensorwise FP8 training and F32 master weights, the optimizer writing
+// each FP8 weight's amax beside its step: the next forward's casts take it wherever the F32 step kernel took the
+// weight (q/o and the MLP, 1M+ elements; k/v, 256K, step in PyTorch's kernel and their casts compute it). The logits
+// are those of the same forward after the weights were touched in place (every amax then describes nothing and each
+// cast computes its own), bit for bit.
+TEST(Fp8Training, WeightAmaxFromTheOptimizerStepGivesTheSameForward) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
+  model::ModelArgs a;
+  a.vocab_size = 512;
+  a.hidden_size = 1024;
+  a.intermediate_size = 2048;
+  a.num_layers = 2;
+  a.num_heads = 8;
+  a.num_kv_heads = 2;
+  a.head_dim = 128;
+  model::KernelPolicy kernels;
+  kernels.kernels = true;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(31);
+  model::Transformer m(a);
+  m.to(at::Device(at::kCUDA), at::kFloat);
+  std::vector<optim::NamedParam> params;
+  for (const auto& item : m.named_parameters()) {
+    const at::Tensor& p = item.value();
+    {
+      at::NoGradGuard no_grad;
+      p.copy_(p.dim() == 1 ? at::ones(p.sizes()) : at::randn(p.sizes(), gen) * 0.02);
+    }
+    params.emplace_back(item.key(), p);
+  }
+  model::enable_fp8_training(m, Fp8Training::kTensorwise, {{}, 0, 0});
+  m.set_kernel_policy(kernels);
+  optim::AdamWOptions opts;
+  opts.lr = 1e-3;
+  opts.cuda_kernels = true;
+  optim::AdamW opt(params, opts);
+  const auto sinks = model::fp8_weight_amax_sinks(m);
+  ASSERT_EQ(sinks.size(), 14u);  // every projection of both layers
+  opt.write_amax_into(sinks);
+  const at::Tensor ids = at::randint(a.vocab_size, {2, 64}, gen).cuda();  // I64 [B, T]
+  const model::AutocastGuard autocast(at::kCUDA, at::kBFloat16, true);
+  const at::Tensor loss =
+      at::cross_entropy_loss(m.forward(ids).slice(1, 0, -1).flatten(0, 1).to(at::kFloat), ids.slice(1, 1).flatten());
+  loss.backward();
+  opt.step();
+  opt.zero_grad();
+  std::map<std::string, at::Tensor> weights;  // by parameter name
+  for (const auto& [path, lin] : m.projections()) weights[path + ".weight"] = lin->weight;
+  for (const char* name : {"q_proj", "o_proj"}) {
+    const std::string key = std::string("model.layers.1.self_attn.") + name + ".weight";
+    EXPECT_TRUE(sinks.at(key)->of(weights.at(key)).defined()) << key;
+  }
+  const std::string k_key = "model.layers.1.self_attn.k_proj.weight";
+  EXPECT_FALSE(sinks.at(k_key)->of(weights.at(k_key)).defined());
+  at::NoGradGuard no_grad;
+  const at::Tensor with_known = m.forward(ids);  // [B, T, V]
+  for (auto& [name, w] : weights) w.mul_(1.0);   // the same bits, a newer version
+  for (const auto& [name, sink] : sinks) EXPECT_FALSE(sink->of(weights.at(name)).defined()) << name;
+  EXPECT_TRUE(bits_equal(with_known, m.forward(ids)));
 }
 }  // namespace
 }  // namespace ft::test
