@@ -25,8 +25,6 @@ __device__ __forceinline__ uint8_t code_of(float v, float scale, Fp8Code code) {
       __nv_cvt_float_to_fp8(__fmul_rn(v, scale), __NV_SATFINITE, code == Fp8Code::kE4m3 ? __NV_E4M3 : __NV_E5M2));
 }
 
-constexpr int kV = 8;  // bf16 elements per 16-byte load
-
 // Grid-stride over groups of V elements (16 bytes of T), whole groups as one load (x 16-byte aligned), four of them
 // per thread in flight (the loads issue before the first max waits on one); the last partial group element by element.
 template <class T>
@@ -54,22 +52,22 @@ __global__ void tensor_amax_kernel(const T* x, int64_t n, float* amax) {
   if (threadIdx.x == 0) atomic_max_nonneg(amax, m);
 }
 
-// One block per row: the row's amax, then its codes (the second read hits L2).
-template <int V>
-__global__ void rows_cast_kernel(const bf16* x, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse) {
-  const bf16* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+// One block per row: the row's amax, then its codes (the second read hits L2). T: BF16 or F32.
+template <class T, int V>
+__global__ void rows_cast_kernel(const T* x, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse) {
+  const T* row = x + static_cast<int64_t>(blockIdx.x) * cols;
   uint8_t* out = codes + static_cast<int64_t>(blockIdx.x) * cols;
   float m = 0.0f;
   for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
-    const auto p = load<bf16, V>(row, c);
-    for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(__bfloat162float(p.v[k])));
+    const auto p = load<T, V>(row, c);
+    for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(to_f(p.v[k])));
   }
   const float s = scale_of(block_max(m), code, true);
   if (threadIdx.x == 0) inverse[blockIdx.x] = __frcp_rn(s);
   for (int64_t c = threadIdx.x * V; c < cols; c += blockDim.x * V) {
-    const auto p = load<bf16, V>(row, c);
+    const auto p = load<T, V>(row, c);
     Pack<uint8_t, V> q;
-    for (int k = 0; k < V; ++k) q.v[k] = code_of(__bfloat162float(p.v[k]), s, code);
+    for (int k = 0; k < V; ++k) q.v[k] = code_of(to_f(p.v[k]), s, code);
     store<uint8_t, V>(out, c, q);
   }
 }
@@ -78,15 +76,16 @@ __global__ void rows_cast_kernel(const bf16* x, int64_t cols, Fp8Code code, uint
 // consecutive bytes of a row), then one atomic per column and thread.
 constexpr int kSlab = 128;
 
-__global__ void columns_amax_kernel(const bf16* x, int64_t rows, int64_t cols, float* amax) {
+template <class T>
+__global__ void columns_amax_kernel(const T* x, int64_t rows, int64_t cols, float* amax) {
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 2;
   if (c >= cols) return;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kSlab;
   float m0 = 0.0f, m1 = 0.0f;
   for (int64_t r = r0; r < rows && r < r0 + kSlab; ++r) {
-    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(x + r * cols + c);
-    m0 = fmaxf(m0, fabsf(__low2float(v)));
-    m1 = fmaxf(m1, fabsf(__high2float(v)));
+    const auto v = load<T, 2>(x, r * cols + c);
+    m0 = fmaxf(m0, fabsf(to_f(v.v[0])));
+    m1 = fmaxf(m1, fabsf(to_f(v.v[1])));
   }
   atomic_max_nonneg(amax + c, m0);
   atomic_max_nonneg(amax + c + 1, m1);
@@ -95,7 +94,8 @@ __global__ void columns_amax_kernel(const bf16* x, int64_t rows, int64_t cols, f
 // 64 x 64 tiles through shared memory: a tile of x [rows, cols] in, its codes out transposed, scaled per column.
 constexpr int kTile = 64;
 
-__global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
+template <class T>
+__global__ void columns_cast_kernel(const T* x, int64_t rows, int64_t cols, Fp8Code code, const float* amax,
                                     uint8_t* codes_t, float* inverse) {
   __shared__ float tile[kTile][kTile + 1];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
@@ -103,8 +103,8 @@ __global__ void columns_cast_kernel(const bf16* x, int64_t rows, int64_t cols, F
   for (int i = 0; i < kTile; i += 16) {
     const int64_t r = r0 + ty + i, c = c0 + tx * 4;
     if (r < rows && c < cols) {
-      const auto p = load<bf16, 4>(x, r * cols + c);
-      for (int k = 0; k < 4; ++k) tile[ty + i][tx * 4 + k] = __bfloat162float(p.v[k]);
+      const auto p = load<T, 4>(x, r * cols + c);
+      for (int k = 0; k < 4; ++k) tile[ty + i][tx * 4 + k] = to_f(p.v[k]);
     }
   }
   __syncthreads();
@@ -184,6 +184,29 @@ void cast_tensorwise_both(const T* x, int64_t rows, int64_t cols, Fp8Code code, 
   }
 }
 
+template <class T>
+void cast_rows_pow2(const T* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,
+                    cudaStream_t st) {
+  constexpr int V = 16 / sizeof(T);  // elements per 16-byte load
+  const int threads = cols >= 4096 ? 512 : 256;
+  if (cols % V == 0 && aligned_to(x, 16) && aligned_to(codes, V)) {
+    rows_cast_kernel<T, V><<<static_cast<unsigned>(rows), threads, 0, st>>>(x, cols, code, codes, inverse);
+  } else {
+    rows_cast_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, st>>>(x, cols, code, codes, inverse);
+  }
+}
+
+template <class T>
+void cast_columns_pow2(const T* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch, uint8_t* codes_t,
+                       float* inverse, cudaStream_t st) {
+  cudaMemsetAsync(amax_scratch, 0, sizeof(float) * static_cast<size_t>(cols), st);
+  const dim3 amax_grid(static_cast<unsigned>((cols / 2 + 127) / 128),
+                       static_cast<unsigned>((rows + kSlab - 1) / kSlab));
+  columns_amax_kernel<T><<<amax_grid, 128, 0, st>>>(x, rows, cols, amax_scratch);
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  columns_cast_kernel<T><<<grid, dim3(16, 16), 0, st>>>(x, rows, cols, code, amax_scratch, codes_t, inverse);
+}
+
 }  // namespace
 
 void fp8_cast_tensorwise_both(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, float* amax,
@@ -200,31 +223,27 @@ void fp8_cast_tensorwise_both(const void* x, bool f32, int64_t rows, int64_t col
   check_launch("fp8_cast_tensorwise_both");
 }
 
-void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,
-                        void* stream) {
+void fp8_cast_rows_pow2(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes,
+                        float* inverse, void* stream) {
   if (rows == 0 || cols == 0) return;
   const auto st = static_cast<cudaStream_t>(stream);
-  const auto* xb = static_cast<const bf16*>(x);
-  const int threads = cols >= 4096 ? 512 : 256;
-  if (cols % kV == 0 && aligned_to(x, 16) && aligned_to(codes, kV)) {
-    rows_cast_kernel<kV><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
+  if (f32) {
+    cast_rows_pow2(static_cast<const float*>(x), rows, cols, code, codes, inverse, st);
   } else {
-    rows_cast_kernel<1><<<static_cast<unsigned>(rows), threads, 0, st>>>(xb, cols, code, codes, inverse);
+    cast_rows_pow2(static_cast<const bf16*>(x), rows, cols, code, codes, inverse, st);
   }
   check_launch("fp8_cast_rows_pow2");
 }
 
-void fp8_cast_columns_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+void fp8_cast_columns_pow2(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
                            uint8_t* codes_t, float* inverse, void* stream) {
   if (rows == 0 || cols == 0) return;
   const auto st = static_cast<cudaStream_t>(stream);
-  const auto* xb = static_cast<const bf16*>(x);
-  cudaMemsetAsync(amax_scratch, 0, sizeof(float) * static_cast<size_t>(cols), st);
-  const dim3 amax_grid(static_cast<unsigned>((cols / 2 + 127) / 128),
-                       static_cast<unsigned>((rows + kSlab - 1) / kSlab));
-  columns_amax_kernel<<<amax_grid, 128, 0, st>>>(xb, rows, cols, amax_scratch);
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
-  columns_cast_kernel<<<grid, dim3(16, 16), 0, st>>>(xb, rows, cols, code, amax_scratch, codes_t, inverse);
+  if (f32) {
+    cast_columns_pow2(static_cast<const float*>(x), rows, cols, code, amax_scratch, codes_t, inverse, st);
+  } else {
+    cast_columns_pow2(static_cast<const bf16*>(x), rows, cols, code, amax_scratch, codes_t, inverse, st);
+  }
   check_launch("fp8_cast_columns_pow2");
 }
 

@@ -1,4 +1,4 @@
-// The casts of FP8 training (model/fp8_training.h) on BF16 tensors (F32 too for the tensorwise one), as
+// The casts of FP8 training (model/fp8_training.h) on BF16 or F32 tensors (F32 master weights), as
 // quant/fp8_cast.h computes them (torchao's dynamic scaling): scale = max / max(amax, 1e-12) in F64, then F32; code =
 // fp8(saturate(F32(x) * scale)), rounded to nearest even; `inverse` = 1 / scale (IEEE), what the scaled GEMM takes.
 // Power-of-two scales (rows, columns) keep only the scale's exponent: torchao's exp2(floor(log2(scale))), except within
@@ -21,12 +21,13 @@ enum class Fp8Code { kE4m3, kE5m2 };
 void fp8_cast_tensorwise_both(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, float* amax,
                               bool amax_known, uint8_t* codes, uint8_t* codes_t, int64_t ld_t, float* inverse,
                               void* stream);
-// One power-of-two scale per row of x [rows, cols]: codes [rows, cols], inverse [rows].
-void fp8_cast_rows_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes, float* inverse,
-                        void* stream);
-// One power-of-two scale per column of x [rows, cols], written transposed: codes_t [cols, rows] (x^T's codes),
-// inverse [cols]; amax_scratch F32 [cols] (the call zeroes it); rows and cols multiples of 4.
-void fp8_cast_columns_pow2(const void* x, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
+// One power-of-two scale per row of x [rows, cols] (BF16, or F32 when `f32`): codes [rows, cols], inverse [rows].
+void fp8_cast_rows_pow2(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, uint8_t* codes,
+                        float* inverse, void* stream);
+// One power-of-two scale per column of x [rows, cols] (BF16, or F32 when `f32`; 16-byte aligned), written transposed:
+// codes_t [cols, rows] (x^T's codes), inverse [cols]; amax_scratch F32 [cols] (the call zeroes it); rows and cols
+// multiples of 4.
+void fp8_cast_columns_pow2(const void* x, bool f32, int64_t rows, int64_t cols, Fp8Code code, float* amax_scratch,
                            uint8_t* codes_t, float* inverse, void* stream);
 
 }  // namespace ft::kernels

@@ -54,8 +54,15 @@ kernels::Fp8Code code_of(quant::Fp8Format format) {
 }
 
 void check_cast_input(const at::Tensor& x, const char* op) {
-  FT_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous() && x.scalar_type() == at::kBFloat16 && x.numel() > 0,
-           std::string(op) + ": x must be a contiguous 2-D BF16 CUDA tensor with elements");
+  FT_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous() &&
+               (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat) && x.numel() > 0,
+           std::string(op) + ": x must be a contiguous 2-D BF16 or F32 CUDA tensor with elements");
+}
+
+// x, or a copy where x starts off the `bytes` grid the kernel's vector loads need (a view into the middle of a
+// storage may).
+at::Tensor aligned(const at::Tensor& x, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(x.const_data_ptr()) % bytes == 0 ? x : x.clone();
 }
 
 uint8_t* bytes_of(at::Tensor& codes) {
@@ -73,9 +80,9 @@ Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x_in, quant::Fp8Fo
   FT_CHECK(!known_amax.defined() || (known_amax.scalar_type() == at::kFloat && known_amax.numel() == 1 &&
                                      known_amax.device() == x_in.device()),
            "fp8_cast_tensorwise_both_cuda: the known amax must be one F32 on x's device");
-  // The kernels load 16 bytes at a time (32 of F32); a view into the middle of a storage may start off that grid.
+  // The kernels load 16 bytes at a time (32 of F32).
   const bool f32 = x_in.scalar_type() == at::kFloat;
-  const at::Tensor x = reinterpret_cast<uintptr_t>(x_in.const_data_ptr()) % (f32 ? 32 : 16) == 0 ? x_in : x_in.clone();
+  const at::Tensor x = aligned(x_in, f32 ? 32 : 16);
   const int64_t rows = x.size(0), cols = x.size(1), ld_t = (rows + 15) / 16 * 16;
   const auto fp8 = x.options().dtype(quant::fp8_dtype(format));
   Fp8TwoLayouts q{{at::empty({rows, cols}, fp8), at::empty({}, x.options().dtype(at::kFloat))},
@@ -91,19 +98,21 @@ quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format
   check_cast_input(x, "fp8_cast_rows_cuda");
   quant::Fp8Scaled q{at::empty(x.sizes(), x.options().dtype(quant::fp8_dtype(format))),
                      at::empty({x.size(0)}, x.options().dtype(at::kFloat))};
-  kernels::fp8_cast_rows_pow2(x.const_data_ptr(), x.size(0), x.size(1), code_of(format), bytes_of(q.codes),
-                              q.inverse.data_ptr<float>(), stream_of(x));
+  kernels::fp8_cast_rows_pow2(x.const_data_ptr(), x.scalar_type() == at::kFloat, x.size(0), x.size(1), code_of(format),
+                              bytes_of(q.codes), q.inverse.data_ptr<float>(), stream_of(x));
   return q;
 }
 
-quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x, quant::Fp8Format format) {
-  check_cast_input(x, "fp8_cast_columns_cuda");
-  FT_CHECK(x.size(0) % 4 == 0 && x.size(1) % 4 == 0, "fp8_cast_columns_cuda: sizes must be multiples of 4");
+quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x_in, quant::Fp8Format format) {
+  check_cast_input(x_in, "fp8_cast_columns_cuda");
+  FT_CHECK(x_in.size(0) % 4 == 0 && x_in.size(1) % 4 == 0, "fp8_cast_columns_cuda: sizes must be multiples of 4");
+  const at::Tensor x = aligned(x_in, 16);  // 4 elements per load
   quant::Fp8Scaled q{at::empty({x.size(1), x.size(0)}, x.options().dtype(quant::fp8_dtype(format))),
                      at::empty({x.size(1)}, x.options().dtype(at::kFloat))};
   at::Tensor amax = at::empty({x.size(1)}, q.inverse.options());
-  kernels::fp8_cast_columns_pow2(x.const_data_ptr(), x.size(0), x.size(1), code_of(format), amax.data_ptr<float>(),
-                                 bytes_of(q.codes), q.inverse.data_ptr<float>(), stream_of(x));
+  kernels::fp8_cast_columns_pow2(x.const_data_ptr(), x.scalar_type() == at::kFloat, x.size(0), x.size(1),
+                                 code_of(format), amax.data_ptr<float>(), bytes_of(q.codes),
+                                 q.inverse.data_ptr<float>(), stream_of(x));
   return q;
 }
 

@@ -51,19 +51,19 @@ Fp8Scaled cast_for_forward(const at::Tensor& x, const at::Tensor& amax, const Pl
   return q.scaled;
 }
 
-// The weight [out, in] as the forward casts it. Tensorwise casts F32 master weights as they are, as torchao casts the
-// parameter itself rather than an autocast copy (one rounding, and a pass fewer); rowwise's kernels read BF16, so it
-// and other dtypes cast the weight in the GEMM dtype.
-bool casts_as_it_is(const at::Tensor& weight, const Plan& plan) {
-  return !plan.rowwise() && weight.scalar_type() == at::kFloat;
+// The weight [out, in] as the casts read it. F32 master weights are cast as they are, as torchao casts the parameter
+// itself rather than an autocast copy (one rounding, and a pass fewer); other dtypes in the GEMM dtype.
+bool casts_as_it_is(const at::Tensor& weight) {
+  return weight.scalar_type() == at::kFloat;
 }
-at::Tensor weight_for_cast(const at::Tensor& weight, at::ScalarType dtype, const Plan& plan) {
-  return casts_as_it_is(weight, plan) ? weight.contiguous() : weight.to(dtype).contiguous();
+at::Tensor weight_for_cast(const at::Tensor& weight, at::ScalarType dtype) {
+  return casts_as_it_is(weight) ? weight.contiguous() : weight.to(dtype).contiguous();
 }
 
-// Weight i's known amax where its cast reads the weight as it is (the amax of a bf16 copy may differ), else undefined.
+// Weight i's known amax where its tensorwise cast reads the weight as it is (a bf16 copy's amax may differ), else
+// undefined.
 at::Tensor weight_amax_at(at::ArrayRef<at::Tensor> weight_amax, size_t i, const at::Tensor& weight, const Plan& plan) {
-  return i < weight_amax.size() && casts_as_it_is(weight, plan) ? weight_amax[i] : at::Tensor();
+  return i < weight_amax.size() && !plan.rowwise() && casts_as_it_is(weight) ? weight_amax[i] : at::Tensor();
 }
 
 // a [m, k] . b [n, k]^T with both operands' scales: [m, n] in `dtype`.
@@ -119,8 +119,8 @@ std::vector<at::Tensor> group_forward(const at::Tensor& x, const at::Tensor& x_a
   const Fp8Scaled xq = cast_for_forward(x, x_amax, plan, saved);
   for (size_t i = 0; i < weights.size(); ++i) {
     const at::Tensor& weight = weights[i];
-    const Fp8Scaled wq = cast_for_forward(weight_for_cast(weight, dtype, plan),
-                                          weight_amax_at(weight_amax, i, weight, plan), plan, saved);  // [out_i, in]
+    const Fp8Scaled wq = cast_for_forward(weight_for_cast(weight, dtype), weight_amax_at(weight_amax, i, weight, plan),
+                                          plan, saved);                                                // [out_i, in]
     out.push_back(scaled_gemm(xq, wq, dtype, /*fast_accum=*/true, plan));                              // [N, out_i]
   }
   saved.insert(saved.end(), weights.begin(), weights.end());
@@ -146,7 +146,7 @@ std::vector<at::Tensor> group_backward(const std::vector<at::Tensor>& grads, con
     at::Tensor dx_i, dw;                                    // [N, in], [out_i, in]
     if (plan.rowwise()) {
       const Fp8Scaled dyq = cast_rows(dy, plan.grad_format(), plan);
-      dx_i = scaled_gemm(dyq, cast_columns(weight.to(dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
+      dx_i = scaled_gemm(dyq, cast_columns(weight_for_cast(weight, dtype), Fp8Format::kE4m3, plan), dtype, false, plan);
       dw = scaled_gemm(cast_columns(rows_to_16(dy, plan), plan.grad_format(), plan), x_by_columns, weight.scalar_type(),
                        false, plan);
     } else {

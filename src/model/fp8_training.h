@@ -1,6 +1,6 @@
 // Full fine-tuning with FP8 GEMMs (train.fp8), as torchao's float8 training recipes compute them (torchao 0.18,
 // float8_linear.py: matmul_with_hp_or_float8_args; config.py: Float8LinearRecipeName). A trainable projection keeps
-// its weight in its own dtype (bf16, or F32 master weights under autocast, which tensorwise casts as they are, as
+// its weight in its own dtype (bf16, or F32 master weights under autocast, which both recipes cast as they are, as
 // torchao does); each step its three GEMMs cast their operands to FP8 with dynamic scales (quant/fp8_cast.h) and
 // multiply them with a scaled FP8 GEMM:
 //   y  = x W^T:   x scaled per row (token),  W per row (output feature)         [tensorwise: one scale each]
@@ -78,13 +78,14 @@ std::vector<std::string> enable_fp8_training(Transformer& model, Fp8Training rec
 // enable_fp8_training; optim::AdamW::write_amax_into), by parameter name: the projection's path + ".weight".
 std::map<std::string, std::shared_ptr<quant::KnownAmax>> fp8_weight_amax_sinks(const Transformer& model);
 
-// The casts' CUDA glue (kernels/fp8_cast.h, in fp8_kernels.cpp; no_kernels.cpp stands in), on contiguous 2-D BF16
-// CUDA tensors, bit for bit quant/fp8_cast.h's (see the kernels' header for the one power-of-two edge).
-// Whether `device` has FP8 tensor cores (sm_89+) in a build with our kernels.
+// The casts' CUDA glue (kernels/fp8_cast.h, in fp8_kernels.cpp; no_kernels.cpp stands in), on contiguous 2-D BF16 or
+// F32 CUDA tensors (F32: master weights, cast as they are, as torchao casts them), bit for bit quant/fp8_cast.h's (see
+// the kernels' header for the one power-of-two edge). Whether `device` has FP8 tensor cores (sm_89+) in a build with
+// our kernels.
 bool fp8_tensor_cores(at::Device device);
 // quant::cast_fp8_tensorwise(x, format) in both layouts, written in one pass after the amax: `codes_t` [cols, rows
 // rounded up to 16] holds x^T's codes, zero past rows (the GEMMs that reduce over rows need a multiple of 16); cols a
-// multiple of 4. x BF16, or F32 (master weights, cast as they are, as torchao casts them).
+// multiple of 4.
 struct Fp8TwoLayouts {
   quant::Fp8Scaled scaled;  // codes [rows, cols], inverse []
   at::Tensor codes_t;       // [cols, round_up(rows, 16)], the same scale
@@ -93,9 +94,9 @@ struct Fp8TwoLayouts {
 // then skips its own amax pass.
 Fp8TwoLayouts fp8_cast_tensorwise_both_cuda(const at::Tensor& x, quant::Fp8Format format,
                                             const at::Tensor& known_amax = {});
-// quant::cast_fp8_rowwise(x, format, pow2 = true).
+// quant::cast_fp8_rowwise(x, format, pow2 = true); x BF16 or F32.
 quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format);
-// quant::cast_fp8_rowwise(x^T, format, pow2 = true), without the transposed copy; sizes multiples of 4.
+// quant::cast_fp8_rowwise(x^T, format, pow2 = true), without the transposed copy; x BF16 or F32, sizes multiples of 4.
 quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x, quant::Fp8Format format);
 
 }  // namespace ft::model

@@ -121,12 +121,16 @@ bool fp8_gpu() {
   return has_cuda() && model::fp8_tensor_cores(at::Device(at::kCUDA, 0));
 }
 
+// BF16 inputs, and F32 ones off bf16's grid (master weights); 20 columns: the rows kernel's element-wise loads.
 TEST(Fp8Training, RowAndColumnCastKernelsEqualTheAtenCastsBitForBit) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
   for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 4096}, {64, 96}, {48, 64}, {16, 20}}) {
     SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
-    const at::Tensor x = random_bf16(shape, 3 + shape[1], 0.3).cuda();
-    for (Fp8Format f : {Fp8Format::kE4m3, Fp8Format::kE5m2}) {
+    const at::Tensor x_bf16 = random_bf16(shape, 3 + shape[1], 0.3).cuda();
+    const at::Tensor x_f32 = x_bf16.to(at::kFloat) * (1.0 + 1e-3 * at::rand_like(x_bf16, at::kFloat));
+    for (const auto& [x, f] : {std::pair{x_bf16, Fp8Format::kE4m3}, std::pair{x_bf16, Fp8Format::kE5m2},
+                               std::pair{x_f32, Fp8Format::kE4m3}}) {
+      SCOPED_TRACE(c10::toString(x.scalar_type()));
       const auto rows = model::fp8_cast_rows_cuda(x, f), rows_aten = quant::cast_fp8_rowwise(x, f, true);
       EXPECT_TRUE(bits_equal(rows.inverse, rows_aten.inverse));
       EXPECT_TRUE(bits_equal(rows.codes.view(at::kByte), rows_aten.codes.view(at::kByte)));
@@ -168,33 +172,52 @@ double relative_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>() / b.to(at::kFloat).abs().max().item<double>();
 }
 
-// F32 master weights under bf16 autocast: tensorwise casts the F32 weight itself (torchao casts the parameter, not
-// an autocast copy), so its codes carry one rounding; the weight gradient comes back in F32. On the GPU's fast path
-// (skipped without one) the same casts feed _scaled_mm.
-TEST(Fp8Training, TensorwiseCastsF32MasterWeightsAsTheyAre) {
+// F32 master weights under bf16 autocast: both recipes cast the F32 weight itself (torchao casts the parameter, not
+// an autocast copy), so its codes carry one rounding, in the forward and in the input gradient's GEMM (tensorwise reads
+// the forward's codes transposed, rowwise casts the weight's columns); the weight gradient comes back in F32. On the
+// CPU bit for bit the cast-then-GEMM definition; on the GPU's fast path (skipped without one) the same casts feed
+// _scaled_mm.
+TEST(Fp8Training, F32MasterWeightsAreCastAsTheyAre) {
+  using quant::cast_fp8_rowwise;
+  using quant::cast_fp8_tensorwise;
   const at::Tensor x = random_bf16({32, 64}, 21, 1.0), dy = random_bf16({32, 48}, 22, 1e-3);
   const at::Tensor w = random_bf16({48, 64}, 23, 0.05).to(at::kFloat) * (1.0 + 1e-3 * at::rand({48, 64}));
   ASSERT_FALSE(at::equal(w.to(at::kBFloat16).to(at::kFloat), w));  // the bf16 copy would round it
-  const at::Tensor expected =
-      quant::fp8_scaled_gemm_reference(quant::cast_fp8_tensorwise(x, Fp8Format::kE4m3),
-                                       quant::cast_fp8_tensorwise(w, Fp8Format::kE4m3), at::kBFloat16);  // [32, 48]
-  at::Tensor y[2], dw[2];
-  for (int fast = 0; fast < (fp8_gpu() ? 2 : 1); ++fast) {
-    const at::Device device = fast ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-    model::KernelPolicy policy;
-    policy.kernels = fast == 1;
-    const model::AutocastGuard autocast(device.type(), at::kBFloat16, true);
-    const at::Tensor wi = w.to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);  // a leaf
-    y[fast] = model::fp8_training_linear(x.to(device), wi, Fp8Training::kTensorwise, policy);
-    y[fast].backward(dy.to(device));
-    dw[fast] = wi.grad();
-    EXPECT_EQ(y[fast].scalar_type(), at::kBFloat16);
-    EXPECT_EQ(dw[fast].scalar_type(), at::kFloat);
+  for (const Fp8Training recipe : {Fp8Training::kTensorwise, Fp8Training::kRowwise}) {
+    SCOPED_TRACE(recipe == Fp8Training::kRowwise ? "rowwise" : "tensorwise");
+    const bool rowwise = recipe == Fp8Training::kRowwise;
+    const quant::Fp8Scaled wq =
+        rowwise ? cast_fp8_rowwise(w, Fp8Format::kE4m3, true) : cast_fp8_tensorwise(w, Fp8Format::kE4m3);  // [48, 64]
+    const quant::Fp8Scaled w_by_columns = rowwise ? cast_fp8_rowwise(w.t().contiguous(), Fp8Format::kE4m3, true)
+                                                  : quant::Fp8Scaled{wq.codes.t().contiguous(), wq.inverse};
+    const at::Tensor expected_y = quant::fp8_scaled_gemm_reference(
+        rowwise ? cast_fp8_rowwise(x, Fp8Format::kE4m3, true) : cast_fp8_tensorwise(x, Fp8Format::kE4m3), wq,
+        at::kBFloat16);  // [32, 48]
+    const at::Tensor expected_dx = quant::fp8_scaled_gemm_reference(
+        rowwise ? cast_fp8_rowwise(dy, Fp8Format::kE4m3, true) : cast_fp8_tensorwise(dy, Fp8Format::kE5m2),
+        w_by_columns, at::kBFloat16);  // [32, 64]
+    at::Tensor y[2], dx[2], dw[2];
+    for (int fast = 0; fast < (fp8_gpu() ? 2 : 1); ++fast) {
+      const at::Device device = fast ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+      model::KernelPolicy policy;
+      policy.kernels = fast == 1;
+      const model::AutocastGuard autocast(device.type(), at::kBFloat16, true);
+      const at::Tensor xi = x.to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);  // leaves
+      const at::Tensor wi = w.to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);
+      y[fast] = model::fp8_training_linear(xi, wi, recipe, policy);
+      y[fast].backward(dy.to(device));
+      dx[fast] = xi.grad();
+      dw[fast] = wi.grad();
+      EXPECT_EQ(y[fast].scalar_type(), at::kBFloat16);
+      EXPECT_EQ(dw[fast].scalar_type(), at::kFloat);
+    }
+    EXPECT_TRUE(bits_equal(y[0], expected_y));
+    EXPECT_TRUE(bits_equal(dx[0], expected_dx));
+    if (!fp8_gpu()) continue;
+    EXPECT_LT(relative_diff(y[1].cpu(), y[0]), 1e-2);  // the GEMMs' summation order and rounding differ
+    EXPECT_LT(relative_diff(dx[1].cpu(), dx[0]), 1e-2);
+    EXPECT_LT(relative_diff(dw[1].cpu(), dw[0]), 1e-2);
   }
-  EXPECT_TRUE(bits_equal(y[0], expected));
-  if (!fp8_gpu()) return;
-  EXPECT_LT(relative_diff(y[1].cpu(), y[0]), 1e-2);  // the GEMMs' summation order and rounding differ
-  EXPECT_LT(relative_diff(dw[1].cpu(), dw[0]), 1e-2);
 }
 
 // 37 tokens: the weight gradient's GEMM reduces over a padded token dimension on the fast path.
