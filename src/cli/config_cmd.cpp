@@ -161,17 +161,12 @@ std::string problems_header(const std::vector<config::Problem>& problems) {
   return text;
 }
 
-// LoRA's settings against the model's projections, as training checks them once the model is loaded, on the model
-// built without weights: its parameters are address space reserved and never touched (a 70B model's takes no
-// memory, only 280 GB of addresses). MoE experts are built zeroed (model/moe.cpp), so those models are left to
-// training.
+// LoRA's settings against the model's projections and experts, as training checks them once the model is loaded, on
+// the model built without weights: its parameters are address space reserved and never touched (a 70B model's takes
+// no memory, only 280 GB of addresses).
 void check_lora(const Config& cfg) {
   if (!cfg.lora.enabled) return;
   const model::ModelArgs args = train::model_shape(cfg, /*vocab_size=*/0);  // LoRA has a model.path: its vocabulary
-  if (args.num_experts > 0) {
-    std::cout << "lora: the targets are checked when train loads the model (" << args.model_type << " has experts)\n";
-    return;
-  }
   std::unique_ptr<model::Transformer> unloaded;
   std::string unbuilt;  // why not: no room to reserve (vm.overcommit_memory=2, ulimit -v), which is no config error
   try {

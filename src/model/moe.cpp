@@ -29,8 +29,10 @@ RouterChoice MoeRouterImpl::forward(const at::Tensor& x) {
 
 MoeExpertsImpl::MoeExpertsImpl(const ModelArgs& a) {
   const int64_t e = a.num_experts, i = a.moe_intermediate_size, h = a.hidden_size;
-  gate_up_proj = register_parameter("gate_up_proj", at::zeros({e, 2 * i, h}));
-  down_proj = register_parameter("down_proj", at::zeros({e, h, i}));
+  // Unset, as LinearImpl's weights: a load or init_weights writes them, and a model built only to be checked (`config
+  // validate`) reserves their address space without touching it.
+  gate_up_proj = register_parameter("gate_up_proj", at::empty({e, 2 * i, h}));
+  down_proj = register_parameter("down_proj", at::empty({e, h, i}));
 }
 
 at::Tensor MoeExpertsImpl::forward(const at::Tensor& x, const RouterChoice& choice, const KernelPolicy& policy) {

@@ -120,6 +120,26 @@ TEST_F(ConfigCli, ValidateChecksLoraTargetsAgainstTheModelsProjections) {
   EXPECT_THAT(ok.output, HasSubstr("config OK"));
 }
 
+// An MoE model's targets too: a per-expert projection name is refused with the experts' fused names in the hint.
+TEST_F(ConfigCli, ValidateChecksLoraTargetsOfAnMoeModel) {
+  std::filesystem::create_directories(dir_ / "moe");
+  write_file(dir_ / "moe" / "config.json",
+             R"({"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, )"
+             R"("moe_intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 2, "head_dim": 8, )"
+             R"("num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1})");
+  const std::string lora = cfg("lora.yaml", "defaults: [base.yaml]\nlora: {enabled: true, rank: 4}\n");
+  const std::string model = " model.path=" + shell_quote((dir_ / "moe").string());
+  const auto per_expert = run_finetune("config validate --config " + lora + model + " 'lora.targets=[gate_proj]'");
+  EXPECT_EQ(per_expert.exit_code, 2) << per_expert.output;
+  EXPECT_THAT(per_expert.output,
+              HasSubstr("lora.targets: 'gate_proj' names one projection of the experts of qwen3_moe"));
+  const auto ok =
+      run_finetune("config validate --config " + lora + model + " 'lora.targets=[q_proj, gate_up_proj, gate]'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("lora: rank 4 on q_proj, gate_up_proj, gate\n"));
+  EXPECT_THAT(ok.output, HasSubstr("config OK"));
+}
+
 TEST_F(ConfigCli, ShowMarksFromScratchModelKeysUnusedWhenModelPathIsSet) {
   std::filesystem::create_directories(dir_ / "hf");
   write_file(dir_ / "hf" / "config.json", "{\"model_type\": \"llama\", \"hidden_size\": 64}");
