@@ -73,7 +73,7 @@ struct SourceStats {
   int64_t samples = 0;                 // kept samples (before weighting)
   int64_t tokens = 0;                  // tokens of the kept samples
   int64_t target_tokens = 0;           // tokens carrying loss
-  int64_t truncated = 0;               // samples cut to seq_len
+  int64_t truncated = 0;               // samples kept, cut to seq_len
   int64_t dropped = 0;                 // samples dropped: overlong with overlong=drop, or no target token left
   int64_t skipped = 0;                 // bad lines skipped (on_error=skip)
   std::vector<int64_t> skipped_lines;  // the first few skipped line numbers

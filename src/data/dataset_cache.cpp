@@ -88,17 +88,18 @@ std::vector<Item> tokenize_batch(const std::vector<std::string>& lines, const st
   return items;
 }
 
-// Fits a sample to seq_len (truncated or dropped, per data.overlong) and counts it in `st`; false when it is dropped.
+// Fits a sample to seq_len (truncated or dropped, per data.overlong) and counts it in `st` once: as dropped, or as
+// kept (and truncated where it was cut); false when it is dropped.
 bool fit_sample(chat::TokenizedSample& s, const DatasetOptions& o, SourceStats& st) {
   if (!s.loss.empty()) s.loss[0] = 0;  // the first token has no prefix to be predicted from
-  if (static_cast<int64_t>(s.tokens.size()) > o.seq_len) {
+  const bool overlong = static_cast<int64_t>(s.tokens.size()) > o.seq_len;
+  if (overlong) {
     if (o.overlong == Overlong::kDrop) {
       ++st.dropped;
       return false;
     }
     s.tokens.resize(static_cast<size_t>(o.seq_len));
     s.loss.resize(static_cast<size_t>(o.seq_len));
-    ++st.truncated;
   }
   int64_t targets = 0;
   for (uint8_t l : s.loss) targets += l;
@@ -106,6 +107,7 @@ bool fit_sample(chat::TokenizedSample& s, const DatasetOptions& o, SourceStats& 
     ++st.dropped;
     return false;
   }
+  if (overlong) ++st.truncated;
   ++st.samples;
   st.tokens += static_cast<int64_t>(s.tokens.size());
   st.target_tokens += targets;

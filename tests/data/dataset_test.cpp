@@ -147,6 +147,23 @@ TEST(Dataset, OverlongSamplesAreTruncatedOrDroppedAndCounted) {
   EXPECT_EQ(ds->stats().dropped, 1);
 }
 
+// A sample cut to seq_len with no target token left (its prompt fills seq_len) is dropped, and counted once: as
+// dropped, not also as truncated.
+TEST(Dataset, SampleCutToNoTargetsCountsAsDroppedOnly) {
+  Fixture f;
+  const std::string lines = R"({"prompt": "a much longer prompt that cannot fit in eight tokens at all", )"
+                            R"("completion": " done"})"
+                            "\n"
+                            R"({"prompt": "p", "completion": " c"})"
+                            "\n";
+  auto o = f.options("pc.jsonl", "prompt_completion", lines);
+  o.seq_len = 8;
+  const auto ds = TokenizedDataset::build(o, *f.tok);
+  EXPECT_EQ(ds->size(), 1);
+  EXPECT_EQ(ds->stats().dropped, 1);
+  EXPECT_EQ(ds->stats().truncated, 0);
+}
+
 TEST(Dataset, WeightsRepeatAndSubsampleSources) {
   Fixture f;
   std::string lines;
