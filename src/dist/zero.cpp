@@ -33,6 +33,8 @@ void broadcast_bucket(Communicator& comm, const std::vector<at::Tensor>& list, i
   if (list.size() == 1 && list[0].is_contiguous()) {
     std::vector<at::Tensor> one{list[0].view({-1})};
     comm.broadcast_(one, root);
+    // Written in place by NCCL: the version counter moves as a copy_ would move it (quant::KnownAmax relies on it).
+    if (comm.rank() != root) list[0].unsafeGetTensorImpl()->bump_version();
     return;
   }
   std::vector<at::Tensor> flat_parts;

@@ -106,7 +106,7 @@ quant::Fp8Scaled fp8_cast_rows_cuda(const at::Tensor& x, quant::Fp8Format format
 quant::Fp8Scaled fp8_cast_columns_cuda(const at::Tensor& x_in, quant::Fp8Format format) {
   check_cast_input(x_in, "fp8_cast_columns_cuda");
   FT_CHECK(x_in.size(0) % 4 == 0 && x_in.size(1) % 4 == 0, "fp8_cast_columns_cuda: sizes must be multiples of 4");
-  const at::Tensor x = aligned(x_in, 16);  // 4 elements per load
+  const at::Tensor x = aligned(x_in, x_in.scalar_type() == at::kFloat ? 16 : 8);  // 4 elements per load
   quant::Fp8Scaled q{at::empty({x.size(1), x.size(0)}, x.options().dtype(quant::fp8_dtype(format))),
                      at::empty({x.size(1)}, x.options().dtype(at::kFloat))};
   at::Tensor amax = at::empty({x.size(1)}, q.inverse.options());

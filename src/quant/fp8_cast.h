@@ -28,8 +28,10 @@ struct Fp8Scaled {
 
 // A trainable weight's amax (max |w|) as the optimizer step that last wrote the weight computed it beside the new
 // values (optim::AdamW::write_amax_into), so that the weight's tensorwise cast skips its amax pass. It describes the
-// weight while the weight's version counter still reads `version`: any other write (a checkpoint's weights copied
-// in, an in-place op) advances the counter.
+// weight while the weight's version counter still reads `version`. In-place ATen ops (a checkpoint's weights copied
+// in, the other step paths) advance the counter; what writes a weight behind ATen's back must advance it too (our
+// step kernels, dist::broadcast_from_owners' in-place receive), and set_data or writes through data_ptr() do not:
+// nothing that runs after the first step writes weights that way.
 struct KnownAmax {
   at::Tensor amax;       // F32 [] on the weight's device; undefined before the first step that wrote it
   int64_t version = -1;  // the weight's _version() right after that step

@@ -121,15 +121,19 @@ bool fp8_gpu() {
   return has_cuda() && model::fp8_tensor_cores(at::Device(at::kCUDA, 0));
 }
 
-// BF16 inputs, and F32 ones off bf16's grid (master weights); 20 columns: the rows kernel's element-wise loads.
+// BF16 inputs, and F32 ones off bf16's grid (master weights); 20 columns: the rows kernel's element-wise loads for
+// BF16 (its vectors are 8 elements), and a misaligned F32 view: the F32 element-wise loads and the column cast's copy.
 TEST(Fp8Training, RowAndColumnCastKernelsEqualTheAtenCastsBitForBit) {
   if (!fp8_gpu()) GTEST_SKIP() << "no CUDA device with FP8 tensor cores in a build with our kernels";
   for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 4096}, {64, 96}, {48, 64}, {16, 20}}) {
     SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]));
     const at::Tensor x_bf16 = random_bf16(shape, 3 + shape[1], 0.3).cuda();
     const at::Tensor x_f32 = x_bf16.to(at::kFloat) * (1.0 + 1e-3 * at::rand_like(x_bf16, at::kFloat));
-    for (const auto& [x, f] : {std::pair{x_bf16, Fp8Format::kE4m3}, std::pair{x_bf16, Fp8Format::kE5m2},
-                               std::pair{x_f32, Fp8Format::kE4m3}}) {
+    const at::Tensor x_f32_off = at::empty({x_f32.numel() + 1}, x_f32.options()).narrow(0, 1, x_f32.numel());
+    x_f32_off.copy_(x_f32.flatten());  // 4 bytes past a 16-byte boundary
+    for (const auto& [x, f] :
+         {std::pair{x_bf16, Fp8Format::kE4m3}, std::pair{x_bf16, Fp8Format::kE5m2}, std::pair{x_f32, Fp8Format::kE4m3},
+          std::pair{x_f32_off.view(x_f32.sizes()), Fp8Format::kE4m3}}) {
       SCOPED_TRACE(c10::toString(x.scalar_type()));
       const auto rows = model::fp8_cast_rows_cuda(x, f), rows_aten = quant::cast_fp8_rowwise(x, f, true);
       EXPECT_TRUE(bits_equal(rows.inverse, rows_aten.inverse));
@@ -476,7 +480,12 @@ TEST(Fp8Training, WeightAmaxFromTheOptimizerStepGivesTheSameForward) {
   EXPECT_FALSE(sinks.at(k_key)->of(weights.at(k_key)).defined());
   at::NoGradGuard no_grad;
   const at::Tensor with_known = m.forward(ids);  // [B, T, V]
-  for (auto& [name, w] : weights) w.mul_(1.0);   // the same bits, a newer version
+  const auto q_sink = sinks.at("model.layers.1.self_attn.q_proj.weight");
+  const at::Tensor q_amax = q_sink->amax.clone();
+  q_sink->amax.mul_(4.0);  // a wrong amax, still taken: the output moves
+  EXPECT_FALSE(bits_equal(with_known, m.forward(ids)));
+  q_sink->amax.copy_(q_amax);
+  for (auto& [name, w] : weights) w.mul_(1.0);  // the same bits, a newer version
   for (const auto& [name, sink] : sinks) EXPECT_FALSE(sink->of(weights.at(name)).defined()) << name;
   EXPECT_TRUE(bits_equal(with_known, m.forward(ids)));
 }

@@ -17,6 +17,19 @@ namespace {
 using optim::AdamW;
 using optim::AdamWOptions;
 
+// Whether this build and machine run the F32 kernel: a CUDA device and our kernels (a build without them takes none).
+bool f32_kernel_here() {
+  if (!at::hasCUDA()) return false;
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  at::Tensor p = at::zeros({optim::kF32KernelMinNumel}, cuda).requires_grad_(true);
+  p.mutable_grad() = at::zeros_like(p);
+  optim::AdamWState s;
+  s.exp_avg = at::zeros_like(p);
+  s.exp_avg_sq = at::zeros_like(p);
+  s.step = at::zeros({}, cuda);
+  return optim::f32_kernel_takes(p, s);
+}
+
 // `values` on the GPU as a leaf F32 parameter, starting 16-byte aligned or, with `misaligned`, one element past it.
 at::Tensor gpu_f32_param(const at::Tensor& values, bool misaligned) {
   const int64_t n = values.numel();
@@ -62,7 +75,7 @@ void expect_same_bits_as_fused_adamw(int64_t n, bool misaligned, double weight_d
 }
 
 TEST(F32Kernel, StepsWithTheBitsOfPyTorchsFusedAdamW) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  if (!f32_kernel_here()) GTEST_SKIP() << "no CUDA device in a build with our kernels";
   const int64_t n = optim::kF32KernelMinNumel + 3;  // large enough for the kernel; not a multiple of its groups of 4
   for (bool misaligned : {false, true}) {
     for (double weight_decay : {0.0, 0.1}) {
@@ -76,7 +89,7 @@ TEST(F32Kernel, StepsWithTheBitsOfPyTorchsFusedAdamW) {
 // The amax the step writes is the new weight's max |w|, tied to the version the step left; a skipped step writes the
 // unchanged weight's; an in-place change of the weight afterwards makes it describe nothing.
 TEST(F32Kernel, WritesTheNewWeightsAmaxForItsVersion) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  if (!f32_kernel_here()) GTEST_SKIP() << "no CUDA device in a build with our kernels";
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
   const int64_t rows = 1024, cols = 1040;
   at::Tensor w = (at::randn({rows, cols}, gen) * 0.02).to(at::kCUDA).requires_grad_(true);
